@@ -1,0 +1,239 @@
+package datasets
+
+import (
+	"fmt"
+	"math"
+)
+
+// FormatVersion is the version of the on-disk layout written by this package.
+const FormatVersion = 1
+
+// DType is the element type of the feature table.
+type DType string
+
+// Feature element types.
+const (
+	Float32  DType = "float32"
+	Float16  DType = "float16"
+	BFloat16 DType = "bfloat16"
+)
+
+// Size is the size of one element in bytes, or 0 for an unknown type.
+func (d DType) Size() int {
+	switch d {
+	case Float32:
+		return 4
+	case Float16, BFloat16:
+		return 2
+	}
+	return 0
+}
+
+// Valid reports whether d is one of the supported feature types.
+func (d DType) Valid() bool { return d.Size() != 0 }
+
+// ParseDType parses a feature type name.
+func ParseDType(s string) (DType, error) {
+	d := DType(s)
+	if !d.Valid() {
+		return "", fmt.Errorf("unknown feature dtype %q (want float32, float16 or bfloat16)", s)
+	}
+	return d, nil
+}
+
+// Split names.
+const (
+	SplitTrain = "train"
+	SplitValid = "valid"
+	SplitTest  = "test"
+)
+
+// SplitNames lists the splits in their canonical order.
+var SplitNames = []string{SplitTrain, SplitValid, SplitTest}
+
+// Graph is a graph in CSR form: the neighbours of node v are
+// Indices[Indptr[v]:Indptr[v+1]]. Exactly one of Indices32 and Indices64 is
+// set: Indices32 while NumNodes < 2^31, Indices64 otherwise. For a directed
+// graph row v lists the targets of v's out-edges.
+type Graph struct {
+	NumNodes  int64
+	Indptr    []int64
+	Indices32 []int32
+	Indices64 []int64
+}
+
+// NumEdges is the number of stored (directed) edges.
+func (g *Graph) NumEdges() int64 {
+	if len(g.Indptr) == 0 {
+		return 0
+	}
+	return g.Indptr[len(g.Indptr)-1]
+}
+
+// Degree is the number of stored neighbours of v.
+func (g *Graph) Degree(v int64) int64 { return g.Indptr[v+1] - g.Indptr[v] }
+
+// Neighbor returns the i-th entry of the indices array as an int64.
+func (g *Graph) Neighbor(i int64) int64 {
+	if g.Indices32 != nil {
+		return int64(g.Indices32[i])
+	}
+	return g.Indices64[i]
+}
+
+// Wide reports whether node ids need 64 bits (NumNodes >= 2^31).
+func Wide(numNodes int64) bool { return numNodes > math.MaxInt32 }
+
+// Validate checks the CSR invariants: len(Indptr) == NumNodes+1, Indptr starts
+// at 0 and never decreases, and every index lies in [0, NumNodes). It names
+// the first offending position.
+func (g *Graph) Validate() error {
+	if g.NumNodes < 0 {
+		return fmt.Errorf("graph: negative node count %d", g.NumNodes)
+	}
+	if int64(len(g.Indptr)) != g.NumNodes+1 {
+		return fmt.Errorf("graph: indptr has %d entries, want num_nodes+1 = %d", len(g.Indptr), g.NumNodes+1)
+	}
+	if g.Indptr[0] != 0 {
+		return fmt.Errorf("graph: indptr[0] = %d, want 0", g.Indptr[0])
+	}
+	for i := 1; i < len(g.Indptr); i++ {
+		if g.Indptr[i] < g.Indptr[i-1] {
+			return fmt.Errorf("graph: indptr decreases at row %d (%d < %d)", i, g.Indptr[i], g.Indptr[i-1])
+		}
+	}
+	e := g.NumEdges()
+	switch {
+	case g.Indices32 != nil && g.Indices64 != nil:
+		return fmt.Errorf("graph: both 32- and 64-bit indices set")
+	case g.Indices32 != nil:
+		if Wide(g.NumNodes) {
+			return fmt.Errorf("graph: %d nodes need 64-bit indices", g.NumNodes)
+		}
+		if int64(len(g.Indices32)) != e {
+			return fmt.Errorf("graph: indices has %d entries, indptr ends at %d", len(g.Indices32), e)
+		}
+		n := int32(g.NumNodes)
+		for i, v := range g.Indices32 {
+			if v < 0 || v >= n {
+				return fmt.Errorf("graph: indices[%d] = %d out of range [0, %d)", i, v, n)
+			}
+		}
+	case g.Indices64 != nil:
+		if int64(len(g.Indices64)) != e {
+			return fmt.Errorf("graph: indices has %d entries, indptr ends at %d", len(g.Indices64), e)
+		}
+		for i, v := range g.Indices64 {
+			if v < 0 || v >= g.NumNodes {
+				return fmt.Errorf("graph: indices[%d] = %d out of range [0, %d)", i, v, g.NumNodes)
+			}
+		}
+	default:
+		if e != 0 {
+			return fmt.Errorf("graph: indptr ends at %d but no indices", e)
+		}
+	}
+	return nil
+}
+
+// Data is a whole dataset in memory: what the generators and importers
+// produce and what Write stores. Features holds NumNodes rows of
+// FeatureDim elements of FeatureDType, row-major, little-endian.
+type Data struct {
+	Name         string
+	Graph        Graph
+	Directed     bool
+	FeatureDim   int
+	FeatureDType DType
+	Features     []byte
+	NumClasses   int
+	ClassNames   []string // optional; len == NumClasses when set
+	Labels       []int32  // one per node; -1 = unlabelled
+	Splits       map[string][]int64
+	Source       string // provenance, e.g. "gen --like products --scale 0.01 --seed 1"
+}
+
+// RowBytes is the size of one feature row in bytes.
+func (d *Data) RowBytes() int { return d.FeatureDim * d.FeatureDType.Size() }
+
+// Row returns the feature bytes of node v.
+func (d *Data) Row(v int64) []byte {
+	rb := int64(d.RowBytes())
+	return d.Features[v*rb : (v+1)*rb]
+}
+
+// Validate checks that every array agrees with the others: CSR invariants,
+// feature size, labels in [0, NumClasses) or -1, split ids in range.
+func (d *Data) Validate() error {
+	if err := d.Graph.Validate(); err != nil {
+		return err
+	}
+	n := d.Graph.NumNodes
+	if !d.FeatureDType.Valid() {
+		return fmt.Errorf("features: unknown dtype %q", d.FeatureDType)
+	}
+	if d.FeatureDim <= 0 {
+		return fmt.Errorf("features: feature_dim %d must be positive", d.FeatureDim)
+	}
+	if want := n * int64(d.RowBytes()); int64(len(d.Features)) != want {
+		return fmt.Errorf("features: %d bytes, want %d nodes x %d bytes = %d", len(d.Features), n, d.RowBytes(), want)
+	}
+	if d.NumClasses <= 0 {
+		return fmt.Errorf("labels: num_classes %d must be positive", d.NumClasses)
+	}
+	if d.ClassNames != nil && len(d.ClassNames) != d.NumClasses {
+		return fmt.Errorf("labels: %d class names for %d classes", len(d.ClassNames), d.NumClasses)
+	}
+	if int64(len(d.Labels)) != n {
+		return fmt.Errorf("labels: %d entries for %d nodes", len(d.Labels), n)
+	}
+	for i, y := range d.Labels {
+		if y < -1 || int(y) >= d.NumClasses {
+			return fmt.Errorf("labels: node %d has label %d outside [0, %d) (or -1 for unlabelled)", i, y, d.NumClasses)
+		}
+	}
+	for name, ids := range d.Splits {
+		if !knownSplit(name) {
+			return fmt.Errorf("splits: unknown split %q", name)
+		}
+		for i, v := range ids {
+			if v < 0 || v >= n {
+				return fmt.Errorf("splits: %s[%d] = %d out of range [0, %d)", name, i, v, n)
+			}
+		}
+	}
+	return nil
+}
+
+func knownSplit(name string) bool {
+	for _, s := range SplitNames {
+		if s == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Progress receives the progress of long work (generate, import, verify).
+// A nil Progress means none. Implementations must be safe for concurrent use:
+// Add is called from many goroutines.
+type Progress interface {
+	// Begin starts a stage counting total units (bytes, rows or edges;
+	// total < 0 when unknown). Stages follow each other, never overlap.
+	Begin(stage string, total int64)
+	// Add counts n more units of the current stage as done.
+	Add(n int64)
+}
+
+type nopProgress struct{}
+
+func (nopProgress) Begin(string, int64) {}
+func (nopProgress) Add(int64)           {}
+
+// orNop returns p, or a Progress that does nothing when p is nil.
+func orNop(p Progress) Progress {
+	if p == nil {
+		return nopProgress{}
+	}
+	return p
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs what building and testing need on a fresh Debian machine: Debian's
+# CPU PyTorch and NumPy for /usr/bin/python3. Go comes with the machine.
+set -euo pipefail
+need=()
+/usr/bin/python3 -c 'import torch, numpy' 2>/dev/null || need+=(python3-torch python3-numpy)
+if [ ${#need[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
