@@ -1,0 +1,264 @@
+package datasets
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// WriteOptions control Write. A nil *WriteOptions means the defaults.
+type WriteOptions struct {
+	// Overwrite replaces an existing dataset at dir. Without it Write
+	// refuses to touch an existing path.
+	Overwrite bool
+	// Workers hashes files on this many goroutines; 0 = GOMAXPROCS.
+	Workers int
+	// Progress counts bytes written, then bytes hashed.
+	Progress Progress
+}
+
+// Write stores d as a dataset directory at dir. It validates d first, writes
+// every file into a temporary directory beside dir, and renames it into place
+// only when everything is written and synced: a failed, cancelled or killed
+// Write leaves no dataset at dir (a killed one leaves a ".<name>.tmp-<pid>"
+// directory that the next Write to dir removes).
+func Write(dir string, d *Data, opts *WriteOptions) error {
+	return WriteContext(context.Background(), dir, d, opts)
+}
+
+// WriteContext is Write with a context: cancelling ctx stops the write between
+// files and removes the temporary directory.
+func WriteContext(ctx context.Context, dir string, d *Data, opts *WriteOptions) (err error) {
+	if opts == nil {
+		opts = &WriteOptions{}
+	}
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("dataset %s: not written: %w", d.Name, err)
+	}
+	dir = filepath.Clean(dir)
+	if _, err := os.Lstat(dir); err == nil && !opts.Overwrite {
+		return fmt.Errorf("%s already exists (use overwrite to replace it)", dir)
+	}
+	parent, base := filepath.Dir(dir), filepath.Base(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	removeStaleTemps(parent, base)
+	tmp := filepath.Join(parent, fmt.Sprintf(".%s.tmp-%d", base, os.Getpid()))
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+
+	progress := orNop(opts.Progress)
+	cols := columnsOf(d)
+	var total int64
+	for _, c := range cols {
+		total += int64(len(c.data))
+	}
+	progress.Begin("write", total)
+	m := manifestOf(d)
+	for _, c := range cols {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		entry, err := writeFile(tmp, c, opts.Workers, progress)
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", c.role, err)
+		}
+		m.Files = append(m.Files, entry)
+	}
+	mb, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileSync(filepath.Join(tmp, ManifestName), append(mb, '\n')); err != nil {
+		return err
+	}
+	if err := syncDir(tmp); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if opts.Overwrite {
+		if _, err := os.Lstat(dir); err == nil {
+			old := filepath.Join(parent, fmt.Sprintf(".%s.old-%d", base, os.Getpid()))
+			if err := os.Rename(dir, old); err != nil {
+				return err
+			}
+			defer os.RemoveAll(old)
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return err
+	}
+	return syncDir(parent)
+}
+
+// namedColumn is a column with its manifest role.
+type namedColumn struct {
+	column
+	role string
+}
+
+func columnsOf(d *Data) []namedColumn {
+	n := d.Graph.NumNodes
+	cols := []namedColumn{
+		{role: roleIndptr, column: column{field: "indptr", elem: int64Type, rows: n + 1, data: int64Bytes(d.Graph.Indptr)}},
+	}
+	if Wide(n) {
+		cols = append(cols, namedColumn{role: roleIndices, column: column{field: "indices", elem: int64Type, rows: d.Graph.NumEdges(), data: int64Bytes(d.Graph.Indices64)}})
+	} else {
+		cols = append(cols, namedColumn{role: roleIndices, column: column{field: "indices", elem: int32Type, rows: d.Graph.NumEdges(), data: int32Bytes(d.Graph.Indices32)}})
+	}
+	feat := column{field: "x", elem: arrowElemType(d.FeatureDType), dim: d.FeatureDim, rows: n, data: d.Features}
+	if d.FeatureDType == BFloat16 {
+		feat.meta = map[string]string{dtypeMetaKey: string(BFloat16)}
+	}
+	cols = append(cols,
+		namedColumn{role: roleFeatures, column: feat},
+		namedColumn{role: roleLabels, column: column{field: "y", elem: int32Type, rows: n, data: int32Bytes(d.Labels)}},
+	)
+	for _, s := range SplitNames {
+		ids, ok := d.Splits[s]
+		if !ok {
+			continue
+		}
+		cols = append(cols, namedColumn{role: rolePrefixSp + s, column: column{field: "node_id", elem: int64Type, rows: int64(len(ids)), data: int64Bytes(ids)}})
+	}
+	return cols
+}
+
+func manifestOf(d *Data) *Manifest {
+	m := &Manifest{
+		Format:        FormatName,
+		FormatVersion: FormatVersion,
+		Name:          d.Name,
+		NumNodes:      d.Graph.NumNodes,
+		NumEdges:      d.Graph.NumEdges(),
+		FeatureDim:    d.FeatureDim,
+		FeatureDType:  d.FeatureDType,
+		NumClasses:    d.NumClasses,
+		ClassNames:    d.ClassNames,
+		Directed:      d.Directed,
+		Splits:        map[string]int64{},
+		Source:        d.Source,
+	}
+	for s, ids := range d.Splits {
+		m.Splits[s] = int64(len(ids))
+	}
+	return m
+}
+
+// progressWriter counts written bytes.
+type progressWriter struct {
+	w *bufio.Writer
+	p Progress
+}
+
+func (pw progressWriter) Write(b []byte) (int, error) {
+	n, err := pw.w.Write(b)
+	pw.p.Add(int64(n))
+	return n, err
+}
+
+func writeFile(dir string, c namedColumn, workers int, progress Progress) (FileEntry, error) {
+	name := fileNameFor(c.role)
+	path := filepath.Join(dir, name)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return FileEntry{}, err
+	}
+	bw := bufio.NewWriterSize(f, 4<<20)
+	err = writeColumn(progressWriter{bw, progress}, c.column)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return FileEntry{}, err
+	}
+	mf, err := mapFile(path)
+	if err != nil {
+		return FileEntry{}, err
+	}
+	defer mf.unmap()
+	return FileEntry{
+		Name:     name,
+		Role:     c.role,
+		Bytes:    int64(len(mf.data)),
+		Checksum: ComputeChecksum(mf.data, DefaultChunkBytes, workers, nil),
+	}, nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	return errors.Join(err, f.Close())
+}
+
+// removeStaleTemps removes temporary directories of earlier writes to
+// parent/base whose process no longer runs.
+func removeStaleTemps(parent, base string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		for _, kind := range []string{".tmp-", ".old-"} {
+			prefix := "." + base + kind
+			if !strings.HasPrefix(name, prefix) {
+				continue
+			}
+			pid, err := strconv.Atoi(name[len(prefix):])
+			if err != nil || processAlive(pid) {
+				continue
+			}
+			os.RemoveAll(filepath.Join(parent, name))
+		}
+	}
+}
+
+func processAlive(pid int) bool {
+	if pid == os.Getpid() {
+		return false // our own leftovers from an earlier failed attempt
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
