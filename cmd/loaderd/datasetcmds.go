@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/gnnloader/gnnloader/datasets"
+)
+
+func init() {
+	register(&command{
+		name:    "gen",
+		summary: "write a synthetic dataset shaped like papers100M, products, arxiv or cora",
+		usage:   "--like NAME [--scale S] [--seed K] --out DIR",
+		example: "loaderd gen --like products --scale 0.01 --seed 1 --out /tmp/products-1pct",
+		run:     runGen,
+	})
+	register(&command{
+		name:    "import",
+		summary: "import a gnn-benchmark .npz file or an OGB node-property dataset directory",
+		usage:   "npz FILE --out DIR | ogb DIR --out DIR",
+		example: "loaderd import npz testdata/cora.npz --out /tmp/cora\nloaderd import ogb ~/ogbn_arxiv --undirected --out /tmp/arxiv",
+		run:     runImport,
+	})
+	register(&command{
+		name:    "verify",
+		summary: "check a dataset's files against the sizes and checksums of its manifest",
+		usage:   "DIR",
+		example: "loaderd verify /tmp/cora",
+		run:     runVerify,
+	})
+}
+
+func runGen(ctx context.Context, e *env, args []string) error {
+	c := commands["gen"]
+	var (
+		opts       datasets.GenOptions
+		out, dtype string
+		undirected string
+		overwrite  bool
+	)
+	fs := c.flags(e.stderr, func(fs *flag.FlagSet) {
+		var names []string
+		for _, p := range datasets.Presets() {
+			names = append(names, p.Name)
+		}
+		fs.StringVar(&opts.Like, "like", "", "dataset to imitate: "+strings.Join(names, ", "))
+		fs.Float64Var(&opts.Scale, "scale", 1, "multiplies node, edge and split counts")
+		fs.Uint64Var(&opts.Seed, "seed", 0, "random seed: the same seed gives the same bytes")
+		fs.StringVar(&dtype, "dtype", "float32", "feature type: float32, float16 or bfloat16")
+		fs.StringVar(&undirected, "undirected", "", "true or false: symmetrise the graph (default: the imitated dataset's)")
+		fs.IntVar(&opts.Workers, "workers", 0, "goroutines (0 = all cores)")
+		fs.StringVar(&out, "out", "", "output dataset directory (must not exist)")
+		fs.BoolVar(&overwrite, "overwrite", false, "replace an existing dataset at --out")
+	})
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", pos[0])}
+	}
+	if opts.Like == "" || out == "" {
+		return usageError{"--like and --out are required"}
+	}
+	if opts.FeatureDType, err = datasets.ParseDType(dtype); err != nil {
+		return usageError{err.Error()}
+	}
+	switch undirected {
+	case "":
+	case "true", "false":
+		u := undirected == "true"
+		opts.Undirected = &u
+	default:
+		return usageError{fmt.Sprintf("--undirected must be true or false, not %q", undirected)}
+	}
+	p := newProgress(e.log, 5*time.Second)
+	defer p.Finish()
+	opts.Progress = p
+	start := time.Now()
+	d, err := datasets.Generate(opts)
+	if err != nil {
+		return err
+	}
+	genTime := time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := datasets.WriteContext(ctx, out, d, &datasets.WriteOptions{Overwrite: overwrite, Progress: p}); err != nil {
+		return err
+	}
+	p.Finish()
+	fmt.Fprintf(e.stdout, "wrote %s: %d nodes, %d edges, %d x %s features, %d classes (generated in %s, total %s)\n",
+		out, d.Graph.NumNodes, d.Graph.NumEdges(), d.FeatureDim, d.FeatureDType, d.NumClasses,
+		genTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func runImport(ctx context.Context, e *env, args []string) error {
+	c := commands["import"]
+	var (
+		opts      datasets.ImportOptions
+		out       string
+		ratios    string
+		overwrite bool
+	)
+	fs := c.flags(e.stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&out, "out", "", "output dataset directory (must not exist)")
+		fs.StringVar(&opts.Name, "name", "", "dataset name (default: from the input's name)")
+		fs.StringVar(&ratios, "split", "0.6,0.2,0.2", "train,valid,test ratios of the stratified split (npz only)")
+		fs.Uint64Var(&opts.SplitSeed, "split-seed", 0, "seed of the stratified split")
+		fs.BoolVar(&opts.Undirected, "undirected", false, "add reverse edges, drop duplicates and self loops")
+		fs.StringVar(&opts.OGBSplit, "ogb-split", "", "OGB split scheme under split/ (default: the only one)")
+		fs.IntVar(&opts.Workers, "workers", 0, "parsing goroutines (0 = all cores)")
+		fs.BoolVar(&overwrite, "overwrite", false, "replace an existing dataset at --out")
+	})
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 || out == "" {
+		return usageError{"want a format (npz or ogb), an input path and --out"}
+	}
+	if opts.SplitRatios, err = parseRatios(ratios); err != nil {
+		return usageError{err.Error()}
+	}
+	p := newProgress(e.log, 5*time.Second)
+	defer p.Finish()
+	opts.Progress = p
+	start := time.Now()
+	var d *datasets.Data
+	switch pos[0] {
+	case "npz":
+		d, err = datasets.ImportNPZ(pos[1], opts)
+	case "ogb":
+		d, err = datasets.ImportOGB(pos[1], opts)
+	default:
+		return usageError{fmt.Sprintf("unknown format %q (want npz or ogb)", pos[0])}
+	}
+	if err != nil {
+		return err
+	}
+	if err := datasets.WriteContext(ctx, out, d, &datasets.WriteOptions{Overwrite: overwrite, Progress: p}); err != nil {
+		return err
+	}
+	p.Finish()
+	fmt.Fprintf(e.stdout, "wrote %s: %d nodes, %d edges, %d x %s features, %d classes, split %d/%d/%d (%s)\n",
+		out, d.Graph.NumNodes, d.Graph.NumEdges(), d.FeatureDim, d.FeatureDType, d.NumClasses,
+		len(d.Splits[datasets.SplitTrain]), len(d.Splits[datasets.SplitValid]), len(d.Splits[datasets.SplitTest]),
+		time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func parseRatios(s string) ([3]float64, error) {
+	var r [3]float64
+	parts := strings.Split(s, ",")
+	if len(parts) != 3 {
+		return r, fmt.Errorf("--split wants three ratios like 0.6,0.2,0.2, got %q", s)
+	}
+	sum := 0.0
+	for i, p := range parts {
+		if _, err := fmt.Sscanf(strings.TrimSpace(p), "%g", &r[i]); err != nil || r[i] < 0 {
+			return r, fmt.Errorf("--split: bad ratio %q", p)
+		}
+		sum += r[i]
+	}
+	if sum <= 0 || sum > 1+1e-9 {
+		return r, fmt.Errorf("--split: ratios sum to %g, want (0, 1]", sum)
+	}
+	return r, nil
+}
+
+func runVerify(ctx context.Context, e *env, args []string) error {
+	c := commands["verify"]
+	var workers int
+	fs := c.flags(e.stderr, func(fs *flag.FlagSet) {
+		fs.IntVar(&workers, "workers", 0, "hashing goroutines (0 = all cores)")
+	})
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError{"want one dataset directory"}
+	}
+	p := newProgress(e.log, 5*time.Second)
+	defer p.Finish()
+	start := time.Now()
+	m, err := datasets.Verify(pos[0], workers, p)
+	if err != nil {
+		return err
+	}
+	p.Finish()
+	var bytes int64
+	for _, f := range m.Files {
+		bytes += f.Bytes
+	}
+	el := time.Since(start)
+	printManifest(e.stdout, m)
+	fmt.Fprintf(e.stdout, "ok: %d files, %.1f MB verified in %s (%.2f GB/s)\n", len(m.Files), float64(bytes)/1e6,
+		el.Round(time.Millisecond), float64(bytes)/el.Seconds()/1e9)
+	return nil
+}
+
+func printManifest(w io.Writer, m *datasets.Manifest) {
+	fmt.Fprintf(w, "dataset %s: %d nodes, %d edges (%s), %d x %s features, %d classes\n",
+		m.Name, m.NumNodes, m.NumEdges, map[bool]string{true: "directed", false: "undirected"}[m.Directed],
+		m.FeatureDim, m.FeatureDType, m.NumClasses)
+	for _, s := range datasets.SplitNames {
+		if n, ok := m.Splits[s]; ok {
+			fmt.Fprintf(w, "  split %-5s %d nodes\n", s, n)
+		}
+	}
+}
