@@ -1,4 +1,27 @@
 // Package ipc owns the Unix-socket protocol between loaderd and its trainers:
 // framing, message types, limits, and peer credentials. docs/protocol.md is its
-// specification.
+// specification; python/gnnloader/protocol.py is its Python twin, and both
+// are tested against the same frames in testdata/golden.
+//
+// The pieces:
+//   - Msg and one struct per message type (Hello ... Goodbye); Marshal and
+//     Unmarshal convert between a Msg and one complete frame.
+//   - Limits bounds what a decoder accepts; every length is checked before
+//     anything is allocated.
+//   - Conn reads and writes frames on a *net.UnixConn and passes file
+//     descriptors (the shm slot memfd) with SCM_RIGHTS.
+//   - State checks the order of messages on a connection.
+//   - PeerCred reads SO_PEERCRED.
+//
+// Errors caused by the peer are *ProtocolError; CodeOf(err) gives the Code
+// to send back in an Error message before closing the connection.
+//
+// Concurrency: a Conn allows one ReadMsg and one WriteMsg at a time to run
+// concurrently (calls of the same method are serialised). Messages, State
+// and Limits are plain values, not safe for concurrent mutation.
+//
+// Ownership: Marshal returns a fresh slice; Unmarshal's result shares no
+// memory with its input. Descriptors returned by ReadMsg belong to the
+// caller; descriptors passed to WriteMsg stay the caller's (the peer gets
+// duplicates).
 package ipc
