@@ -1,0 +1,619 @@
+package datasets
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func mustGenerate(t testing.TB, o GenOptions) *Data {
+	t.Helper()
+	d, err := Generate(o)
+	if err != nil {
+		t.Fatalf("Generate(%+v): %v", o, err)
+	}
+	return d
+}
+
+func TestGenPresetShapes(t *testing.T) {
+	for _, tc := range []struct {
+		like  string
+		scale float64
+	}{
+		{"papers100M", 1e-4}, {"PRODUCTS", 0.005}, {"arxiv", 0.05}, {"cora", 1}, {"cora", 0.01},
+	} {
+		t.Run(fmt.Sprintf("%s-%g", tc.like, tc.scale), func(t *testing.T) {
+			p, err := LookupPreset(tc.like)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := mustGenerate(t, GenOptions{Like: tc.like, Scale: tc.scale, Seed: 1})
+			if err := d.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			sz := scaledSizes(p, tc.scale)
+			round := func(x int64) int64 { return max(int64(math.Round(float64(x)*tc.scale)), 1) }
+			if want := max(round(p.Nodes), minGenNodes); d.Graph.NumNodes != want || sz.nodes != want {
+				t.Errorf("nodes = %d, want %d", d.Graph.NumNodes, want)
+			}
+			if d.Directed == p.Undirected {
+				t.Errorf("Directed = %v for preset undirected = %v", d.Directed, p.Undirected)
+			}
+			e := d.Graph.NumEdges()
+			if d.Directed {
+				if want := min(round(p.Edges), sz.nodes*(sz.nodes-1)/2); e != want {
+					t.Errorf("edges = %d, want %d", e, want)
+				}
+			} else if e > 2*sz.edges || e < sz.edges {
+				t.Errorf("undirected edges = %d, want in [%d, %d]", e, sz.edges, 2*sz.edges)
+			}
+			if d.FeatureDim != p.FeatureDim || d.NumClasses != p.Classes || d.FeatureDType != Float32 {
+				t.Errorf("dim %d classes %d dtype %s", d.FeatureDim, d.NumClasses, d.FeatureDType)
+			}
+			var sum int64
+			for i, name := range SplitNames {
+				got := int64(len(d.Splits[name]))
+				want := []int64{sz.train, sz.valid, sz.test}[i]
+				if got != want {
+					t.Errorf("split %s has %d nodes, want %d", name, got, want)
+				}
+				sum += got
+			}
+			if p.Train+p.Valid+p.Test == p.Nodes && sum != sz.nodes {
+				t.Errorf("splits cover %d of %d nodes", sum, sz.nodes)
+			}
+			if tc.scale >= 0.005 && tc.like != "cora" {
+				if sz.train != round(p.Train) || sz.valid != round(p.Valid) {
+					t.Errorf("train/valid %d/%d, want %d/%d", sz.train, sz.valid, round(p.Train), round(p.Valid))
+				}
+			}
+			checkSimpleSortedRows(t, &d.Graph)
+			checkSplitsDisjoint(t, d)
+			if !strings.Contains(d.Source, "--like "+p.Name) {
+				t.Errorf("Source = %q", d.Source)
+			}
+		})
+	}
+}
+
+func checkSimpleSortedRows(t *testing.T, g *Graph) {
+	t.Helper()
+	for v := range g.NumNodes {
+		for i := g.Indptr[v]; i < g.Indptr[v+1]; i++ {
+			u := g.Neighbor(i)
+			if u == v {
+				t.Fatalf("self loop at node %d", v)
+			}
+			if i > g.Indptr[v] && u <= g.Neighbor(i-1) {
+				t.Fatalf("row %d not strictly ascending at entry %d", v, i)
+			}
+		}
+	}
+}
+
+func checkSplitsDisjoint(t *testing.T, d *Data) {
+	t.Helper()
+	seen := make([]bool, d.Graph.NumNodes)
+	for _, name := range SplitNames {
+		ids := d.Splits[name]
+		if !slices.IsSorted(ids) {
+			t.Errorf("split %s not sorted", name)
+		}
+		for _, v := range ids {
+			if seen[v] {
+				t.Fatalf("node %d in two splits (or twice)", v)
+			}
+			seen[v] = true
+		}
+	}
+}
+
+// genDigest hashes every array of d.
+func genDigest(d *Data) string {
+	h := sha256.New()
+	w := func(x any) { binary.Write(h, binary.LittleEndian, x) }
+	w(d.Graph.NumNodes)
+	w(d.Graph.Indptr)
+	w(d.Graph.Indices32)
+	w(d.Graph.Indices64)
+	w(d.Labels)
+	for _, name := range SplitNames {
+		w(d.Splits[name])
+	}
+	h.Write(d.Features)
+	fmt.Fprint(h, d.Name, d.Directed, d.FeatureDim, d.FeatureDType, d.NumClasses, d.Source)
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+func TestGenDeterministic(t *testing.T) {
+	for _, o := range []GenOptions{
+		{Like: "arxiv", Scale: 0.03, Seed: 7},
+		{Like: "products", Scale: 0.003, Seed: 7}, // undirected
+		{Like: "cora", Scale: 0.01, Seed: 7, FeatureDType: Float16},
+	} {
+		var want string
+		for _, w := range []int{1, 2, 7} {
+			o.Workers = w
+			got := genDigest(mustGenerate(t, o))
+			if want == "" {
+				want = got
+			} else if got != want {
+				t.Errorf("%s: Workers %d gives different bytes", o.Like, w)
+			}
+		}
+		for _, procs := range []int{1, 2} {
+			old := runtime.GOMAXPROCS(procs)
+			o.Workers = 0
+			got := genDigest(mustGenerate(t, o))
+			runtime.GOMAXPROCS(old)
+			if got != want {
+				t.Errorf("%s: GOMAXPROCS %d gives different bytes", o.Like, procs)
+			}
+		}
+		o.Seed++
+		if genDigest(mustGenerate(t, o)) == want {
+			t.Errorf("%s: seeds %d and %d give the same bytes", o.Like, o.Seed-1, o.Seed)
+		}
+	}
+}
+
+// TestGenGolden pins the bytes: a change of algorithm or constants shows up
+// here (and must be deliberate: it changes every generated dataset).
+func TestGenGolden(t *testing.T) {
+	d := mustGenerate(t, GenOptions{Like: "cora", Scale: 0.1, Seed: 1})
+	got := genDigest(d)[:16]
+	const want = "a0bf9c96b1e1f659"
+	if got != want {
+		t.Errorf("digest %s, want %s", got, want)
+	}
+}
+
+type genStats struct {
+	meanIn, maxIn      float64
+	sameClass, chance  float64
+	maxOut             int64
+	zeroIn, zeroDegree int64
+}
+
+func graphStats(d *Data) genStats {
+	g := &d.Graph
+	n := g.NumNodes
+	in := make([]int64, n)
+	var same int64
+	var s genStats
+	for v := range n {
+		s.maxOut = max(s.maxOut, g.Degree(v))
+		for i := g.Indptr[v]; i < g.Indptr[v+1]; i++ {
+			u := g.Neighbor(i)
+			in[u]++
+			if d.Labels[u] == d.Labels[v] {
+				same++
+			}
+		}
+	}
+	for v, k := range in {
+		s.maxIn = max(s.maxIn, float64(k))
+		if k == 0 {
+			s.zeroIn++
+			if g.Degree(int64(v)) == 0 {
+				s.zeroDegree++
+			}
+		}
+	}
+	s.meanIn = float64(g.NumEdges()) / float64(n)
+	s.sameClass = float64(same) / float64(g.NumEdges())
+	cnt := make([]float64, d.NumClasses)
+	for _, y := range d.Labels {
+		cnt[y]++
+	}
+	for _, c := range cnt {
+		s.chance += (c / float64(n)) * (c / float64(n))
+	}
+	return s
+}
+
+func TestGenStructure(t *testing.T) {
+	for _, o := range []GenOptions{
+		{Like: "arxiv", Scale: 0.1, Seed: 3, NoFeatures: true},
+		{Like: "papers100M", Scale: 2e-4, Seed: 3, NoFeatures: true},
+		{Like: "products", Scale: 0.01, Seed: 3, NoFeatures: true},
+	} {
+		d := mustGenerate(t, o)
+		if err := d.Graph.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if d.Features != nil {
+			t.Errorf("NoFeatures: got %d feature bytes", len(d.Features))
+		}
+		s := graphStats(d)
+		t.Logf("%s scale %g: %d nodes, %d edges; in-degree mean %.1f max %.0f (%.0fx); max out-degree %d; same-class edges %.3f vs chance %.3f (%.1fx); nodes without in-edges %d, isolated %d",
+			o.Like, o.Scale, d.Graph.NumNodes, d.Graph.NumEdges(), s.meanIn, s.maxIn, s.maxIn/s.meanIn, s.maxOut,
+			s.sameClass, s.chance, s.sameClass/s.chance, s.zeroIn, s.zeroDegree)
+		if s.maxIn < 20*s.meanIn {
+			t.Errorf("max in-degree %.0f < 20x mean %.1f: not heavy-tailed", s.maxIn, s.meanIn)
+		}
+		if s.sameClass < 3*s.chance {
+			t.Errorf("same-class edge fraction %.3f < 3x chance %.3f", s.sameClass, s.chance)
+		}
+		checkSimpleSortedRows(t, &d.Graph)
+		checkSplitsDisjoint(t, d)
+	}
+}
+
+// nearestCentroidAccuracy fits one centroid per class on the train rows of x
+// (n x dim) and returns the accuracy of the nearest centroid on test.
+func nearestCentroidAccuracy(x []float32, dim int, d *Data) float64 {
+	cent := make([]float64, d.NumClasses*dim)
+	cnt := make([]float64, d.NumClasses)
+	for _, v := range d.Splits[SplitTrain] {
+		y := d.Labels[v]
+		cnt[y]++
+		for j := range dim {
+			cent[int(y)*dim+j] += float64(x[v*int64(dim)+int64(j)])
+		}
+	}
+	for c := range d.NumClasses {
+		for j := range dim {
+			cent[c*dim+j] /= max(cnt[c], 1)
+		}
+	}
+	var right int
+	test := d.Splits[SplitTest]
+	for _, v := range test {
+		best, bestC := math.Inf(1), -1
+		for c := range d.NumClasses {
+			if cnt[c] == 0 {
+				continue
+			}
+			var s float64
+			for j := range dim {
+				e := float64(x[v*int64(dim)+int64(j)]) - cent[c*dim+j]
+				s += e * e
+			}
+			if s < best {
+				best, bestC = s, c
+			}
+		}
+		if bestC == int(d.Labels[v]) {
+			right++
+		}
+	}
+	return float64(right) / float64(len(test))
+}
+
+func float32Features(d *Data) []float32 {
+	x := make([]float32, len(d.Features)/4)
+	for i := range x {
+		x[i] = math.Float32frombits(binary.LittleEndian.Uint32(d.Features[4*i:]))
+	}
+	return x
+}
+
+// neighbourMean averages every node's features with those of its in- and
+// out-neighbours: one mean-aggregation layer over the undirected graph, what
+// a GraphSAGE layer sees.
+func neighbourMean(x []float32, dim int, g *Graph) []float32 {
+	n := g.NumNodes
+	sum := make([]float64, len(x))
+	cnt := make([]float64, n)
+	add := func(dst, src int64) {
+		cnt[dst]++
+		for j := range int64(dim) {
+			sum[dst*int64(dim)+j] += float64(x[src*int64(dim)+j])
+		}
+	}
+	for v := range n {
+		add(v, v)
+		for i := g.Indptr[v]; i < g.Indptr[v+1]; i++ {
+			u := g.Neighbor(i)
+			add(v, u)
+			if g.Indices32 != nil || g.Indices64 != nil {
+				add(u, v)
+			}
+		}
+	}
+	out := make([]float32, len(x))
+	for v := range n {
+		for j := range int64(dim) {
+			out[v*int64(dim)+j] = float32(sum[v*int64(dim)+j] / cnt[v])
+		}
+	}
+	return out
+}
+
+// TestGenLearnable checks the planted labels with a nearest-centroid
+// classifier (fit on train, scored on test): a deterministic proxy for a
+// feature-only MLP (raw features) and for GraphSAGE (features averaged over
+// the 1-hop neighbourhood).
+func TestGenLearnable(t *testing.T) {
+	for _, o := range []GenOptions{
+		{Like: "arxiv", Scale: 0.1, Seed: 5},
+		{Like: "products", Scale: 0.01, Seed: 5},
+	} {
+		d := mustGenerate(t, o)
+		x := float32Features(d)
+		raw := nearestCentroidAccuracy(x, d.FeatureDim, d)
+		agg := nearestCentroidAccuracy(neighbourMean(x, d.FeatureDim, &d.Graph), d.FeatureDim, d)
+		chance := 1 / float64(d.NumClasses)
+		t.Logf("%s scale %g: nearest centroid on features %.3f, on 1-hop means %.3f, chance %.3f", o.Like, o.Scale, raw, agg, chance)
+		if raw < 0.3 || raw > 0.7 || raw < 5*chance {
+			t.Errorf("features alone give %.3f, want 0.3..0.7 (chance %.3f)", raw, chance)
+		}
+		if agg < 0.75 || agg < raw+0.15 {
+			t.Errorf("1-hop means give %.3f, want >= 0.75 and well above features alone (%.3f)", agg, raw)
+		}
+	}
+}
+
+func TestGenFeatureDTypes(t *testing.T) {
+	o := GenOptions{Like: "cora", Scale: 0.05, Seed: 11}
+	f32 := float32Features(mustGenerate(t, o))
+	for _, dt := range []DType{Float16, BFloat16} {
+		o.FeatureDType = dt
+		d := mustGenerate(t, o)
+		if err := d.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Features) != 2*len(f32) {
+			t.Fatalf("%s: %d bytes, want %d", dt, len(d.Features), 2*len(f32))
+		}
+		tol := map[DType]float64{Float16: 0x1p-11, BFloat16: 0x1p-8}[dt]
+		for i, f := range f32 {
+			h := binary.LittleEndian.Uint16(d.Features[2*i:])
+			var got float64
+			if dt == Float16 {
+				got = float16ToFloat64(h)
+			} else {
+				got = float64(math.Float32frombits(uint32(h) << 16))
+			}
+			if err := math.Abs(got - float64(f)); err > tol*math.Abs(float64(f))+0x1p-25 {
+				t.Fatalf("%s: element %d = %g, float32 %g", dt, i, got, f)
+			}
+		}
+	}
+}
+
+func float16ToFloat64(h uint16) float64 {
+	sign := 1.0
+	if h&0x8000 != 0 {
+		sign = -1
+	}
+	e, m := int(h>>10&0x1f), float64(h&0x3ff)
+	switch e {
+	case 0:
+		return sign * m * 0x1p-24
+	case 0x1f:
+		if m != 0 {
+			return math.NaN()
+		}
+		return sign * math.Inf(1)
+	}
+	return sign * (1 + m/1024) * math.Ldexp(1, e-15)
+}
+
+// TestFloat16Rounding checks float32ToFloat16 against exact arithmetic:
+// every half converts back to itself, and values between two neighbouring
+// halves go to the nearer one, ties to the even one.
+func TestFloat16Rounding(t *testing.T) {
+	for h := range uint32(1 << 16) {
+		x := float16ToFloat64(uint16(h))
+		if math.IsNaN(x) {
+			continue
+		}
+		if got := float32ToFloat16(float32(x)); got != uint16(h) {
+			t.Fatalf("half %#04x (%g) -> %#04x", h, x, got)
+		}
+		if h&0x7fff >= 0x7bff { // no finite upper neighbour
+			continue
+		}
+		up := float16ToFloat64(uint16(h + 1))
+		if h&0x8000 != 0 && h&0x7fff == 0 {
+			continue
+		}
+		mid := (x + up) / 2 // exact in float32: halves have 11 bits
+		even := uint16(h)
+		if h&1 == 1 {
+			even = uint16(h + 1)
+		}
+		if got := float32ToFloat16(float32(mid)); got != even {
+			t.Fatalf("midpoint of %#04x and %#04x -> %#04x, want %#04x", h, h+1, got, even)
+		}
+		below := math.Nextafter32(float32(mid), float32(x))
+		above := math.Nextafter32(float32(mid), float32(up))
+		if got := float32ToFloat16(below); got != uint16(h) {
+			t.Fatalf("just below the midpoint of %#04x -> %#04x", h, got)
+		}
+		if got := float32ToFloat16(above); got != uint16(h+1) {
+			t.Fatalf("just above the midpoint of %#04x -> %#04x", h, got)
+		}
+	}
+	if got := float32ToFloat16(70000); got != 0x7c00 {
+		t.Errorf("70000 -> %#04x, want +Inf", got)
+	}
+	if got := float32ToBFloat16(1 + 0x1p-8); got != 0x3f80 { // tie, to even
+		t.Errorf("bfloat16(1+2^-8) = %#04x", got)
+	}
+	if got := float32ToBFloat16(1 + 0x1p-8 + 0x1p-20); got != 0x3f81 {
+		t.Errorf("bfloat16(1+2^-8+eps) = %#04x", got)
+	}
+}
+
+func TestGenOptionsErrors(t *testing.T) {
+	for _, o := range []GenOptions{
+		{Like: "nope", Scale: 1},
+		{Like: "cora", Scale: 0},
+		{Like: "cora", Scale: math.NaN()},
+		{Like: "cora", Scale: math.Inf(1)},
+		{Like: "cora", Scale: 1, FeatureDType: "int8"},
+		{Like: "cora", Scale: 1, AllocFeatures: func(n int64) ([]byte, error) { return make([]byte, n-1), nil }},
+	} {
+		if _, err := Generate(o); err == nil {
+			t.Errorf("Generate(%+v) succeeded", o)
+		}
+	}
+}
+
+func TestGenOptionsHonoured(t *testing.T) {
+	yes, no := true, false
+	d := mustGenerate(t, GenOptions{Like: "arxiv", Scale: 0.01, Seed: 1, Undirected: &yes})
+	if d.Directed {
+		t.Error("Undirected: true gave a directed graph")
+	}
+	checkSymmetric(t, &d.Graph)
+	d = mustGenerate(t, GenOptions{Like: "products", Scale: 0.001, Seed: 1, Undirected: &no})
+	if !d.Directed {
+		t.Error("Undirected: false gave an undirected graph")
+	}
+	var allocated int64
+	d = mustGenerate(t, GenOptions{Like: "cora", Scale: 0.1, Seed: 1, AllocFeatures: func(n int64) ([]byte, error) {
+		allocated = n
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = 0xAA // garbage: every byte must be overwritten
+		}
+		return b, nil
+	}})
+	if allocated != int64(len(d.Features)) {
+		t.Errorf("AllocFeatures asked for %d bytes, features have %d", allocated, len(d.Features))
+	}
+	if genDigest(d) != genDigest(mustGenerate(t, GenOptions{Like: "cora", Scale: 0.1, Seed: 1})) {
+		t.Error("AllocFeatures changed the bytes")
+	}
+	var stages []string
+	var mu sync.Mutex
+	var done int64
+	mustGenerate(t, GenOptions{Like: "products", Scale: 0.002, Seed: 1, Progress: progressFunc{
+		begin: func(s string, total int64) { stages = append(stages, fmt.Sprintf("%s:%d", s, total)); done = 0 },
+		add:   func(n int64) { mu.Lock(); done += n; mu.Unlock() },
+	}})
+	if len(stages) != 4 || !strings.HasPrefix(stages[3], "features") {
+		t.Errorf("stages %v", stages)
+	}
+	if want, _ := strconv.ParseInt(stages[3][strings.IndexByte(stages[3], ':')+1:], 10, 64); done != want {
+		t.Errorf("features progress %d of %d", done, want)
+	}
+}
+
+func checkSymmetric(t *testing.T, g *Graph) {
+	t.Helper()
+	for v := range g.NumNodes {
+		for i := g.Indptr[v]; i < g.Indptr[v+1]; i++ {
+			u := g.Neighbor(i)
+			row := make([]int64, 0, g.Degree(u))
+			for j := g.Indptr[u]; j < g.Indptr[u+1]; j++ {
+				row = append(row, g.Neighbor(j))
+			}
+			if _, ok := slices.BinarySearch(row, v); !ok {
+				t.Fatalf("edge %d->%d without %d->%d", v, u, u, v)
+			}
+		}
+	}
+}
+
+type progressFunc struct {
+	begin func(string, int64)
+	add   func(int64)
+}
+
+func (p progressFunc) Begin(s string, total int64) { p.begin(s, total) }
+func (p progressFunc) Add(n int64)                 { p.add(n) }
+
+// stageTimer records how long each stage takes.
+type stageTimer struct {
+	mu     sync.Mutex
+	names  []string
+	starts []time.Time
+}
+
+func (s *stageTimer) Begin(stage string, _ int64) {
+	s.mu.Lock()
+	s.names = append(s.names, stage)
+	s.starts = append(s.starts, time.Now())
+	s.mu.Unlock()
+}
+func (s *stageTimer) Add(int64) {}
+
+func (s *stageTimer) summary(end time.Time) string {
+	var b strings.Builder
+	for i, name := range s.names {
+		next := end
+		if i+1 < len(s.starts) {
+			next = s.starts[i+1]
+		}
+		fmt.Fprintf(&b, " %s=%.2fs", name, next.Sub(s.starts[i]).Seconds())
+	}
+	return b.String()
+}
+
+func peakRSS() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			return strings.Join(strings.Fields(rest), " ")
+		}
+	}
+	return "?"
+}
+
+// TestGenPapersScale1 times papers100M at scale 1, in memory, when
+// GNNLOADER_GEN_SCALE1=1 (57 GB of features: run it on a large machine).
+// GNNLOADER_GEN_SCALE overrides the scale, GNNLOADER_GEN_UNDIRECTED=1
+// symmetrises, GNNLOADER_GEN_LIKE picks another preset.
+func TestGenPapersScale1(t *testing.T) {
+	if os.Getenv("GNNLOADER_GEN_SCALE1") != "1" {
+		t.Skip("set GNNLOADER_GEN_SCALE1=1 to time papers100M at scale 1 (needs ~70 GB of memory)")
+	}
+	o := GenOptions{Like: "papers100M", Scale: 1, Seed: 1}
+	if s := os.Getenv("GNNLOADER_GEN_SCALE"); s != "" {
+		var err error
+		if o.Scale, err = strconv.ParseFloat(s, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := os.Getenv("GNNLOADER_GEN_LIKE"); s != "" {
+		o.Like = s
+	}
+	if os.Getenv("GNNLOADER_GEN_UNDIRECTED") == "1" {
+		yes := true
+		o.Undirected = &yes
+	}
+	st := &stageTimer{}
+	o.Progress = st
+	start := time.Now()
+	d := mustGenerate(t, o)
+	end := time.Now()
+	fmt.Printf("gen %s scale %g: %d nodes, %d edges, %.1f GB features, directed=%v, GOMAXPROCS %d: total %.2fs:%s; peak RSS %s\n",
+		o.Like, o.Scale, d.Graph.NumNodes, d.Graph.NumEdges(), float64(len(d.Features))/1e9, d.Directed,
+		runtime.GOMAXPROCS(0), end.Sub(start).Seconds(), st.summary(end), peakRSS())
+}
+
+func BenchmarkGenerate(b *testing.B) {
+	o := GenOptions{Like: "products", Scale: 0.1, Seed: 1}
+	var d *Data
+	st := &stageTimer{}
+	o.Progress = st
+	for b.Loop() {
+		st.names, st.starts = nil, nil
+		var err error
+		if d, err = Generate(o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(d.Graph.NumNodes)/sec, "nodes/s")
+	b.ReportMetric(float64(scaledSizes(presets[1], o.Scale).edges)/sec, "edges/s")
+	b.ReportMetric(float64(len(d.Features))/1e9/sec, "featureGB/s")
+	b.Logf("last run:%s", st.summary(time.Now()))
+}
