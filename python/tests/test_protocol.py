@@ -1,0 +1,314 @@
+"""Tests of python/gnnloader/protocol.py against the Go package's frames.
+
+The golden frames in ipc/testdata/golden/ and the bad frames in
+ipc/testdata/bad/ (named <case>.<code>.bin) are written by the Go tests
+(go test ./ipc -run TestGolden -update); GOLDENS below repeats the values of
+goldens() in ipc/golden_test.go.
+"""
+
+import array
+import importlib.util
+import os
+import socket
+import sys
+import threading
+import tracemalloc
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "ipc" / "testdata" / "golden"
+BAD = ROOT / "ipc" / "testdata" / "bad"
+
+
+def _load():
+    # Load protocol.py on its own, so the test also proves it needs only the
+    # standard library (not torch through gnnloader/__init__.py).
+    name = "gnnloader_protocol_under_test"
+    spec = importlib.util.spec_from_file_location(name, ROOT / "python" / "gnnloader" / "protocol.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses resolves ClassVar through sys.modules
+    spec.loader.exec_module(mod)
+    return mod
+
+
+P = _load()
+
+
+def _align(n):
+    return (n + P.REGION_ALIGN - 1) // P.REGION_ALIGN * P.REGION_ALIGN
+
+
+def _sample_regions():
+    nodes, edges, dim = 1000, 5000, 100
+    regions, off = [], 0
+    for name, dtype, elem, shape in (("x", "float32", 4, [nodes, dim]), ("y", "int64", 8, [nodes]),
+                                     ("n_id", "int64", 8, [nodes]), ("edge_index", "int64", 8, [2, edges])):
+        n = elem
+        for s in shape:
+            n *= s
+        regions.append(P.Region(name=name, offset=off, bytes=n, dtype=dtype, shape=list(shape)))
+        off = _align(off + n)
+    return regions, off
+
+
+def _handle(seed):
+    return bytes((seed + i) & 0xFF for i in range(P.HANDLE_SIZE))
+
+
+def _goldens():
+    regions, slot_bytes = _sample_regions()
+    return {
+        "hello": P.Hello(version=1, pid=4242, name="train.py rank 0"),
+        "welcome": P.Welcome(version=1, daemon_version="loaderd 0.1.0", dataset=P.Dataset(
+            name="ogbn-products", num_nodes=2449029, num_edges=123718280, feature_dim=100,
+            feature_dtype="float32", num_classes=47,
+            splits=[P.Split("train", 196615), P.Split("val", 39323), P.Split("test", 2213091)])),
+        "welcome_empty": P.Welcome(version=1),
+        "open": P.Open(job="sage", split="train", batch_size=1024, fanouts=[15, 10, 5], shuffle=True,
+                       seed=0x0123456789ABCDEF, rank=1, world_size=4, drop_last=False, device="cuda:1",
+                       feature_dtype="", slots=0, start_epoch=0, start_batch=0),
+        "open_resume": P.Open(job="jöb-ü", split="val", batch_size=512, fanouts=[-1, 10], shuffle=False,
+                              seed=7, rank=0, world_size=1, drop_last=True, device="cpu",
+                              feature_dtype="float16", slots=3, start_epoch=2, start_batch=17),
+        "opened_shm": P.Opened(num_batches=48, slots=2, slot_bytes=slot_bytes, memory="shm",
+                               max_nodes=1000, max_edges=5000, hops=3, regions=regions),
+        "opened_cuda": P.Opened(num_batches=48, slots=2, slot_bytes=slot_bytes, memory="cuda",
+                                max_nodes=1000, max_edges=5000, hops=3, regions=regions, cuda_device=1,
+                                mem_handle=_handle(0),
+                                events=[P.EventIPC(_handle(0x10), _handle(0x80)),
+                                        P.EventIPC(_handle(0x11), _handle(0x81))]),
+        "start_epoch": P.StartEpoch(epoch=3),
+        "batch_ready": P.BatchReady(slot=1, epoch=3, index=7, batch_size=4, num_nodes=900, num_edges=4000,
+                                    num_sampled_nodes=[4, 50, 300, 546], num_sampled_edges=[60, 940, 3000]),
+        "release": P.Release(slot=1, epoch=3, index=7),
+        "epoch_end": P.EpochEnd(epoch=3, num_batches=48),
+        "error": P.Error(code=P.Code.OUT_OF_ORDER, message="Release from the client in phase open"),
+        "goodbye": P.Goodbye(reason="done"),
+        "goodbye_empty": P.Goodbye(reason=""),
+    }
+
+
+def _frame(typ, payload):
+    return (len(payload) + 4).to_bytes(4, "little") + typ.to_bytes(2, "little") + b"\0\0" + payload
+
+
+class GoldenTest(unittest.TestCase):
+    def test_goldens(self):
+        goldens = _goldens()
+        files = sorted(GOLDEN.glob("*.bin"))
+        self.assertEqual(sorted(f.stem for f in files), sorted(goldens))
+        for f in files:
+            with self.subTest(f.name):
+                data = f.read_bytes()
+                want = goldens[f.stem]
+                got = P.unmarshal(data)
+                self.assertEqual(got, want)
+                self.assertEqual(P.marshal(want), data)
+                self.assertEqual(P.marshal(got), data)
+
+    def test_bad_frames_from_go(self):
+        files = sorted(BAD.glob("*.bin"))
+        self.assertGreater(len(files), 15)
+        for f in files:
+            case, code_name, _ = f.name.split(".")
+            with self.subTest(case):
+                with self.assertRaises(P.ProtocolError) as cm:
+                    P.unmarshal(f.read_bytes())
+                self.assertEqual(P.Code(cm.exception.code).wire_name, code_name, str(cm.exception))
+
+    def test_bad_frames_python(self):
+        hello = P.marshal(P.Hello(name="x"))
+        open_ = P.marshal(P.Open(job="j", split="train", batch_size=8, fanouts=[2]))
+        shuffle_at = P.HEADER_SIZE + 3 + 7 + 4 + 2 + 4
+        bad_bool = bytearray(open_)
+        bad_bool[shuffle_at] = 7
+        cases = {
+            "truncated": (hello[:-1], P.Code.BAD_FRAME),
+            "oversized": (b"\xff\xff\xff\x7f\x01\x00\x00\x00", P.Code.LIMIT),
+            "unknown type": (_frame(1234, b""), P.Code.BAD_MESSAGE),
+            "bad bool": (bytes(bad_bool), P.Code.BAD_MESSAGE),
+            "trailing": (_frame(P.MsgType.GOODBYE, b"\0\0\0"), P.Code.BAD_MESSAGE),
+            "string over limit": (P.marshal(P.Goodbye("a" * 4097)), P.Code.LIMIT),
+            "invalid utf8": (_frame(P.MsgType.GOODBYE, b"\x01\x00\xff"), P.Code.BAD_MESSAGE),
+            "list over limit": (P.marshal(P.Open(fanouts=[1] * 17)), P.Code.LIMIT),
+            "flags": (hello[:6] + b"\x00\x80" + hello[8:], P.Code.BAD_FRAME),
+        }
+        for name, (frame, code) in cases.items():
+            with self.subTest(name):
+                with self.assertRaises(P.ProtocolError) as cm:
+                    P.unmarshal(frame)
+                self.assertEqual(cm.exception.code, code, str(cm.exception))
+
+    def test_limits(self):
+        b = P.marshal(_goldens()["welcome"])
+        P.unmarshal(b, P.Limits(max_frame=len(b)))
+        for lim in (P.Limits(max_frame=len(b) - 1), P.Limits(max_list=2), P.Limits(max_string=12)):
+            with self.assertRaises(P.ProtocolError) as cm:
+                P.unmarshal(b, lim)
+            self.assertEqual(cm.exception.code, P.Code.LIMIT)
+
+    def test_marshal_rejects(self):
+        for m in (P.Goodbye("a" * 70000), P.Open(fanouts=[-2]), P.Release(slot=-1),
+                  P.Opened(slots=1, memory="cuda", mem_handle=b"x", events=[P.EventIPC()]),
+                  P.Opened(slots=1, memory="disk"), P.Opened(slots=0),
+                  P.Goodbye("\ud800")):
+            with self.subTest(repr(m)[:40]):
+                with self.assertRaises(P.ProtocolError):
+                    P.marshal(m)
+
+    def test_validate(self):
+        ok = _goldens()["open"]
+        ok.validate()
+        for change in ({"batch_size": 0}, {"fanouts": []}, {"world_size": 0}, {"rank": 4},
+                       {"split": ""}, {"device": "gpu"}, {"device": "cuda:01"}, {"device": "cuda:"}):
+            m = P.Open(**{**ok.__dict__, **change})
+            with self.subTest(change):
+                with self.assertRaises(P.ProtocolError) as cm:
+                    m.validate()
+                self.assertEqual(cm.exception.code, P.Code.BAD_REQUEST)
+        self.assertEqual(P.parse_device("cuda:12"), 12)
+        self.assertEqual(P.parse_device("cpu"), -1)
+
+
+def _open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _memfd(data):
+    fd = os.memfd_create("protocol-test", os.MFD_CLOEXEC)
+    os.write(fd, data)
+    return fd
+
+
+def _raw_send(sock, data, fds=()):
+    anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())] if fds else []
+    sock.sendmsg([data], anc)
+
+
+@unittest.skipUnless(hasattr(socket, "AF_UNIX") and os.path.isdir("/proc/self/fd"), "needs Linux Unix sockets")
+class SocketTest(unittest.TestCase):
+    def setUp(self):
+        self.a, self.b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(self.a.close)
+        self.addCleanup(self.b.close)
+
+    def test_round_trip_with_memfd(self):
+        for name, m in _goldens().items():
+            with self.subTest(name):
+                fds = [_memfd(b"slot " + name.encode())] if P.fds_for(m) else []
+                P.send_msg(self.a, m, fds)
+                for fd in fds:
+                    os.close(fd)
+                got, rfds = P.recv_msg(self.b)
+                self.assertEqual(got, m)
+                self.assertEqual(len(rfds), P.fds_for(m))
+                for fd in rfds:
+                    self.assertEqual(os.pread(fd, 64, 0), b"slot " + name.encode())
+                    self.assertFalse(os.get_inheritable(fd))
+                    os.close(fd)
+        self.a.close()
+        with self.assertRaises(EOFError):
+            P.recv_msg(self.b)
+
+    def test_no_fd_leak(self):
+        g = _goldens()
+        hello, shm = P.marshal(g["hello"]), P.marshal(g["opened_shm"])
+        cases = [
+            ("fd with Hello", hello, 1, False, P.Code.BAD_FRAME),
+            ("two fds with shm Opened", shm, 2, False, P.Code.BAD_FRAME),
+            ("no fd with shm Opened", shm, 0, False, P.Code.BAD_FRAME),
+            ("too many fds", hello, P.MAX_FDS + 1, False, P.Code.BAD_FRAME),
+            ("oversized", b"\x00\x00\x00\x7f\x04\x00\x00\x00", 1, False, P.Code.LIMIT),
+            ("bad payload", _frame(P.MsgType.OPENED, b"\x01\x02\x03"), 1, False, P.Code.BAD_MESSAGE),
+            ("truncated", shm[: len(shm) // 2], 1, True, P.Code.BAD_FRAME),
+        ]
+        for name, frame, nfd, close, code in cases:
+            with self.subTest(name):
+                a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    fds = [_memfd(b"x") for _ in range(nfd)]
+                    before = _open_fds()
+                    _raw_send(a, frame, fds)
+                    for fd in fds:
+                        os.close(fd)
+                    if close:
+                        a.close()
+                    with self.assertRaises(P.ProtocolError) as cm:
+                        P.recv_msg(b)
+                    self.assertEqual(cm.exception.code, code, str(cm.exception))
+                    after = _open_fds() + nfd + (1 if close else 0)
+                    self.assertEqual(after, before, "descriptor leak")
+                finally:
+                    a.close()
+                    b.close()
+
+    def test_oversized_refused_before_allocating(self):
+        _raw_send(self.a, b"\xf0\xff\xff\xff\x01\x00\x00\x00")
+        tracemalloc.start()
+        try:
+            with self.assertRaises(P.ProtocolError) as cm:
+                P.recv_msg(self.b)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        self.assertEqual(cm.exception.code, P.Code.LIMIT)
+        self.assertLess(peak, 1 << 20)
+
+    def test_large_frame(self):
+        lim = P.Limits(max_frame=4 << 20, max_list=1 << 15)
+        m = _goldens()["opened_shm"]
+        m.regions = m.regions + [P.Region("pad", 0, 0, "uint8", [1, 2])] * 30000
+        fd = _memfd(b"big")
+        t = threading.Thread(target=P.send_msg, args=(self.a, m, [fd]))
+        t.start()
+        got, fds = P.recv_msg(self.b, lim)
+        t.join()
+        os.close(fd)
+        self.assertEqual(len(fds), 1)
+        os.close(fds[0])
+        self.assertEqual(len(got.regions), len(m.regions))
+
+    def test_send_checks_fds(self):
+        with self.assertRaises(P.ProtocolError):
+            P.send_msg(self.a, P.Goodbye(), [0])
+        with self.assertRaises(P.ProtocolError):
+            P.send_msg(self.a, _goldens()["opened_shm"])
+
+
+class StateTest(unittest.TestCase):
+    C, D, T = P.Dir.CLIENT, P.Dir.DAEMON, P.MsgType
+    PREFIX = [(C, T.HELLO), (D, T.WELCOME), (C, T.OPEN), (D, T.OPENED)]
+
+    def test_legal(self):
+        C, D, T = self.C, self.D, self.T
+        s = P.State()
+        for d, t in self.PREFIX + [(C, T.START_EPOCH), (D, T.BATCH_READY), (D, T.BATCH_READY),
+                                   (C, T.RELEASE), (D, T.EPOCH_END), (C, T.RELEASE),
+                                   (C, T.START_EPOCH), (D, T.EPOCH_END), (C, T.GOODBYE)]:
+            s.next(d, t)
+        self.assertEqual(s.phase, P.Phase.CLOSED)
+
+    def test_illegal(self):
+        C, D, T = self.C, self.D, self.T
+        cases = [
+            (0, [], (C, T.OPEN)), (0, [], (D, T.HELLO)), (1, [], (C, T.WELCOME)),
+            (2, [], (C, T.START_EPOCH)), (3, [], (C, T.RELEASE)), (4, [], (C, T.OPEN)),
+            (4, [], (D, T.BATCH_READY)), (4, [(C, T.START_EPOCH)], (C, T.START_EPOCH)),
+            (4, [(D, T.GOODBYE)], (C, T.RELEASE)), (1, [(D, T.ERROR)], (D, T.ERROR)),
+            (4, [], (C, 42)),
+        ]
+        for after, extra, bad in cases:
+            with self.subTest(after=after, extra=extra, bad=bad):
+                s = P.State()
+                for d, t in self.PREFIX[:after] + extra:
+                    s.next(d, t)
+                phase = s.phase
+                with self.assertRaises(P.ProtocolError) as cm:
+                    s.next(*bad)
+                self.assertEqual(cm.exception.code, P.Code.OUT_OF_ORDER)
+                self.assertEqual(s.phase, phase)
+
+
+if __name__ == "__main__":
+    unittest.main()
