@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gnnloader/gnnloader/serve"
+)
+
+func init() {
+	register(&command{
+		name:    "serve",
+		summary: "serve sampled mini-batches of a dataset to trainers over a Unix socket",
+		usage:   "[--dataset DIR|synthetic:NAME[:SCALE[:SEED]]] [--socket PATH] [flags]",
+		example: "loaderd serve --dataset /tmp/cora --socket /tmp/loaderd.sock\n" +
+			"loaderd serve   # serves a generated arxiv-like graph (synthetic:arxiv:0.1:0)",
+		run: runServe,
+	})
+}
+
+// serveArgs holds every serve flag; it maps one to one onto serve.Config.
+type serveArgs struct {
+	dataset       string
+	skipChecksums bool
+	logFormat     string
+	logLevel      string
+	cfg           serve.Config
+	memoryBudget  string
+	allowUIDs     string
+	allowGIDs     string
+}
+
+func runServe(ctx context.Context, e *env, args []string) error {
+	c := commands["serve"]
+	var a serveArgs
+	fs := c.flags(e.stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&a.dataset, "dataset", serve.DefaultSource, "dataset directory, or synthetic:NAME[:SCALE[:SEED]] generated in memory")
+		fs.BoolVar(&a.skipChecksums, "skip-checksums", false, "do not hash the dataset's files at start (sizes and ids are still checked)")
+		fs.StringVar(&a.cfg.Socket, "socket", "/tmp/loaderd.sock", "Unix socket path trainers connect to")
+		fs.IntVar(&a.cfg.SamplerThreads, "sampler-threads", 0, "goroutines one batch's sampling and gather may use (0 = all cores)")
+		fs.IntVar(&a.cfg.Prefetch, "prefetch", 2, "batches each trainer's sampler runs ahead of the gather")
+		fs.IntVar(&a.cfg.Slots, "slots", 2, "slots per trainer when the trainer does not ask (2 = ping-pong)")
+		fs.IntVar(&a.cfg.MaxSlots, "max-slots", 16, "most slots one trainer may ask for")
+		fs.IntVar(&a.cfg.MaxTrainers, "max-trainers", 64, "most trainers served at once")
+		fs.StringVar(&a.memoryBudget, "memory-budget", "32GiB", "most memory for all trainers' slots together (e.g. 8GiB, 512MiB)")
+		fs.IntVar(&a.cfg.Limits.MaxFrame, "max-frame", 0, "largest protocol frame in bytes (0 = 1 MiB)")
+		fs.IntVar(&a.cfg.Limits.MaxBatchSize, "max-batch-size", 0, "largest batch size a trainer may ask for (0 = protocol default)")
+		fs.IntVar(&a.cfg.Limits.MaxFanouts, "max-hops", 0, "most hops (fanouts) a trainer may ask for (0 = protocol default)")
+		fs.StringVar(&a.allowUIDs, "allow-uid", "", "comma-separated uids allowed besides the daemon's own")
+		fs.StringVar(&a.allowGIDs, "allow-gid", "", "comma-separated gids allowed (the socket becomes group-accessible)")
+		fs.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
+		fs.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	})
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", pos[0])}
+	}
+	if a.cfg.MemoryBudget, err = parseBytes(a.memoryBudget); err != nil {
+		return usageError{"--memory-budget: " + err.Error()}
+	}
+	if a.cfg.AllowUIDs, err = parseInts(a.allowUIDs); err != nil {
+		return usageError{"--allow-uid: " + err.Error()}
+	}
+	if a.cfg.AllowGIDs, err = parseInts(a.allowGIDs); err != nil {
+		return usageError{"--allow-gid: " + err.Error()}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
+		return usageError{"--log-level: " + err.Error()}
+	}
+	if a.logFormat != "text" && a.logFormat != "json" {
+		return usageError{fmt.Sprintf("--log-format must be text or json, not %q", a.logFormat)}
+	}
+	log := newLogger(e.stderr, a.logFormat, level)
+	serve.Version = version
+	p := newProgress(log, 5*time.Second)
+	src, err := serve.OpenSource(a.dataset, a.skipChecksums, p, log)
+	p.Finish()
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	srv := serve.New(src, a.cfg, log)
+	if err := srv.Listen(); err != nil {
+		return err
+	}
+	return srv.Serve(ctx)
+}
+
+// parseBytes parses sizes like 512MiB, 8GiB, 1.5GB or a plain byte count.
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mult := 1.0
+	num := strings.TrimSpace(s)
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			mult, num = u.mult, strings.TrimSpace(strings.TrimSuffix(num, u.suffix))
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("bad size %q (want e.g. 8GiB, 512MiB or a byte count)", s)
+	}
+	return int64(v * mult), nil
+}
+
+func parseInts(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("bad id %q", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

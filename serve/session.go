@@ -1,0 +1,443 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/gather"
+	"github.com/gnnloader/gnnloader/ipc"
+	"github.com/gnnloader/gnnloader/pingpong"
+	"github.com/gnnloader/gnnloader/sampler"
+)
+
+// session is one trainer connection: handshake, slot ring, epochs.
+//
+// Goroutines: run reads the client's messages; an epoch's pipeline (sampler
+// goroutines and the gather loop) writes BatchReady and EpochEnd. Writes and
+// the protocol state are serialised by mu.
+type session struct {
+	srv  *Server
+	conn *ipc.Conn
+	log  *slog.Logger
+	id   uint64
+	pid  int
+
+	mu    sync.Mutex
+	state ipc.State
+
+	open     *ipc.Open
+	seeds    []int64
+	sampler  *sampler.Sampler
+	ring     *pingpong.ShmRing
+	admitted int64
+	gather   gather.CPU
+
+	epochCancel context.CancelFunc
+	epochDone   chan struct{}
+}
+
+func (s *Server) newSession(c *net.UnixConn) *session {
+	sess := &session{srv: s, conn: ipc.NewConn(c, s.cfg.Limits), id: s.nextID.Add(1)}
+	sess.log = s.log.With("conn", sess.id)
+	return sess
+}
+
+// run serves the connection until the client leaves, breaks the protocol,
+// or ctx ends (daemon shutdown).
+func (ss *session) run(ctx context.Context) {
+	defer ss.close()
+	if err := ss.checkPeer(); err != nil {
+		ss.srv.stats.Refused.Add(1)
+		ss.fail(err)
+		return
+	}
+	// A shutdown closes the connection, which ends the blocking read below.
+	stop := context.AfterFunc(ctx, func() {
+		ss.send(&ipc.Goodbye{Reason: "daemon shutting down"})
+		ss.conn.Close()
+	})
+	defer stop()
+	for {
+		m, fds, err := ss.conn.ReadMsg()
+		ipc.CloseFDs(fds)
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+			case errors.Is(err, io.EOF):
+				if ss.open != nil {
+					ss.log.Info("trainer disconnected without goodbye", "rank", ss.open.Rank, "pid", ss.pid)
+				}
+			case errors.Is(err, net.ErrClosed):
+			default:
+				ss.fail(err)
+			}
+			return
+		}
+		if err := ss.handle(ctx, m); err != nil {
+			if errors.Is(err, errGoodbye) {
+				ss.log.Info("trainer said goodbye", "rank", ss.rank(), "pid", ss.pid)
+			} else {
+				ss.fail(err)
+			}
+			return
+		}
+	}
+}
+
+var errGoodbye = errors.New("goodbye")
+
+func (ss *session) rank() int {
+	if ss.open == nil {
+		return -1
+	}
+	return int(ss.open.Rank)
+}
+
+func (ss *session) checkPeer() error {
+	pid, uid, gid, err := ipc.PeerCred(ss.conn.UnixConn())
+	if err != nil {
+		return perrf(ipc.CodeDenied, "cannot read peer credentials: %v", err)
+	}
+	ss.pid = pid
+	if uid == os.Getuid() || slices.Contains(ss.srv.cfg.AllowUIDs, uid) || slices.Contains(ss.srv.cfg.AllowGIDs, gid) {
+		return nil
+	}
+	ss.log.Warn("refused peer", "pid", pid, "uid", uid, "gid", gid)
+	return perrf(ipc.CodeDenied, "uid %d gid %d is not allowed to use this daemon", uid, gid)
+}
+
+// handle processes one client message.
+func (ss *session) handle(ctx context.Context, m ipc.Msg) error {
+	ss.mu.Lock()
+	err := ss.state.Next(ipc.FromClient, m.Type())
+	ss.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	switch m := m.(type) {
+	case *ipc.Hello:
+		if m.Version != ipc.Version {
+			return perrf(ipc.CodeUnsupportedVersion, "client speaks protocol version %d, daemon speaks %d", m.Version, ipc.Version)
+		}
+		return ss.send(&ipc.Welcome{Version: ipc.Version, DaemonVersion: "loaderd " + Version, Dataset: ss.datasetFacts()})
+	case *ipc.Open:
+		return ss.handleOpen(m)
+	case *ipc.StartEpoch:
+		ss.startEpoch(ctx, m.Epoch)
+		return nil
+	case *ipc.Release:
+		if err := ss.ring.Release(int(m.Slot), pingpong.Tag{Epoch: m.Epoch, Index: m.Index}); err != nil {
+			return perrf(ipc.CodeBadRequest, "%v", err)
+		}
+		return nil
+	case *ipc.Goodbye:
+		return errGoodbye
+	case *ipc.Error:
+		ss.log.Warn("trainer reported an error", "rank", ss.rank(), "code", m.Code, "message", m.Message)
+		return errGoodbye
+	}
+	return perrf(ipc.CodeOutOfOrder, "%s is not a message a client sends", m.Type())
+}
+
+// Version is the daemon's version string, set by cmd/loaderd.
+var Version = "dev"
+
+func (ss *session) datasetFacts() ipc.Dataset {
+	d := ss.srv.src.Data
+	f := ipc.Dataset{
+		Name: d.Name, NumNodes: uint64(d.Graph.NumNodes), NumEdges: uint64(d.Graph.NumEdges()),
+		FeatureDim: uint32(d.FeatureDim), FeatureDType: string(d.FeatureDType), NumClasses: uint32(d.NumClasses),
+	}
+	for _, s := range datasets.SplitNames {
+		if ids, ok := d.Splits[s]; ok {
+			f.Splits = append(f.Splits, ipc.Split{Name: s, Size: uint64(len(ids))})
+		}
+	}
+	return f
+}
+
+func (ss *session) handleOpen(m *ipc.Open) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	cfg := ss.srv.cfg
+	d := ss.srv.src.Data
+	seeds, ok := d.Splits[m.Split]
+	if !ok {
+		var names []string
+		for _, s := range datasets.SplitNames {
+			if _, ok := d.Splits[s]; ok {
+				names = append(names, s)
+			}
+		}
+		return perrf(ipc.CodeNotFound, "dataset %s has no split %q (it has %v)", d.Name, m.Split, names)
+	}
+	if len(seeds) == 0 {
+		return perrf(ipc.CodeBadRequest, "split %q of dataset %s is empty", m.Split, d.Name)
+	}
+	if m.Device != "cpu" {
+		return perrf(ipc.CodeBadRequest, "device %q: this daemon serves the CPU path only (start loaderd with a GPU to use CUDA devices)", m.Device)
+	}
+	if m.FeatureDType != "" && m.FeatureDType != string(d.FeatureDType) {
+		return perrf(ipc.CodeBadRequest, "feature dtype %q: dataset %s stores %s and the daemon does not convert", m.FeatureDType, d.Name, d.FeatureDType)
+	}
+	slots := int(m.Slots)
+	if slots == 0 {
+		slots = cfg.Slots
+	}
+	if slots > cfg.MaxSlots {
+		return perrf(ipc.CodeLimit, "%d slots asked, limit %d", slots, cfg.MaxSlots)
+	}
+	fanouts := make([]int, len(m.Fanouts))
+	for i, f := range m.Fanouts {
+		fanouts[i] = int(f)
+	}
+	smp, err := sampler.New(&d.Graph, sampler.Options{Fanouts: fanouts, Workers: cfg.SamplerThreads})
+	if err != nil {
+		return perrf(ipc.CodeBadRequest, "%v", err)
+	}
+	plan, err := sampler.NewPlan(seeds, ss.epochConfig(m), 0)
+	if err != nil {
+		return perrf(ipc.CodeBadRequest, "%v", err)
+	}
+	maxNodes, maxEdges := pingpong.Capacity(int(m.BatchSize), fanouts, ss.srv.src.MaxDegree, d.Graph.NumNodes, d.Graph.NumEdges())
+	if maxNodes > 1<<31-1 || maxEdges > 1<<31-1 {
+		return perrf(ipc.CodeLimit, "batches of up to %d nodes and %d edges exceed the protocol's 2^31 limit: lower batch_size or fanouts", maxNodes, maxEdges)
+	}
+	layout, err := pingpong.NewLayout(maxNodes, maxEdges, len(fanouts), d.FeatureDim, string(d.FeatureDType), d.RowBytes())
+	if err != nil {
+		return perrf(ipc.CodeBadRequest, "%v", err)
+	}
+	bytes := layout.SlotBytes * int64(slots)
+	if err := ss.srv.admit(ss, bytes); err != nil {
+		return err
+	}
+	ss.admitted = bytes
+	ring, err := pingpong.NewShmRing(fmt.Sprintf("gnnloader-rank%d", m.Rank), slots, layout)
+	if err != nil {
+		return perrf(ipc.CodeInternal, "%v", err)
+	}
+	ss.open, ss.seeds, ss.sampler, ss.ring = m, seeds, smp, ring
+	ss.gather = gather.CPU{Workers: cfg.SamplerThreads}
+	opened := &ipc.Opened{
+		NumBatches: uint32(plan.NumBatches()),
+		Slots:      uint32(slots),
+		SlotBytes:  uint64(layout.SlotBytes),
+		Memory:     ipc.MemoryShm,
+		MaxNodes:   uint32(maxNodes),
+		MaxEdges:   uint32(maxEdges),
+		Hops:       uint16(len(fanouts)),
+	}
+	for _, r := range layout.Regions {
+		reg := ipc.Region{Name: r.Name, Offset: uint64(r.Offset), Bytes: uint64(r.Bytes), DType: r.DType}
+		switch r.Name {
+		case "x":
+			reg.Shape = []uint64{uint64(maxNodes), uint64(d.FeatureDim)}
+		case "edge_index":
+			reg.Shape = []uint64{2, uint64(maxEdges)}
+		default:
+			reg.Shape = []uint64{uint64(maxNodes)}
+		}
+		opened.Regions = append(opened.Regions, reg)
+	}
+	ss.log.Info("trainer connected", "rank", m.Rank, "world_size", m.WorldSize, "pid", ss.pid, "job", m.Job,
+		"split", m.Split, "batch_size", m.BatchSize, "fanouts", fanouts, "slots", slots, "slot_bytes", layout.SlotBytes,
+		"batches_per_epoch", plan.NumBatches())
+	return ss.send(opened, ring.FD())
+}
+
+func (ss *session) epochConfig(m *ipc.Open) sampler.EpochConfig {
+	return sampler.EpochConfig{
+		BatchSize: int(m.BatchSize), Shuffle: m.Shuffle, Seed: m.Seed,
+		Rank: int(m.Rank), WorldSize: int(m.WorldSize), DropLast: m.DropLast,
+	}
+}
+
+// send writes one message to the client, checking it against the protocol
+// state.
+func (ss *session) send(m ipc.Msg, fds ...int) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if err := ss.state.Next(ipc.FromDaemon, m.Type()); err != nil {
+		return err
+	}
+	return ss.conn.WriteMsg(m, fds...)
+}
+
+// fail answers a protocol violation or a refused request with an Error frame
+// (the connection is closed by run's caller).
+func (ss *session) fail(err error) {
+	code := ipc.CodeOf(err)
+	ss.log.Info("closing connection with error", "rank", ss.rank(), "pid", ss.pid, "code", code, "err", err)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.state.Phase() == ipc.PhaseClosed {
+		return
+	}
+	ss.state.Next(ipc.FromDaemon, ipc.TypeError)
+	ss.conn.WriteMsg(&ipc.Error{Code: code, Message: err.Error()})
+}
+
+func (ss *session) close() {
+	ss.stopEpoch()
+	ss.conn.Close()
+	if ss.ring != nil {
+		ss.ring.Close()
+	}
+	ss.srv.leave(ss, ss.admitted)
+}
+
+// startEpoch starts the pipeline of one epoch in the background.
+func (ss *session) startEpoch(ctx context.Context, epoch uint32) {
+	ss.stopEpoch()
+	ss.ring.ReleaseAll() // slots of an earlier epoch are no longer read
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	ss.epochCancel, ss.epochDone = cancel, done
+	go func() {
+		defer close(done)
+		if err := ss.runEpoch(ctx, epoch); err != nil && ctx.Err() == nil {
+			ss.fail(err)
+			ss.conn.Close()
+		}
+	}()
+}
+
+func (ss *session) stopEpoch() {
+	if ss.epochCancel != nil {
+		ss.epochCancel()
+		<-ss.epochDone
+		ss.epochCancel, ss.epochDone = nil, nil
+	}
+}
+
+// runEpoch is the pipeline of one epoch: Prefetch sampler goroutines run
+// ahead (goroutine k samples batches k, k+Prefetch, ...), the gather loop
+// takes their batches in order, waits for a free slot, fills it and
+// announces it. Channels are bounded: at most 2*Prefetch batches are in
+// flight, whatever the trainer's pace.
+func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
+	plan, err := sampler.NewPlan(ss.seeds, ss.epochConfig(ss.open), int(epoch))
+	if err != nil {
+		return err
+	}
+	n := plan.NumBatches()
+	k := ss.srv.cfg.Prefetch
+	outs := make([]chan *sampler.Batch, k)
+	pool := make(chan *sampler.Batch, 2*k)
+	for i := 0; i < 2*k; i++ {
+		pool <- new(sampler.Batch)
+	}
+	errc := make(chan error, k)
+	var wg sync.WaitGroup
+	for w := 0; w < k; w++ {
+		outs[w] = make(chan *sampler.Batch, 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(outs[w])
+			for i := w; i < n; i += k {
+				var b *sampler.Batch
+				select {
+				case b = <-pool:
+				case <-ctx.Done():
+					return
+				}
+				start := time.Now()
+				b.Reset()
+				if err := ss.sampler.Sample(plan.Batch(i), plan.Key(i), b); err != nil {
+					errc <- fmt.Errorf("sampling batch %d of epoch %d: %w", i, epoch, err)
+					return
+				}
+				ss.srv.stats.SampleNanos.Add(int64(time.Since(start)))
+				select {
+				case outs[w] <- b:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	defer wg.Wait()
+	for i := 0; i < n; i++ {
+		b, ok := <-outs[i%k]
+		if !ok {
+			select {
+			case err := <-errc:
+				return err
+			default:
+				return ctx.Err()
+			}
+		}
+		start := time.Now()
+		slot, err := ss.ring.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		filled := time.Now()
+		ss.srv.stats.WaitNanos.Add(int64(filled.Sub(start)))
+		if err := ss.fill(slot, b); err != nil {
+			ss.ring.Abandon(slot)
+			return err
+		}
+		ss.srv.stats.GatherNanos.Add(int64(time.Since(filled)))
+		ready := batchReady(slot, epoch, i, b)
+		pool <- b
+		ss.ring.Publish(slot, pingpong.Tag{Epoch: epoch, Index: uint32(i)})
+		if err := ss.send(ready); err != nil {
+			return err
+		}
+		ss.srv.stats.BatchesServed.Add(1)
+	}
+	return ss.send(&ipc.EpochEnd{Epoch: epoch, NumBatches: uint32(n)})
+}
+
+func batchReady(slot int, epoch uint32, i int, b *sampler.Batch) *ipc.BatchReady {
+	m := &ipc.BatchReady{
+		Slot: uint32(slot), Epoch: epoch, Index: uint32(i),
+		BatchSize: uint32(b.NumSampledNodes[0]), NumNodes: uint32(len(b.NID)), NumEdges: uint32(len(b.Src)),
+	}
+	for _, v := range b.NumSampledNodes {
+		m.NumSampledNodes = append(m.NumSampledNodes, uint32(v))
+	}
+	for _, v := range b.NumSampledEdges {
+		m.NumSampledEdges = append(m.NumSampledEdges, uint32(v))
+	}
+	return m
+}
+
+// fill writes a sampled batch into a slot: feature rows (read in address
+// order), labels, global ids and edge_index.
+func (ss *session) fill(slot int, b *sampler.Batch) error {
+	r := ss.ring
+	if err := ss.gather.Gather(r.Region(slot, "x"), ss.srv.src.Table, b.NID, b.Order); err != nil {
+		return err
+	}
+	labels := ss.srv.src.Data.Labels
+	y := int64s(r.Region(slot, "y"))
+	for i, v := range b.NID {
+		y[i] = int64(labels[v])
+	}
+	copy(int64s(r.Region(slot, "n_id")), b.NID)
+	ei := int64s(r.Region(slot, "edge_index"))
+	e := len(b.Src)
+	for j := 0; j < e; j++ {
+		ei[j] = int64(b.Src[j])
+		ei[e+j] = int64(b.Dst[j])
+	}
+	return nil
+}
+
+func int64s(b []byte) []int64 {
+	return unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), len(b)/8)
+}
