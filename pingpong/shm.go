@@ -21,9 +21,9 @@ type ShmRing struct {
 	fd     int
 	mem    []byte
 
-	mu    sync.Mutex
-	state []slotState
-	tags  []Tag
+	mu     sync.Mutex
+	state  []slotState
+	tags   []Tag
 	freed  chan struct{} // signalled (non-blocking) when a slot becomes free
 	done   chan struct{} // closed by Close
 	closed bool
