@@ -1,0 +1,158 @@
+package sampler
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// torchDistributed is a line-by-line transcription of PyTorch's
+// DistributedSampler.__iter__ over an already permuted index list, followed
+// by DataLoader batching (drop_last drops a short last batch).
+func torchDistributed(perm []int64, world, rank, batch int, dropLast bool) [][]int64 {
+	n := len(perm)
+	var numSamples int
+	if dropLast && n%world != 0 {
+		numSamples = (n - world + world - 1) / world // math.ceil((n - world) / world)
+	} else {
+		numSamples = (n + world - 1) / world
+	}
+	total := numSamples * world
+	indices := slices.Clone(perm)
+	if !dropLast {
+		pad := total - len(indices)
+		if pad <= len(indices) {
+			indices = append(indices, indices[:pad]...)
+		} else {
+			var rep []int64
+			for k := 0; k < (pad+len(indices)-1)/len(indices); k++ {
+				rep = append(rep, indices...)
+			}
+			indices = append(indices, rep[:pad]...)
+		}
+	} else {
+		indices = indices[:total]
+	}
+	var mine []int64
+	for i := rank; i < total; i += world {
+		mine = append(mine, indices[i])
+	}
+	var out [][]int64
+	for i := 0; i < len(mine); i += batch {
+		b := mine[i:min(i+batch, len(mine))]
+		if dropLast && len(b) < batch {
+			break
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func TestPlanMatchesDistributedSampler(t *testing.T) {
+	for _, n := range []int{1, 3, 10, 17, 100, 1000} {
+		seeds := make([]int64, n)
+		for i := range seeds {
+			seeds[i] = int64(1000 + 7*i)
+		}
+		for _, world := range []int{1, 2, 3, 8} {
+			for _, batch := range []int{1, 4, 32} {
+				for _, drop := range []bool{false, true} {
+					for _, shuf := range []bool{false, true} {
+						if drop && n < world {
+							continue // PyTorch gives every rank 0 samples here too; covered below
+						}
+						name := fmt.Sprintf("n%d/w%d/b%d/drop%v/shuf%v", n, world, batch, drop, shuf)
+						perm := slices.Clone(seeds)
+						if shuf {
+							shuffle(perm, 42, 3)
+						}
+						nb := -1
+						for rank := 0; rank < world; rank++ {
+							cfg := EpochConfig{BatchSize: batch, Shuffle: shuf, Seed: 42, Rank: rank, WorldSize: world, DropLast: drop}
+							p, err := NewPlan(seeds, cfg, 3)
+							if err != nil {
+								t.Fatal(err)
+							}
+							want := torchDistributed(perm, world, rank, batch, drop)
+							if p.NumBatches() != len(want) {
+								t.Fatalf("%s rank %d: %d batches, want %d", name, rank, p.NumBatches(), len(want))
+							}
+							if nb >= 0 && nb != p.NumBatches() {
+								t.Fatalf("%s: ranks disagree on the batch count", name)
+							}
+							nb = p.NumBatches()
+							for i := range want {
+								if !slices.Equal(p.Batch(i), want[i]) {
+									t.Fatalf("%s rank %d batch %d: %v, want %v", name, rank, i, p.Batch(i), want[i])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestPlanProperties(t *testing.T) {
+	seeds := make([]int64, 1001)
+	for i := range seeds {
+		seeds[i] = int64(i)
+	}
+	orig := slices.Clone(seeds)
+	const world = 4
+	cfg := EpochConfig{BatchSize: 64, Shuffle: true, Seed: 9, WorldSize: world}
+	keys := map[uint64]bool{}
+	covered := map[int64]int{}
+	for rank := 0; rank < world; rank++ {
+		cfg.Rank = rank
+		p, err := NewPlan(seeds, cfg, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.NumBatches() != 4 { // ceil(ceil(1001/4)=251 / 64)
+			t.Fatalf("rank %d: %d batches", rank, p.NumBatches())
+		}
+		for i := 0; i < p.NumBatches(); i++ {
+			k := p.Key(i)
+			if keys[k] {
+				t.Fatalf("rank %d batch %d: key repeats", rank, i)
+			}
+			keys[k] = true
+			for _, v := range p.Batch(i) {
+				covered[v]++
+			}
+		}
+		q, _ := NewPlan(seeds, cfg, 0)
+		if q.Key(1) != p.Key(1) || !slices.Equal(q.Batch(1), p.Batch(1)) {
+			t.Fatal("same config, different plan")
+		}
+	}
+	if len(covered) != len(seeds) {
+		t.Fatalf("%d of %d seeds covered", len(covered), len(seeds))
+	}
+	if !slices.Equal(seeds, orig) {
+		t.Fatal("NewPlan modified its input")
+	}
+	cfg.Rank = 0
+	p0, _ := NewPlan(seeds, cfg, 0)
+	p1, _ := NewPlan(seeds, cfg, 1)
+	if slices.Equal(p0.Batch(0), p1.Batch(0)) || p0.Key(0) == p1.Key(0) {
+		t.Fatal("epochs 0 and 1 give the same batch")
+	}
+	cfg.Shuffle = false
+	p, _ := NewPlan(seeds, cfg, 5)
+	if !slices.Equal(p.Batch(0)[:3], []int64{0, 4, 8}) {
+		t.Fatalf("unshuffled rank 0 starts %v", p.Batch(0)[:3])
+	}
+	// Fewer seeds than ranks with DropLast: nobody gets a batch.
+	p, err := NewPlan(seeds[:3], EpochConfig{BatchSize: 2, WorldSize: 4, DropLast: true}, 0)
+	if err != nil || p.NumBatches() != 0 {
+		t.Fatalf("3 seeds, 4 ranks, drop last: %v batches, %v", p.NumBatches(), err)
+	}
+	for _, bad := range []EpochConfig{{BatchSize: 0}, {BatchSize: 1, Rank: 2, WorldSize: 2}, {BatchSize: 1, Rank: -1}, {BatchSize: 1, WorldSize: -1}} {
+		if _, err := NewPlan(seeds, bad, 0); err == nil {
+			t.Errorf("NewPlan(%+v) succeeded", bad)
+		}
+	}
+}
