@@ -3,6 +3,8 @@ package ipc
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 )
 
 // Code is the u16 error code carried by an Error message and by a
@@ -87,4 +89,22 @@ func CodeOf(err error) Code {
 // *ProtocolError carrying the peer's code, for callers that surface it.
 func (m *Error) AsError() error {
 	return &ProtocolError{Code: m.Code, Msg: "peer: " + m.Message}
+}
+
+// maxErrorText bounds the message of an Error built by ErrorMsg, well under
+// any receiver's MaxString.
+const maxErrorText = 1024
+
+// ErrorMsg builds the Error message that answers err: its Code (CodeOf) and
+// its text, cut to at most 1024 bytes at a UTF-8 boundary. The usual end of
+// a failed connection is conn.WriteMsg(ipc.ErrorMsg(err)) then conn.Close().
+func ErrorMsg(err error) *Error {
+	text := err.Error()
+	if len(text) > maxErrorText {
+		text = text[:maxErrorText]
+		for len(text) > 0 && !utf8.ValidString(text) {
+			text = text[:len(text)-1]
+		}
+	}
+	return &Error{Code: CodeOf(err), Message: strings.ToValidUTF8(text, "?")}
 }
