@@ -1,0 +1,120 @@
+package datasets
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// impRandomGraph makes a CSR graph with unsorted rows, duplicates, self
+// loops and a few high-degree rows.
+func impRandomGraph(seed uint64, n int64, edges int) (indptr []int64, src, dst []int64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	src, dst = make([]int64, edges), make([]int64, edges)
+	for i := range src {
+		src[i], dst[i] = rng.Int64N(n), rng.Int64N(n)
+		switch rng.IntN(10) {
+		case 0:
+			dst[i] = src[i]
+		case 1:
+			src[i] = 3 % n // a hub
+		}
+	}
+	return nil, src, dst
+}
+
+func impGraphFromEdges(n int64, src, dst []int64, wide bool) Graph {
+	indptr := make([]int64, n+1)
+	for _, s := range src {
+		indptr[s+1]++
+	}
+	for v := int64(0); v < n; v++ {
+		indptr[v+1] += indptr[v]
+	}
+	cur := slices.Clone(indptr[:n])
+	g := Graph{NumNodes: n, Indptr: indptr}
+	if wide {
+		g.Indices64 = make([]int64, len(src))
+	} else {
+		g.Indices32 = make([]int32, len(src))
+	}
+	for i, s := range src { // edge order, so rows are unsorted
+		if wide {
+			g.Indices64[cur[s]] = dst[i]
+		} else {
+			g.Indices32[cur[s]] = int32(dst[i])
+		}
+		cur[s]++
+	}
+	return g
+}
+
+func TestMakeUndirected(t *testing.T) {
+	for _, tc := range []struct {
+		n     int64
+		edges int
+	}{{1, 0}, {1, 5}, {5, 0}, {7, 40}, {1000, 20_000}, {20_000, 150_000}} {
+		_, src, dst := impRandomGraph(uint64(tc.n), tc.n, tc.edges)
+		wantPtr, wantIdx := impRefCSR(tc.n, src, dst, true)
+		for _, wide := range []bool{false, true} {
+			g := impGraphFromEdges(tc.n, src, dst, wide)
+			before := slices.Clone(g.Indices32)
+			for _, workers := range []int{1, 2, 5, 16} {
+				u, err := MakeUndirected(&g, workers)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := u.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				got32 := u.Indices32
+				if wide {
+					if u.Indices64 == nil || u.Indices32 != nil {
+						t.Fatal("index width not kept")
+					}
+					got32 = make([]int32, len(u.Indices64))
+					for i, v := range u.Indices64 {
+						got32[i] = int32(v)
+					}
+				}
+				if !slices.Equal(u.Indptr, wantPtr) || !slices.Equal(got32, wantIdx) {
+					t.Fatalf("n=%d edges=%d wide=%v workers=%d: result differs from the reference", tc.n, tc.edges, wide, workers)
+				}
+			}
+			if !wide && !slices.Equal(before, g.Indices32) {
+				t.Fatal("input modified")
+			}
+		}
+	}
+}
+
+func TestMakeUndirectedBad(t *testing.T) {
+	g := Graph{NumNodes: 3, Indptr: []int64{0, 1, 2, 3}, Indices32: []int32{1, 3, 0}}
+	if _, err := MakeUndirected(&g, 2); err == nil || !strings.Contains(err.Error(), "edge 1 -> 3 out of range [0, 3)") {
+		t.Errorf("out of range: %v", err)
+	}
+	g = Graph{NumNodes: 3, Indptr: []int64{0, 1, 2}, Indices32: []int32{1, 2}}
+	if _, err := MakeUndirected(&g, 2); err == nil {
+		t.Error("short indptr accepted")
+	}
+	g = Graph{NumNodes: 2, Indptr: []int64{0, 0, 0}}
+	u, err := MakeUndirected(&g, 0)
+	if err != nil || u.NumEdges() != 0 || u.Validate() != nil {
+		t.Errorf("empty graph: %v %v", u, err)
+	}
+}
+
+func BenchmarkMakeUndirected(b *testing.B) {
+	const n, e = 1_000_000, 10_000_000
+	_, src, dst := impRandomGraph(1, n, e)
+	g := impGraphFromEdges(n, src, dst, false)
+	b.SetBytes(4 * e)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := MakeUndirected(&g, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(e)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Medges/s")
+}
