@@ -1,0 +1,75 @@
+package cudaext
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinels for errors.Is. A *Error whose code means the same thing matches
+// them, and so does the error Init returns when the driver cannot be loaded.
+var (
+	// ErrNoDriver: libcuda.so.1 is missing, lacks a symbol gnnloader needs,
+	// or is too old or a stub.
+	ErrNoDriver = errors.New("cuda: no usable CUDA driver")
+	// ErrNoDevice: the driver is there but sees no CUDA device.
+	ErrNoDevice = errors.New("cuda: no CUDA device")
+	// ErrOutOfMemory: an allocation or registration failed for lack of memory.
+	ErrOutOfMemory = errors.New("cuda: out of memory")
+)
+
+// CUDA driver status codes that gnnloader names itself (cuda.h's CUresult).
+const (
+	codeSuccess              = 0
+	codeInvalidValue         = 1
+	codeOutOfMemory          = 2
+	codeNotInitialized       = 3
+	codeStubLibrary          = 34
+	codeInsufficientDriver   = 35
+	codeNoDevice             = 100
+	codeInvalidDevice        = 101
+	codeNotReady             = 600
+	codeHostMemAlreadyReg    = 712
+	codeHostMemNotRegistered = 713
+	codePeerAlreadyEnabled   = 704
+	codeSystemDriverMismatch = 803
+)
+
+// Error is a CUDA driver call that returned a status other than success.
+type Error struct {
+	Op   string // the driver function, e.g. "cuMemAlloc"
+	Code int    // the CUresult
+	Name string // the driver's name for Code, e.g. "CUDA_ERROR_OUT_OF_MEMORY"
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("cuda: %s: %s (%d)", e.Op, e.Name, e.Code)
+}
+
+// Is matches the package's sentinels.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrNoDevice:
+		return e.Code == codeNoDevice || e.Code == codeInvalidDevice
+	case ErrOutOfMemory:
+		return e.Code == codeOutOfMemory
+	case ErrNoDriver:
+		return e.Code == codeStubLibrary || e.Code == codeInsufficientDriver || e.Code == codeSystemDriverMismatch
+	}
+	return false
+}
+
+// knownNames covers codes seen before the driver can name them.
+var knownNames = map[int]string{
+	codeInvalidValue:         "CUDA_ERROR_INVALID_VALUE",
+	codeOutOfMemory:          "CUDA_ERROR_OUT_OF_MEMORY",
+	codeNotInitialized:       "CUDA_ERROR_NOT_INITIALIZED",
+	codeStubLibrary:          "CUDA_ERROR_STUB_LIBRARY",
+	codeInsufficientDriver:   "CUDA_ERROR_INSUFFICIENT_DRIVER",
+	codeNoDevice:             "CUDA_ERROR_NO_DEVICE",
+	codeInvalidDevice:        "CUDA_ERROR_INVALID_DEVICE",
+	codeNotReady:             "CUDA_ERROR_NOT_READY",
+	codeHostMemAlreadyReg:    "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+	codeHostMemNotRegistered: "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+	codePeerAlreadyEnabled:   "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+	codeSystemDriverMismatch: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+}

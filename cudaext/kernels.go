@@ -1,0 +1,121 @@
+package cudaext
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+)
+
+// The gather kernels, built by scripts/build-kernels.sh (nvcc, on a GPU
+// machine) and committed with the hash of their sources.
+//
+//go:embed kernels/gather.fatbin kernels/gather.fatbin.sha256
+var kernelFS embed.FS
+
+//go:embed kernels/*.cu kernels/nvcc.flags
+var kernelSources embed.FS
+
+// KernelsEnv names a fatbin file that GatherImage loads in place of the
+// embedded one (for trying freshly built kernels before committing them).
+const KernelsEnv = "GNNLOADER_KERNELS"
+
+// GatherImage is the fatbin of cudaext/kernels/gather.cu (sm_80, sm_90 and
+// compute_90 PTX), or the file named by $GNNLOADER_KERNELS.
+func GatherImage() ([]byte, error) {
+	if p := os.Getenv(KernelsEnv); p != "" {
+		return os.ReadFile(p)
+	}
+	b, err := kernelFS.ReadFile("kernels/gather.fatbin")
+	if err == nil && len(b) == 0 {
+		err = fmt.Errorf("cudaext: the embedded gather.fatbin is empty: run scripts/build-kernels.sh")
+	}
+	return b, err
+}
+
+// KernelStamp is the stamp committed with the fatbin: the hash of its
+// sources and of the fatbin itself.
+type KernelStamp struct {
+	Sources string // sha256 over the sources, as scripts/build-kernels.sh computes it
+	Fatbin  string // sha256 of gather.fatbin
+	NVCC    string // the compiler that built it
+}
+
+// ReadKernelStamp parses the embedded gather.fatbin.sha256.
+func ReadKernelStamp() (KernelStamp, error) {
+	var st KernelStamp
+	f, err := kernelFS.Open("kernels/gather.fatbin.sha256")
+	if err != nil {
+		return st, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), " ")
+		switch k {
+		case "sources":
+			st.Sources = v
+		case "fatbin":
+			st.Fatbin = v
+		case "nvcc":
+			st.NVCC = v
+		}
+	}
+	return st, sc.Err()
+}
+
+// KernelSourcesHash computes the sources hash the way build-kernels.sh does:
+// sha256 of the `sha256sum` listing of *.cu, *.cuh and nvcc.flags, in name order.
+func KernelSourcesHash(fsys fs.FS) (string, error) {
+	var names []string
+	for _, pat := range []string{"*.cu", "*.cuh", "nvcc.flags"} {
+		m, err := fs.Glob(fsys, pat)
+		if err != nil {
+			return "", err
+		}
+		names = append(names, m...)
+	}
+	sort.Strings(names)
+	var list strings.Builder
+	for _, n := range names {
+		b, err := fs.ReadFile(fsys, n)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&list, "%x  %s\n", sha256.Sum256(b), n)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256([]byte(list.String()))), nil
+}
+
+// CheckKernelStamp reports whether the embedded fatbin was built from the
+// embedded sources (the stamp's sources hash matches them) and is the file the
+// stamp names.
+func CheckKernelStamp() error {
+	st, err := ReadKernelStamp()
+	if err != nil {
+		return err
+	}
+	sub, err := fs.Sub(kernelSources, "kernels")
+	if err != nil {
+		return err
+	}
+	h, err := KernelSourcesHash(sub)
+	if err != nil {
+		return err
+	}
+	if h != st.Sources {
+		return fmt.Errorf("cudaext: kernel sources hash %s, stamp says %s: rebuild with scripts/build-kernels.sh on a GPU machine", h, st.Sources)
+	}
+	b, err := kernelFS.ReadFile("kernels/gather.fatbin")
+	if err != nil {
+		return err
+	}
+	if fh := fmt.Sprintf("%x", sha256.Sum256(b)); fh != st.Fatbin {
+		return fmt.Errorf("cudaext: gather.fatbin hash %s, stamp says %s", fh, st.Fatbin)
+	}
+	return nil
+}

@@ -1,0 +1,344 @@
+package gather
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/pinned"
+)
+
+// BenchConfig describes one gather benchmark over one table.
+type BenchConfig struct {
+	// BatchRows is the number of distinct rows one sampled batch gathers
+	// (about 700 K for [15,10,5] fan-outs and 1024 seeds on papers100M).
+	BatchRows int
+	// SweepBatches is how many batches one sweep covers (0: no sweep).
+	SweepBatches int
+	// Reps is the number of timed repetitions (the median is reported); 0 means 7.
+	Reps int
+	// MaxSMs adds a run of the sorted kernel capped to this many SMs (0: none).
+	MaxSMs int
+	// CPUWorkers for the CPU gather baseline; 0 means GOMAXPROCS.
+	CPUWorkers int
+	// Seed for the sampled batches.
+	Seed uint64
+}
+
+// BenchResult is one line of the benchmark. Delivered bytes are feature
+// bytes written to slots (a row shared by k batches of a sweep counts k
+// times); read bytes are those fetched from the table (such a row once).
+type BenchResult struct {
+	Name          string
+	RowsRead      int64
+	RowsDelivered int64
+	RowBytes      int
+	Time          time.Duration // median
+	GBps          float64       // delivered bytes / Time, 1e9 bytes a second
+	ReadGBps      float64       // read bytes / Time
+	RowsPerSec    float64       // delivered rows a second
+	PercentMemcpy float64       // GBps / the memcpy ceiling of the same run
+	Note          string
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// FillBenchTable allocates rows x rowBytes of pinned memory, fills it with
+// non-zero pseudo-random bytes using every core, and registers it through
+// pinned.FromAlloc (no copy). It reports the fill time in LoadTime.
+func FillBenchTable(c *cudaext.Context, rows int64, rowBytes int) (*pinned.Store, error) {
+	n := rows * int64(rowBytes)
+	mem, err := pinned.Alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	const piece = 16 << 20
+	var wg sync.WaitGroup
+	next := make(chan int64, 64)
+	go func() {
+		for off := int64(0); off < n; off += piece {
+			next <- off
+		}
+		close(next)
+	}()
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for off := range next {
+				end := min(off+piece, n)
+				b := mem[off:end]
+				x := uint64(off)*0x9E3779B97F4A7C15 + 1
+				w := unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), len(b)/8)
+				for i := range w {
+					x ^= x << 13
+					x ^= x >> 7
+					x ^= x << 17
+					w[i] = x | 0x0101010101010101
+				}
+				for i := len(w) * 8; i < len(b); i++ {
+					b[i] = 0x5a
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	fill := time.Since(t0)
+	st, err := pinned.FromAlloc(mem, rowBytes, rows, &pinned.Options{Context: c})
+	if err != nil {
+		pinned.Free(mem)
+		return nil, err
+	}
+	st.LoadTime = fill
+	return st, nil
+}
+
+// SampleBatch draws n distinct row ids uniformly from [0, rows), in random
+// (sampled) order, as the unique nodes of one sampled batch.
+func SampleBatch(r *rand.Rand, n int, rows int64) []int64 {
+	seen := make([]uint64, (rows+63)/64)
+	nid := make([]int64, 0, n)
+	for len(nid) < n {
+		v := r.Int64N(rows)
+		if seen[v/64]&(1<<(v%64)) != 0 {
+			continue
+		}
+		seen[v/64] |= 1 << (v % 64)
+		nid = append(nid, v)
+	}
+	return nid
+}
+
+// RunBench measures, in one run on one table: the pinned host-to-device
+// memcpy bandwidth (the ceiling), a CPU gather into pinned memory plus its
+// copy, the zero-copy kernel in sampled order (naive), the sorted kernel on
+// one batch (optionally capped to MaxSMs), and a sorted sweep over
+// SweepBatches batches. GPU figures are timed with CUDA events over back-to-
+// back repetitions (index upload included, plan building on the CPU not);
+// each is the median after a warm-up. It prints a table to w.
+func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg BenchConfig, w io.Writer) ([]BenchResult, error) {
+	if cfg.Reps <= 0 {
+		cfg.Reps = 7
+	}
+	rb := int64(st.RowBytes)
+	r := rand.New(rand.NewPCG(cfg.Seed, 0x9e37))
+	nb := max(cfg.SweepBatches, 1)
+	batches := make([][]int64, nb)
+	orders := make([][]int32, nb)
+	for k := range batches {
+		batches[k] = SampleBatch(r, cfg.BatchRows, st.NumRows)
+		orders[k] = SortOrder(batches[k])
+	}
+	n := int64(cfg.BatchRows)
+	var out []BenchResult
+	var ceiling float64
+	add := func(res BenchResult) {
+		secs := res.Time.Seconds()
+		res.RowBytes = st.RowBytes
+		res.GBps = float64(res.RowsDelivered*rb) / secs / 1e9
+		res.ReadGBps = float64(res.RowsRead*rb) / secs / 1e9
+		res.RowsPerSec = float64(res.RowsDelivered) / secs
+		if ceiling > 0 {
+			res.PercentMemcpy = 100 * res.GBps / ceiling
+		}
+		out = append(out, res)
+	}
+
+	g, err := NewCUDA(c, st, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	s := g.Stream()
+	err = c.Do(func() error {
+		// Destinations: one slot per sweep batch.
+		slots := make([]cudaext.DevicePtr, nb)
+		for k := range slots {
+			p, err := cudaext.MemAlloc(n * rb)
+			if err != nil {
+				return err
+			}
+			defer cudaext.MemFree(p)
+			slots[k] = p
+		}
+		evs := make([]*cudaext.Event, cfg.Reps+2)
+		for i := range evs {
+			e, err := cudaext.NewEvent(cudaext.EventDefault)
+			if err != nil {
+				return err
+			}
+			defer e.Destroy()
+			evs[i] = e
+		}
+		timed := func(op func() error) (time.Duration, error) { return timeOps(s, evs, cfg.Reps, op) }
+
+		// 1. The ceiling: pinned memcpy of up to 1 GiB from the table.
+		cp := min(int64(len(st.Rows)), 1<<30, n*rb)
+		d, err := timed(func() error {
+			return cudaext.MemcpyHtoDAsync(slots[0], unsafe.Pointer(&st.Rows[0]), cp, s)
+		})
+		if err != nil {
+			return err
+		}
+		ceiling = float64(cp) / d.Seconds() / 1e9
+		add(BenchResult{Name: fmt.Sprintf("memcpy pinned H2D %d MiB (ceiling)", cp>>20), RowsRead: cp / rb, RowsDelivered: cp / rb, Time: d})
+
+		// 2. CPU gather into pinned staging + H2D copy (wall clock).
+		stage, err := pinned.Alloc(n * rb)
+		if err != nil {
+			return err
+		}
+		defer pinned.Free(stage)
+		if err := cudaext.HostRegister(stage, cudaext.HostRegisterPortable); err != nil {
+			return err
+		}
+		defer cudaext.HostUnregister(stage)
+		cpu := &CPU{Workers: cfg.CPUWorkers}
+		tab := TableOf(st)
+		var ds []time.Duration
+		for i := 0; i <= min(cfg.Reps, 5); i++ {
+			t0 := time.Now()
+			if err := cpu.Gather(stage, tab, batches[0], orders[0]); err != nil {
+				return err
+			}
+			if err := cudaext.MemcpyHtoDAsync(slots[0], unsafe.Pointer(&stage[0]), n*rb, s); err != nil {
+				return err
+			}
+			if err := s.Synchronize(); err != nil {
+				return err
+			}
+			if i > 0 {
+				ds = append(ds, time.Since(t0))
+			}
+		}
+		workers := cfg.CPUWorkers
+		if workers <= 0 {
+			workers = runtime.GOMAXPROCS(0)
+		}
+		add(BenchResult{Name: fmt.Sprintf("CPU gather (%d goroutines) + H2D copy", workers), RowsRead: n, RowsDelivered: n, Time: median(ds), Note: "wall clock"})
+
+		// 3. Naive zero-copy kernel in sampled order.
+		dst0 := Dest{Device: slots[0]}
+		if d, err = timed(func() error { return g.Gather(ctx, dst0, batches[0], nil) }); err != nil {
+			return err
+		}
+		add(BenchResult{Name: "naive kernel, sampled order, 1 batch", RowsRead: n, RowsDelivered: n, Time: d})
+
+		// 4. Sorted kernel, one batch.
+		if d, err = timed(func() error { return g.Gather(ctx, dst0, batches[0], orders[0]) }); err != nil {
+			return err
+		}
+		add(BenchResult{Name: "sorted kernel, 1 batch", RowsRead: n, RowsDelivered: n, Time: d})
+
+		// 5. Sweep over several batches: each shared row read once.
+		if cfg.SweepBatches > 1 {
+			parts := make([]SweepPart, nb)
+			for k := range parts {
+				parts[k] = SweepPart{Dst: Dest{Device: slots[k]}, Nid: batches[k], Order: orders[k]}
+			}
+			pl, err := PlanSweep(parts, st.NumRows)
+			if err != nil {
+				return err
+			}
+			if d, err = timed(func() error { return g.SweepPlanned(ctx, parts, pl) }); err != nil {
+				return err
+			}
+			add(BenchResult{Name: fmt.Sprintf("sorted sweep, %d batches", nb), RowsRead: pl.Unique(), RowsDelivered: pl.Delivered(), Time: d,
+				Note: fmt.Sprintf("%d rows shared", pl.Delivered()-pl.Unique())})
+		}
+		return nil
+	})
+	if err != nil {
+		return out, err
+	}
+
+	// 6. Sorted kernel capped to MaxSMs (its own backend: other block shape).
+	if cfg.MaxSMs > 0 {
+		gc, err := NewCUDA(c, st, &CUDAOptions{MaxSMs: cfg.MaxSMs})
+		if err != nil {
+			return out, err
+		}
+		defer gc.Close()
+		err = c.Do(func() error {
+			p, err := cudaext.MemAlloc(n * rb)
+			if err != nil {
+				return err
+			}
+			defer cudaext.MemFree(p)
+			evs := make([]*cudaext.Event, cfg.Reps+1)
+			for i := range evs {
+				e, err := cudaext.NewEvent(cudaext.EventDefault)
+				if err != nil {
+					return err
+				}
+				defer e.Destroy()
+				evs[i] = e
+			}
+			d, err := timeOps(gc.Stream(), evs, cfg.Reps, func() error { return gc.Gather(ctx, Dest{Device: p}, batches[0], orders[0]) })
+			if err != nil {
+				return err
+			}
+			add(BenchResult{Name: fmt.Sprintf("sorted kernel, 1 batch, %d of %d SMs", min(cfg.MaxSMs, gc.SMs()), gc.SMs()), RowsRead: n, RowsDelivered: n, Time: d})
+			return nil
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	PrintBench(w, out)
+	return out, nil
+}
+
+// timeOps runs op back to back on s: one warm-up, then reps runs with an
+// event after each; it returns the median interval between events. The GPU
+// stays busy across the intervals as long as op's CPU part is shorter than
+// its GPU part, so each interval is one op's GPU time.
+func timeOps(s *cudaext.Stream, evs []*cudaext.Event, reps int, op func() error) (time.Duration, error) {
+	if err := op(); err != nil {
+		return 0, err
+	}
+	if err := evs[0].Record(s); err != nil {
+		return 0, err
+	}
+	for i := 1; i <= reps; i++ {
+		if err := op(); err != nil {
+			return 0, err
+		}
+		if err := evs[i].Record(s); err != nil {
+			return 0, err
+		}
+	}
+	if err := s.Synchronize(); err != nil {
+		return 0, err
+	}
+	ds := make([]time.Duration, reps)
+	for i := range ds {
+		d, err := cudaext.Elapsed(evs[i], evs[i+1])
+		if err != nil {
+			return 0, err
+		}
+		ds[i] = d
+	}
+	return median(ds), nil
+}
+
+// PrintBench writes results as a table.
+func PrintBench(w io.Writer, res []BenchResult) {
+	fmt.Fprintf(w, "%-44s %6s %10s %10s %9s %10s %9s %8s %9s  %s\n", "what", "row B", "rows read", "rows dlv", "ms", "Mrows/s", "GB/s dlv", "% memcpy", "GB/s read", "note")
+	for _, r := range res {
+		fmt.Fprintf(w, "%-44s %6d %10d %10d %9.3f %10.1f %9.1f %8.1f %9.1f  %s\n", r.Name, r.RowBytes, r.RowsRead, r.RowsDelivered,
+			float64(r.Time.Microseconds())/1000, r.RowsPerSec/1e6, r.GBps, r.PercentMemcpy, r.ReadGBps, r.Note)
+	}
+}

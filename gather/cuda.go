@@ -1,0 +1,357 @@
+package gather
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"unsafe"
+
+	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/pinned"
+)
+
+// CUDAOptions tune the CUDA backend. Nil means the defaults.
+type CUDAOptions struct {
+	// MaxSMs caps the SMs a gather uses, so training can run beside it: the
+	// grid is MaxSMs blocks of 1024 threads (one block per SM). 0 means all
+	// SMs, with blocks of 256 threads at full occupancy.
+	MaxSMs int
+}
+
+// CUDA gathers rows from a pinned, registered table into device memory with
+// zero-copy kernels on its own non-blocking stream. Rows are read in the order
+// Gather's order argument gives (ascending addresses with the sampler's
+// permutation) and written in hop order. Gather and Sweep only enqueue work:
+// the results are ready after Sync, or after an event recorded on Stream. A
+// CUDA may be used by several goroutines; calls are serialised.
+type CUDA struct {
+	mu      sync.Mutex
+	ctx     *cudaext.Context
+	tab     Table
+	dev     cudaext.DevicePtr // device address of the table's row 0
+	stream  *cudaext.Stream
+	mod     *cudaext.Module
+	fn      map[string]*cudaext.Function
+	grid    map[string]int // blocks per launch at full size
+	block   int
+	sms     int
+	opts    CUDAOptions
+	staging []byte            // pinned host staging for indices
+	stDev   cudaext.DevicePtr // device copy of the indices
+	stCap   int64
+	stEvent *cudaext.Event // the last upload from staging
+	closed  bool
+}
+
+var kernelNames = []string{"gnn_gather16", "gnn_gather_any", "gnn_sweep16", "gnn_sweep_any"}
+
+// NewCUDA makes a CUDA backend in ctx over store, which must be registered.
+func NewCUDA(ctx *cudaext.Context, store *pinned.Store, o *CUDAOptions) (g *CUDA, err error) {
+	if !store.Registered() {
+		return nil, fmt.Errorf("gather: the table is not registered with the CUDA driver")
+	}
+	if store.DevicePtr%16 != 0 {
+		return nil, fmt.Errorf("gather: table device address %#x is not 16-byte aligned", store.DevicePtr)
+	}
+	g = &CUDA{ctx: ctx, tab: TableOf(store), dev: store.DevicePtr, fn: map[string]*cudaext.Function{}, grid: map[string]int{}, block: 256}
+	if o != nil {
+		g.opts = *o
+	}
+	if g.opts.MaxSMs > 0 {
+		g.block = 1024
+	}
+	err = ctx.Do(func() error {
+		img, err := cudaext.GatherImage()
+		if err != nil {
+			return err
+		}
+		if g.mod, err = cudaext.LoadModule(img); err != nil {
+			return err
+		}
+		if g.sms, err = ctx.Device.Attribute(cudaext.AttrMultiprocessorCount); err != nil {
+			return err
+		}
+		for _, name := range kernelNames {
+			f, err := g.mod.Function(name)
+			if err != nil {
+				return err
+			}
+			g.fn[name] = f
+			occ, err := f.MaxActiveBlocksPerSM(g.block, g.shared(name))
+			if err != nil {
+				return err
+			}
+			if occ < 1 {
+				return fmt.Errorf("gather: kernel %s cannot run with %d threads a block", name, g.block)
+			}
+			if g.opts.MaxSMs > 0 {
+				g.grid[name] = min(g.opts.MaxSMs, g.sms)
+			} else {
+				g.grid[name] = occ * g.sms
+			}
+		}
+		if g.stream, err = cudaext.NewStream(); err != nil {
+			return err
+		}
+		g.stEvent, err = cudaext.NewEvent(cudaext.EventDisableTiming)
+		return err
+	})
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *CUDA) shared(name string) int {
+	if name == "gnn_gather_any" || name == "gnn_sweep_any" {
+		return g.block / 32 * 512
+	}
+	return 0
+}
+
+// Table is the backend's table.
+func (g *CUDA) Table() Table { return g.tab }
+
+// Stream is the backend's non-blocking stream: record events on it, or
+// enqueue the batch's other copies (labels, structure) so they order with the gather.
+func (g *CUDA) Stream() *cudaext.Stream { return g.stream }
+
+// Context is the context the backend works in.
+func (g *CUDA) Context() *cudaext.Context { return g.ctx }
+
+// SMs is the number of SMs of the device.
+func (g *CUDA) SMs() int { return g.sms }
+
+// Sync waits for everything enqueued so far.
+func (g *CUDA) Sync() error {
+	return g.ctx.Do(g.stream.Synchronize)
+}
+
+// stage copies the byte images of parts into pinned staging and uploads them
+// on the stream, returning each part's device address (16-byte aligned).
+// Called with the context current and g.mu held.
+func (g *CUDA) stage(parts ...[]byte) ([]cudaext.DevicePtr, error) {
+	var need int64
+	for _, p := range parts {
+		need += (int64(len(p)) + 15) &^ 15
+	}
+	// The previous upload must have left the staging memory before it is overwritten.
+	if err := g.stEvent.Synchronize(); err != nil {
+		return nil, err
+	}
+	if need > g.stCap {
+		if err := g.stream.Synchronize(); err != nil { // the device copy may still be read
+			return nil, err
+		}
+		if err := g.freeStaging(); err != nil {
+			return nil, err
+		}
+		c := max(need, 1<<20)
+		c = (c + c/4 + pinned.HugePage - 1) &^ (pinned.HugePage - 1)
+		h, err := pinned.Alloc(c)
+		if err != nil {
+			return nil, err
+		}
+		if err := cudaext.HostRegister(h, cudaext.HostRegisterPortable); err != nil {
+			pinned.Free(h)
+			return nil, err
+		}
+		d, err := cudaext.MemAlloc(c)
+		if err != nil {
+			cudaext.HostUnregister(h)
+			pinned.Free(h)
+			return nil, err
+		}
+		g.staging, g.stDev, g.stCap = h, d, c
+	}
+	out := make([]cudaext.DevicePtr, len(parts))
+	var off int64
+	for i, p := range parts {
+		copy(g.staging[off:], p)
+		out[i] = g.stDev + cudaext.DevicePtr(off)
+		off += (int64(len(p)) + 15) &^ 15
+	}
+	if off > 0 {
+		if err := cudaext.MemcpyHtoDAsync(g.stDev, unsafe.Pointer(&g.staging[0]), off, g.stream); err != nil {
+			return nil, err
+		}
+	}
+	if err := g.stEvent.Record(g.stream); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (g *CUDA) freeStaging() error {
+	if g.staging == nil {
+		return nil
+	}
+	err := errors.Join(cudaext.MemFree(g.stDev), cudaext.HostUnregister(g.staging), pinned.Free(g.staging))
+	g.staging, g.stDev, g.stCap = nil, 0, 0
+	return err
+}
+
+func bytesOf[T int64 | int32 | uint64](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
+}
+
+// shape picks the kernel family for rows of rb bytes written at addresses
+// with alignment align: the 16-byte kernels with 1<<shift lanes a row, or the
+// any-size kernels with 1<<shift-byte stores.
+func shape(rb int64, align uint64) (wide bool, shift int) {
+	if rb%16 == 0 && align%16 == 0 {
+		chunks := rb / 16
+		if chunks >= 32 {
+			return true, 5
+		}
+		return true, bits.Len64(uint64(chunks - 1))
+	}
+	a := uint64(rb) | align | 8
+	return false, min(bits.TrailingZeros64(a), 3)
+}
+
+func (g *CUDA) blocks(name string, n int64, shift int, wide bool) uint32 {
+	lanes := int64(32)
+	if wide {
+		lanes = 1 << shift
+	}
+	need := (n*lanes + int64(g.block) - 1) / int64(g.block)
+	return uint32(max(1, min(int64(g.grid[name]), need)))
+}
+
+func (g *CUDA) checkDest(dst Dest, rows int) error {
+	if dst.Device == 0 {
+		return fmt.Errorf("gather: the CUDA backend needs a device destination")
+	}
+	if dst.DeviceBytes != 0 && dst.DeviceBytes < int64(rows)*int64(g.tab.RowBytes) {
+		return fmt.Errorf("gather: destination holds %d bytes, want %d rows x %d bytes", dst.DeviceBytes, rows, g.tab.RowBytes)
+	}
+	return nil
+}
+
+// Gather enqueues the gather of rows nid into dst.Device on the backend's
+// stream (see Backend). Ids are checked on the CPU first; on an error nothing
+// is enqueued.
+func (g *CUDA) Gather(ctx context.Context, dst Dest, nid []int64, order []int32) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if order != nil && len(order) != len(nid) {
+		return fmt.Errorf("gather: order has %d entries for %d rows", len(order), len(nid))
+	}
+	if err := g.checkDest(dst, len(nid)); err != nil {
+		return err
+	}
+	for i, v := range nid {
+		if v < 0 || v >= g.tab.NumRows {
+			return fmt.Errorf("gather: row id nid[%d] = %d out of range [0, %d)", i, v, g.tab.NumRows)
+		}
+	}
+	if len(nid) == 0 {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return fmt.Errorf("gather: CUDA backend is closed")
+	}
+	return g.ctx.Do(func() error {
+		d, err := g.stage(bytesOf(nid), bytesOf(order))
+		if err != nil {
+			return err
+		}
+		var ord cudaext.DevicePtr
+		if order != nil {
+			ord = d[1]
+		}
+		rb := int64(g.tab.RowBytes)
+		wide, shift := shape(rb, uint64(dst.Device))
+		name := "gnn_gather_any"
+		if wide {
+			name = "gnn_gather16"
+		}
+		n := int64(len(nid))
+		return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, n, shift, wide)}, cudaext.Dim3{X: uint32(g.block)},
+			g.shared(name), g.stream, g.dev, rb, d[0], ord, n, dst.Device, int32(shift))
+	})
+}
+
+// Sweep enqueues one sorted pass over the union of the parts' rows: each
+// distinct row is read once and written to every part and position that needs
+// it. It returns the plan it ran (its Unique and Delivered counts).
+func (g *CUDA) Sweep(ctx context.Context, parts []SweepPart) (*SweepPlan, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	pl, err := PlanSweep(parts, g.tab.NumRows)
+	if err != nil {
+		return nil, err
+	}
+	return pl, g.SweepPlanned(ctx, parts, pl)
+}
+
+// SweepPlanned is Sweep with a plan made beforehand by PlanSweep (in the
+// sampler stage, say), so only the upload and the kernel are left.
+func (g *CUDA) SweepPlanned(ctx context.Context, parts []SweepPart, pl *SweepPlan) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	align := uint64(0)
+	for k, p := range parts {
+		if err := g.checkDest(p.Dst, len(p.Nid)); err != nil {
+			return fmt.Errorf("sweep part %d: %w", k, err)
+		}
+		align |= uint64(p.Dst.Device)
+	}
+	if len(pl.Rows) == 0 {
+		return nil
+	}
+	rb := int64(g.tab.RowBytes)
+	dsts := make([]uint64, len(pl.Pos))
+	for j := range dsts {
+		dsts[j] = uint64(parts[pl.Part[j]].Dst.Device) + uint64(pl.Pos[j])*uint64(rb)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return fmt.Errorf("gather: CUDA backend is closed")
+	}
+	return g.ctx.Do(func() error {
+		d, err := g.stage(bytesOf(pl.Rows), bytesOf(pl.Offs), bytesOf(dsts))
+		if err != nil {
+			return err
+		}
+		wide, shift := shape(rb, align)
+		name := "gnn_sweep_any"
+		if wide {
+			name = "gnn_sweep16"
+		}
+		n := int64(len(pl.Rows))
+		return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, n, shift, wide)}, cudaext.Dim3{X: uint32(g.block)},
+			g.shared(name), g.stream, g.dev, rb, d[0], n, d[1], d[2], int32(shift))
+	})
+}
+
+// Close waits for pending work and frees the stream, module and staging.
+func (g *CUDA) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	return g.ctx.Do(func() error {
+		var errs []error
+		if g.stream != nil {
+			errs = append(errs, g.stream.Synchronize())
+		}
+		errs = append(errs, g.freeStaging(), g.stEvent.Destroy(), g.stream.Destroy(), g.mod.Unload())
+		return errors.Join(errs...)
+	})
+}

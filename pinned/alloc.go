@@ -1,0 +1,91 @@
+package pinned
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// HugePage is the alignment and size granule of memory from Alloc.
+const HugePage = 2 << 20
+
+var (
+	allocMu sync.Mutex
+	// mappings maps the address of a slice from Alloc to its whole mapping.
+	mappings = map[uintptr][]byte{}
+)
+
+// Alloc returns n bytes of zeroed, 2 MiB-aligned anonymous memory, advised for
+// transparent huge pages (MADV_HUGEPAGE). It is not on the Go heap, so the
+// CUDA driver may register it and DMA from it. The mapping is rounded up to a
+// whole number of huge pages, so reading past len up to the next 2 MiB is
+// safe. Release it with Free (or hand it to FromAlloc, whose Close frees it).
+// A generator may write a table straight into it. Safe for concurrent use.
+func Alloc(n int64) ([]byte, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("pinned: Alloc(%d): size must be positive", n)
+	}
+	size := (n + HugePage - 1) &^ (HugePage - 1)
+	// Over-map by one huge page, then trim the head and tail so the start is aligned.
+	raw, err := unix.Mmap(-1, 0, int(size+HugePage), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("pinned: mmap %d bytes: %w", size+HugePage, err)
+	}
+	base := uintptr(unsafe.Pointer(&raw[0]))
+	head := int((HugePage - base%HugePage) % HugePage)
+	// The head and tail go back with raw munmap calls: x/sys/unix's Munmap
+	// only takes whole mappings it made.
+	if head > 0 {
+		if err := munmap(base, uintptr(head)); err != nil {
+			return nil, fmt.Errorf("pinned: munmap head: %w", err)
+		}
+	}
+	if tail := uintptr(HugePage - head); tail > 0 {
+		if err := munmap(base+uintptr(head)+uintptr(size), tail); err != nil {
+			return nil, fmt.Errorf("pinned: munmap tail: %w", err)
+		}
+	}
+	mem := raw[head : head+int(size) : head+int(size)]
+	// Huge pages are advice: without THP the memory still works, in 4 KiB pages.
+	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
+	allocMu.Lock()
+	mappings[uintptr(unsafe.Pointer(&mem[0]))] = mem
+	allocMu.Unlock()
+	return mem[:n:n], nil
+}
+
+// whole returns the whole mapping behind b from Alloc, or nil.
+func whole(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	allocMu.Lock()
+	defer allocMu.Unlock()
+	return mappings[uintptr(unsafe.Pointer(&b[0]))]
+}
+
+// Free unmaps memory from Alloc. b must be the slice Alloc returned (or a
+// reslice starting at its first byte); it must not be used afterwards.
+func Free(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	p := uintptr(unsafe.Pointer(&b[0]))
+	allocMu.Lock()
+	mem, ok := mappings[p]
+	delete(mappings, p)
+	allocMu.Unlock()
+	if !ok {
+		return fmt.Errorf("pinned: Free of memory not from Alloc")
+	}
+	return munmap(p, uintptr(len(mem)))
+}
+
+func munmap(addr, n uintptr) error {
+	if _, _, e := unix.Syscall(unix.SYS_MUNMAP, addr, n, 0); e != 0 {
+		return e
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package pinned
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"testing"
+	"unsafe"
+
+	"github.com/gnnloader/gnnloader/cudaext"
+)
+
+func gpuAvailable(t *testing.T) bool {
+	n, err := cudaext.DeviceCount()
+	if err == nil && n == 0 {
+		err = cudaext.ErrNoDevice
+	}
+	if err != nil {
+		if os.Getenv("GNNLOADER_REQUIRE_GPU") == "1" {
+			t.Fatalf("GNNLOADER_REQUIRE_GPU=1 but: %v", err)
+		}
+		t.Logf("no CUDA driver: %v", err)
+		return false
+	}
+	return true
+}
+
+func TestAllocAligned(t *testing.T) {
+	for _, n := range []int64{1, 4096, HugePage, HugePage + 1, 5 << 20} {
+		b, err := Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(b)) != n || uintptr(unsafe.Pointer(&b[0]))%HugePage != 0 {
+			t.Fatalf("Alloc(%d): len %d at %p", n, len(b), &b[0])
+		}
+		b[0], b[n-1] = 1, 2
+		if len(whole(b))%HugePage != 0 {
+			t.Fatal("mapping not whole huge pages")
+		}
+		if err := Free(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Free(make([]byte, 10)); err == nil {
+		t.Fatal("Free of Go memory succeeded")
+	}
+}
+
+func TestLoad(t *testing.T) {
+	const rb, rows = 400, 10001
+	src := make([]byte, rb*rows)
+	for i := range src {
+		src[i] = byte(i*31 + i>>8)
+	}
+	gpu := gpuAvailable(t)
+	s, err := Load(src, rb, rows, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(s.Rows, src) || uintptr(unsafe.Pointer(&s.Rows[0]))%HugePage != 0 {
+		t.Fatal("rows differ or are misaligned")
+	}
+	if s.Registered() != gpu || (s.DevicePtr != 0) != gpu {
+		t.Fatalf("registered %v, device pointer %#x, gpu %v", s.Registered(), s.DevicePtr, gpu)
+	}
+	t.Logf("load %v, register %v, device pointer %#x", s.LoadTime, s.RegisterTime, s.DevicePtr)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	if _, err := Load(src[:10], rb, rows, nil); err == nil {
+		t.Fatal("size mismatch accepted")
+	}
+}
+
+func TestFromAllocNoRegister(t *testing.T) {
+	mem, err := Alloc(1000 * 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem[5] = 9
+	s, err := FromAlloc(mem, 64, 1000, &Options{NoRegister: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Registered() || s.Rows[5] != 9 || len(s.Padded()) != HugePage {
+		t.Fatal("FromAlloc")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FromAlloc(make([]byte, 64), 64, 1, nil); err == nil {
+		t.Fatal("FromAlloc of Go memory accepted")
+	}
+}
+
+func TestRegisterTwiceContexts(t *testing.T) {
+	if !gpuAvailable(t) {
+		t.Skip("no CUDA driver")
+	}
+	d, _ := cudaext.GetDevice(0)
+	c, err := d.RetainPrimaryContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	mem, _ := Alloc(HugePage)
+	s, err := FromAlloc(mem, 128, HugePage/128, &Options{Context: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Registering the same memory again is the driver's "already registered".
+	err = c.Do(func() error { return cudaext.HostRegister(s.Padded(), cudaext.HostRegisterPortable) })
+	var ce *cudaext.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("second register: %v", err)
+	}
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The GPU check: one call on the GPU machine, after scripts/gpu-build.sh here:
+#   run(command: "scripts/gpu-check.sh", carry: [".gpu"])
+# Steps (each logged; a failing step does not stop the others):
+#   smi      nvidia-smi summary and topology
+#   kernels  rebuild the kernels with nvcc into $OUT/kernels and compare the
+#            sources hash with the committed stamp; when the committed fatbin
+#            is stale, the tests below use the fresh build (GNNLOADER_KERNELS)
+#   tests    every .gpu/bin/*.test with GNNLOADER_REQUIRE_GPU=1 (a skip for a
+#            missing GPU is a failure there)
+#   bench    the gather benchmark (GNNLOADER_BENCH_SCALE=small|full, default full;
+#            GPU_CHECK_BENCH=0 skips it)
+#   steps    every executable .gpu/steps/*.sh, in name order, with $OUT set:
+#            the place for later steps (Python client, sampler bench, generator)
+# Output under $OUT (at most 8 files come back): summary.txt, check.log,
+# bench.txt, steps.log, kernels/{gather.fatbin,gather.fatbin.sha256,ptxas.log}.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+OUT=${OUT:-/tmp/gpu-check}
+mkdir -p "$OUT"
+log=$OUT/check.log
+summary=$OUT/summary.txt
+: > "$log"
+: > "$summary"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+note() { echo "$*" | tee -a "$summary"; }
+step() { # step NAME CMD...: runs CMD, logging to check.log, and records the result
+	local name=$1
+	shift
+	echo "===== $name: $*" >> "$log"
+	local t0=$SECONDS
+	"$@" >> "$log" 2>&1
+	local rc=$?
+	note "$(printf '%-40s %s (%ds)' "$name" "$([ $rc = 0 ] && echo ok || echo "FAIL rc=$rc")" $((SECONDS - t0)))"
+	return $rc
+}
+
+note "gpu-check $(date -u +%FT%TZ) on $(hostname)"
+
+# smi
+step smi bash -c 'nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem --format=csv && nvidia-smi topo -m && nvidia-smi -q | sed -n 1,60p'
+
+# kernels
+if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+	if step kernels scripts/build-kernels.sh "$OUT/kernels"; then
+		fresh=$(sed -n 's/^sources //p' "$OUT/kernels/gather.fatbin.sha256")
+		committed=$(sed -n 's/^sources //p' cudaext/kernels/gather.fatbin.sha256)
+		if [ "$fresh" != "$committed" ]; then
+			note "kernels: committed fatbin is stale (sources $committed, now $fresh): tests use the fresh build; commit $OUT/kernels/gather.fatbin{,.sha256}"
+			export GNNLOADER_KERNELS=$OUT/kernels/gather.fatbin
+		else
+			note "kernels: committed stamp matches the sources"
+		fi
+	fi
+else
+	note "kernels: no nvcc here, using the committed fatbin"
+fi
+
+# tests
+shopt -s nullglob
+for bin in .gpu/bin/*.test; do
+	name=$(basename "$bin" .test)
+	dir=$(cat ".gpu/bin/$name.dir" 2> /dev/null || echo .)
+	step "test $name" bash -c "cd '$root/$dir' && GNNLOADER_REQUIRE_GPU=1 '$root/$bin' -test.v -test.count=1 -test.timeout=4m"
+done
+
+# bench
+if [ "${GPU_CHECK_BENCH:-1}" != 0 ] && [ -x .gpu/bin/gather.test ]; then
+	step "bench gather (${GNNLOADER_BENCH_SCALE:-full})" bash -c "cd '$root/gather' && GNNLOADER_BENCH=1 GNNLOADER_BENCH_OUT='$OUT/bench.txt' '$root/.gpu/bin/gather.test' -test.run '^TestBenchGather\$' -test.v -test.timeout=6m"
+fi
+
+# steps
+for s in .gpu/steps/*.sh; do
+	if [ -x "$s" ]; then
+		echo "===== step $s" >> "$OUT/steps.log"
+		t0=$SECONDS
+		OUT=$OUT "$s" >> "$OUT/steps.log" 2>&1
+		rc=$?
+		note "$(printf '%-40s %s (%ds)' "step $(basename "$s")" "$([ $rc = 0 ] && echo ok || echo "FAIL rc=$rc")" $((SECONDS - t0)))"
+	fi
+done
+
+# The failures in brief, then the summary and the benchmark last (the reply shows the tail).
+grep -E '^(--- FAIL|FAIL|panic)' "$log" | head -40
+[ -f "$OUT/bench.txt" ] && cat "$OUT/bench.txt"
+cat "$summary"
+! grep -q FAIL "$summary"
