@@ -48,34 +48,31 @@ type scratch struct {
 	ec         int
 	shardOf    []uint8
 	hist       []int32 // [chunk*S + shard] edges
-	cursor     []int32 // [chunk*S + shard] scatter position
+	cursor     []int32 // [chunk*S + shard] end of the segment in perm
 	firsts     []int32 // [chunk*S + shard] first occurrences
-	shardStart []int32 // S+1
 	chunkFirst []int32 // per chunk: local id of its first new node
 	perm       []int32 // edge positions grouped by shard, in edge order
 	loc        []int32 // per first-occurrence edge: the new local id
 
 	// address-order sort
-	keys, tmp []uint64
-	radHist   []int32
-	pc        int
-	radShift  uint
-	digitBits uint
-	posBits   uint
+	keys, tmp   []uint64
+	radHist     []int32 // [chunk*nd + top digit]
+	bucketStart []int32 // per top digit: first key in tmp
+	pc, nd, bt  int     // sort chunks, top-digit buckets, bucket groups
+	topShift    uint
+	posBits     uint
 }
 
 const (
 	phDegrees = iota
 	phSample
 	phShard
-	phScatter
 	phDedup
 	phAssign
 	phResolve
 	phKeys
-	phHist
 	phPermute
-	phOrder
+	phBuckets
 )
 
 const (
@@ -165,8 +162,6 @@ func (sc *scratch) runChunk(phase, c int) {
 		}
 	case phShard:
 		sc.shardChunk(c)
-	case phScatter:
-		sc.scatterChunk(c)
 	case phDedup:
 		sc.dedupShard(c)
 	case phAssign:
@@ -175,12 +170,10 @@ func (sc *scratch) runChunk(phase, c int) {
 		sc.resolve(c)
 	case phKeys:
 		sc.keysChunk(c)
-	case phHist:
-		sc.histChunk(c)
 	case phPermute:
 		sc.permuteChunk(c)
-	case phOrder:
-		sc.orderChunk(c)
+	case phBuckets:
+		sc.bucketsChunk(c)
 	}
 }
 
@@ -291,21 +284,10 @@ func (sc *scratch) dedupSharded() {
 	sc.hist = grow(sc.hist, ec*S)
 	sc.cursor = grow(sc.cursor, ec*S)
 	sc.firsts = grow(sc.firsts, ec*S)
-	sc.shardStart = grow(sc.shardStart, S+1)
 	sc.chunkFirst = grow(sc.chunkFirst, ec)
 	sc.perm = grow(sc.perm, E)
 	sc.loc = grow(sc.loc, E)
 	sc.team.run(phShard, ec, w-1)
-	off := int32(0)
-	for s := 0; s < S; s++ {
-		sc.shardStart[s] = off
-		for c := 0; c < ec; c++ {
-			sc.cursor[c*S+s] = off
-			off += sc.hist[c*S+s]
-		}
-	}
-	sc.shardStart[S] = off
-	sc.team.run(phScatter, ec, w-1)
 	sc.team.run(phDedup, S, w-1)
 	r := int32(len(b.NID))
 	for c := 0; c < ec; c++ {
@@ -319,10 +301,14 @@ func (sc *scratch) dedupSharded() {
 	sc.team.run(phResolve, ec+S, w-1)
 }
 
+// shardChunk groups the edges of chunk c by shard, in edge order within a
+// shard, inside the chunk's own range of perm: shard s's edges of chunk c
+// end up in perm[cursor[c*S+s]-hist[c*S+s] : cursor[c*S+s]].
 func (sc *scratch) shardChunk(c int) {
 	S := len(sc.tabs)
 	a, z := span(sc.e, sc.ec, c)
 	hist := sc.hist[c*S : (c+1)*S]
+	cur := sc.cursor[c*S : (c+1)*S]
 	clear(hist)
 	sh := sc.shardShift
 	for e := a; e < z; e++ {
@@ -330,12 +316,11 @@ func (sc *scratch) shardChunk(c int) {
 		sc.shardOf[e] = uint8(s)
 		hist[s]++
 	}
-}
-
-func (sc *scratch) scatterChunk(c int) {
-	S := len(sc.tabs)
-	a, z := span(sc.e, sc.ec, c)
-	cur := sc.cursor[c*S : (c+1)*S]
+	off := int32(a)
+	for s, h := range hist {
+		cur[s] = off
+		off += h
+	}
 	for e := a; e < z; e++ {
 		s := sc.shardOf[e]
 		sc.perm[cur[s]] = int32(e)
@@ -343,19 +328,24 @@ func (sc *scratch) scatterChunk(c int) {
 	}
 }
 
+// dedupShard looks up shard s's edges, chunk by chunk in edge order, in the
+// shard's table. A new id is stored with the pending value -(e+1), e being
+// its first edge; the edge's Src gets the stored value (final or pending).
 func (sc *scratch) dedupShard(s int) {
 	S := len(sc.tabs)
 	t := &sc.tabs[s]
-	lo, hi := sc.shardStart[s], sc.shardStart[s+1]
-	t.reserve(int(hi - lo)) // no rehash below: the slot indices in added stay valid
+	total := 0
+	for c := 0; c < sc.ec; c++ {
+		total += int(sc.hist[c*S+s])
+	}
+	t.reserve(total) // no rehash below: the slot indices in added stay valid
 	t.added = t.added[:0]
 	src := sc.b.Src[sc.eb : sc.eb+sc.e]
 	nbr := sc.nbr
-	off := lo
 	for c := 0; c < sc.ec; c++ {
-		m := sc.hist[c*S+s]
+		end := sc.cursor[c*S+s]
 		f := int32(0)
-		for _, e := range sc.perm[off : off+m] {
+		for _, e := range sc.perm[end-sc.hist[c*S+s] : end] {
 			id := nbr[e]
 			v, found, idx := t.upsert(id, hashID(id), -(e + 1))
 			if !found {
@@ -365,7 +355,6 @@ func (sc *scratch) dedupShard(s int) {
 			src[e] = v
 		}
 		sc.firsts[c*S+s] = f
-		off += m
 	}
 }
 
@@ -401,8 +390,11 @@ func (sc *scratch) resolve(task int) {
 	}
 }
 
-// order fills b.Order by a stable LSD radix sort of (global id, local id)
-// pairs packed in one uint64, over the bits the graph's ids can use.
+// order fills b.Order by sorting (global id, local id) pairs packed in one
+// uint64 (the local id in the low posBits bits, so every key is distinct and
+// the sorted order is unique): one parallel MSD radix pass on the top bits of
+// the id into buckets of about a thousand keys, then each bucket sorted on
+// its own by LSD radix passes over the remaining id bits.
 func (sc *scratch) order() {
 	b, w := sc.b, sc.s.workers
 	N := len(b.NID)
@@ -423,66 +415,117 @@ func (sc *scratch) order() {
 	sc.keys = grow(sc.keys, N)
 	sc.tmp = grow(sc.tmp, N)
 	sc.pc = numChunks(N, w, minSortChunk)
-	passes := (idBits + 10) / 11
+	top := uint(0)
+	for top < maxDigitBits && N>>(top+10) > 0 {
+		top++
+	}
+	top = min(top, idBits)
+	sc.topShift = sc.posBits + idBits - top
+	nd := 1 << top
+	sc.nd = nd
+	sc.radHist = grow(sc.radHist, sc.pc*nd)
+	sc.bucketStart = grow(sc.bucketStart, nd+1)
 	sc.team.run(phKeys, sc.pc, w-1)
-	if passes > 0 {
-		sc.digitBits = (idBits + passes - 1) / passes
-		nd := 1 << sc.digitBits
-		sc.radHist = grow(sc.radHist, sc.pc*nd)
-		for p := uint(0); p < passes; p++ {
-			sc.radShift = sc.posBits + p*sc.digitBits
-			sc.team.run(phHist, sc.pc, w-1)
-			off := int32(0)
-			for d := 0; d < nd; d++ {
-				for c := 0; c < sc.pc; c++ {
-					h := sc.radHist[c*nd+d]
-					sc.radHist[c*nd+d] = off
-					off += h
-				}
-			}
-			sc.team.run(phPermute, sc.pc, w-1)
-			sc.keys, sc.tmp = sc.tmp, sc.keys
+	off := int32(0)
+	for d := 0; d < nd; d++ {
+		sc.bucketStart[d] = off
+		for c := 0; c < sc.pc; c++ {
+			h := sc.radHist[c*nd+d]
+			sc.radHist[c*nd+d] = off
+			off += h
 		}
 	}
-	sc.team.run(phOrder, sc.pc, w-1)
+	sc.bucketStart[nd] = off
+	sc.team.run(phPermute, sc.pc, w-1)
+	sc.bt = 1
+	if w > 1 {
+		sc.bt = min(nd, 4*w)
+	}
+	sc.team.run(phBuckets, sc.bt, w-1)
+}
+
+// maxDigitBits bounds a radix digit (counters fit in 8 KiB).
+const maxDigitBits = 11
+
+func (sc *scratch) topDigit(k uint64) uint64 {
+	return (k >> sc.topShift) & uint64(sc.nd-1)
 }
 
 func (sc *scratch) keysChunk(c int) {
 	a, z := span(len(sc.keys), sc.pc, c)
-	for i := a; i < z; i++ {
-		sc.keys[i] = uint64(sc.b.NID[i])<<sc.posBits | uint64(i)
-	}
-}
-
-func (sc *scratch) histChunk(c int) {
-	a, z := span(len(sc.keys), sc.pc, c)
-	nd := 1 << sc.digitBits
-	h := sc.radHist[c*nd : (c+1)*nd]
+	h := sc.radHist[c*sc.nd : (c+1)*sc.nd]
 	clear(h)
-	mask := uint64(nd - 1)
-	for _, k := range sc.keys[a:z] {
-		h[(k>>sc.radShift)&mask]++
+	for i := a; i < z; i++ {
+		k := uint64(sc.b.NID[i])<<sc.posBits | uint64(i)
+		sc.keys[i] = k
+		h[sc.topDigit(k)]++
 	}
 }
 
 func (sc *scratch) permuteChunk(c int) {
 	a, z := span(len(sc.keys), sc.pc, c)
-	nd := 1 << sc.digitBits
-	h := sc.radHist[c*nd : (c+1)*nd]
-	mask := uint64(nd - 1)
+	h := sc.radHist[c*sc.nd : (c+1)*sc.nd]
 	for _, k := range sc.keys[a:z] {
-		d := (k >> sc.radShift) & mask
+		d := sc.topDigit(k)
 		sc.tmp[h[d]] = k
 		h[d]++
 	}
 }
 
-func (sc *scratch) orderChunk(c int) {
-	a, z := span(len(sc.keys), sc.pc, c)
+// bucketsChunk sorts the buckets of group c and writes their part of Order.
+func (sc *scratch) bucketsChunk(c int) {
+	d0, d1 := span(sc.nd, sc.bt, c)
 	mask := uint64(1)<<sc.posBits - 1
-	for i := a; i < z; i++ {
-		sc.b.Order[i] = int32(sc.keys[i] & mask)
+	for d := d0; d < d1; d++ {
+		lo, hi := sc.bucketStart[d], sc.bucketStart[d+1]
+		sorted := sortBucket(sc.tmp[lo:hi], sc.keys[lo:hi], sc.posBits, sc.topShift-sc.posBits)
+		ord := sc.b.Order[lo:hi]
+		for i, k := range sorted {
+			ord[i] = int32(k & mask)
+		}
 	}
+}
+
+// sortBucket sorts a, whose keys agree above bit shift+nbits and are
+// already ascending in the bits below shift (the local id: the MSD pass is
+// stable), using buf (same length) as scratch. It returns whichever of a and buf holds the result.
+func sortBucket(a, buf []uint64, shift, nbits uint) []uint64 {
+	if len(a) <= 48 {
+		for i := 1; i < len(a); i++ {
+			for j := i; j > 0 && a[j] < a[j-1]; j-- {
+				a[j], a[j-1] = a[j-1], a[j]
+			}
+		}
+		return a
+	}
+	if nbits == 0 {
+		return a // keys differ only in the position bits, already ascending
+	}
+	passes := (nbits + maxDigitBits - 1) / maxDigitBits
+	digit := (nbits + passes - 1) / passes
+	var cnt [1 << maxDigitBits]int32
+	nd := 1 << digit
+	mask := uint64(nd - 1)
+	for p := uint(0); p < passes; p++ {
+		sh := shift + p*digit
+		h := cnt[:nd]
+		clear(h)
+		for _, k := range a {
+			h[(k>>sh)&mask]++
+		}
+		off := int32(0)
+		for i, x := range h {
+			h[i] = off
+			off += x
+		}
+		for _, k := range a {
+			d := (k >> sh) & mask
+			buf[h[d]] = k
+			h[d]++
+		}
+		a, buf = buf, a
+	}
+	return a
 }
 
 // posSet is a set of row positions for Floyd's algorithm with a large

@@ -75,7 +75,8 @@ func New(g *datasets.Graph, opts Options) (*Sampler, error) {
 		w = runtime.GOMAXPROCS(0)
 	}
 	s := &Sampler{g: g, fanouts: append([]int(nil), opts.Fanouts...), workers: w}
-	for 1<<s.shardBits < min(w, 1<<shardHashBits) {
+	// Four shards per worker (a power of two) balance the dedup phase.
+	for w > 1 && 1<<s.shardBits < min(4*w, 1<<shardHashBits) {
 		s.shardBits++
 	}
 	if w > 1 {

@@ -479,3 +479,23 @@ func TestNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+func TestSortBucket(t *testing.T) {
+	r := rng{5}
+	for _, n := range []int{0, 1, 47, 48, 49, 1000, 5000} {
+		for _, nbits := range []uint{0, 5, 11, 12, 23, 30} {
+			const shift = 13
+			a := make([]uint64, n)
+			for i := range a {
+				hi := r.next() & (1<<nbits - 1)
+				a[i] = 7<<(shift+nbits) | hi<<shift | uint64(i) // as order() makes them: low bits ascending
+			}
+			want := slices.Clone(a)
+			slices.Sort(want)
+			got := sortBucket(a, make([]uint64, n), shift, nbits)
+			if !slices.Equal(got, want) {
+				t.Fatalf("n %d nbits %d: not sorted", n, nbits)
+			}
+		}
+	}
+}
