@@ -389,7 +389,7 @@ func (im *ogbImport) npzLayout() error {
 	}
 	im.prog.Begin("csr", e)
 	g, err := buildCSR(n, im.workers, im.prog, func(yield func(base int64, pairs []int64) error) error {
-		return edgeIndexChunks(ei, e, yield)
+		return edgeIndexChunks(ei, e, im.workers, yield)
 	})
 	if err != nil {
 		return fmt.Errorf("%s: member edge_index.npy: %w", z.path, err)
@@ -399,10 +399,42 @@ func (im *ogbImport) npzLayout() error {
 }
 
 // edgeIndexChunks streams a [2, E] edge_index as interleaved (src, dst)
-// pairs, a million edges at a time.
-func edgeIndexChunks(ei *npyArray, e int64, yield func(base int64, pairs []int64) error) error {
-	const chunk = 1 << 20
+// pairs, a few million edges at a time. A stored member is read and decoded
+// in place on workers goroutines; a deflated one is inflated serially.
+func edgeIndexChunks(ei *npyArray, e int64, workers int, yield func(base int64, pairs []int64) error) error {
 	sz := int64(ei.itemSize)
+	if ra := ei.src.readerAt(); ra != nil {
+		chunk, sub := npzEdgeChunk, npzEdgeSub
+		pairs := make([]int64, 2*min(chunk, e))
+		for base := int64(0); base < e; base += chunk {
+			m := min(chunk, e-base)
+			err := parallelChunks(m, sub, workers, func(lo, hi int64) error {
+				raw := make([]byte, (hi-lo)*sz)
+				vals := make([]int64, hi-lo)
+				for row := int64(0); row < 2; row++ {
+					off := (row*e + base + lo) * sz
+					if _, err := ra.ReadAt(raw, off); err != nil {
+						return fmt.Errorf("reading at data byte %d: %w", off, unexpectedEOF(err))
+					}
+					if err := ei.decodeInts(raw, vals); err != nil {
+						return err
+					}
+					for i, v := range vals {
+						pairs[2*(lo+int64(i))+row] = v
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if err := yield(base, pairs[:2*m]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	const chunk = 1 << 20
 	srcR, err := ei.src.reader(0, e*sz)
 	if err != nil {
 		return err
@@ -634,8 +666,12 @@ type parseError struct {
 	msg  string
 }
 
-// csvBlockSize is the size of the text blocks handed to the parsers.
-const csvBlockSize = 4 << 20
+// Work sizes, variables so that tests can make them tiny.
+var (
+	csvBlockSize = 4 << 20        // bytes of text per parse block
+	npzEdgeChunk = int64(1 << 22) // edges per chunk of a stored edge_index
+	npzEdgeSub   = int64(1 << 16) // edges per parallel read within a chunk
+)
 
 // streamLines inflates the gzip file at path on one goroutine, cuts the
 // text into blocks of whole lines, parses the blocks on workers goroutines

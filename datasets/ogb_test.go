@@ -123,6 +123,40 @@ func TestImportOGBFixtures(t *testing.T) {
 	}
 }
 
+// TestImportOGBSmallBlocks runs the fixtures through tiny text blocks
+// (lines longer than a block, many blocks in flight) and tiny edge chunks.
+func TestImportOGBSmallBlocks(t *testing.T) {
+	e := impExpected(t)
+	defer func(b int, c, s int64) { csvBlockSize, npzEdgeChunk, npzEdgeSub = b, c, s }(csvBlockSize, npzEdgeChunk, npzEdgeSub)
+	csvBlockSize, npzEdgeChunk, npzEdgeSub = 16, 37, 5
+	for _, tc := range []struct{ dir, layout string }{{"testdata/ogb_csv", "csv"}, {"testdata/ogb_npz", "npz"}} {
+		for _, workers := range []int{1, 4} {
+			d, err := ImportOGB(tc.dir, ImportOptions{Workers: workers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			impCheckAgainstExpected(t, d, e, false, tc.layout == "npz")
+		}
+	}
+	dir := impCopyDir(t, "testdata/ogb_csv")
+	impEditLine(t, filepath.Join(dir, "raw", "edge.csv.gz"), 150, "1,2,3")
+	if _, err := ImportOGB(dir, ImportOptions{Workers: 3}); err == nil || !strings.Contains(err.Error(), "line 150 (byte ") {
+		t.Errorf("bad line 150 with small blocks: %v", err)
+	}
+}
+
+func TestImportOGBNaNLabel(t *testing.T) {
+	dir := impCopyDir(t, "testdata/ogb_csv")
+	impEditLine(t, filepath.Join(dir, "raw", "node-label.csv.gz"), 11, "nan")
+	d, err := ImportOGB(dir, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Labels[10] != -1 || d.Labels[9] == -1 {
+		t.Errorf("labels %v", d.Labels[:12])
+	}
+}
+
 func TestImportOGBRoundTrip(t *testing.T) {
 	d, err := ImportOGB("testdata/ogb_npz", ImportOptions{Undirected: true})
 	if err != nil {
@@ -626,6 +660,8 @@ func impGenOGB(b *testing.B, dir string, layout string, n, deg, dim int) int64 {
 			fmt.Fprintf(&sb, "%d\n", y)
 		}
 		impWriteGz(b, filepath.Join(dir, "raw", "node-label.csv.gz"), sb.String())
+		impWriteGz(b, filepath.Join(dir, "raw", "num-node-list.csv.gz"), fmt.Sprintf("%d\n", n))
+		impWriteGz(b, filepath.Join(dir, "raw", "num-edge-list.csv.gz"), fmt.Sprintf("%d\n", len(src)))
 	}
 	var total int64
 	filepath.WalkDir(filepath.Join(dir, "raw"), func(p string, de fs.DirEntry, err error) error {
