@@ -46,13 +46,12 @@ type scratch struct {
 
 	// sharded dedup
 	ec         int
-	shardOf    []uint8
-	hist       []int32 // [chunk*S + shard] edges
-	cursor     []int32 // [chunk*S + shard] end of the segment in perm
-	firsts     []int32 // [chunk*S + shard] first occurrences
-	chunkFirst []int32 // per chunk: local id of its first new node
-	perm       []int32 // edge positions grouped by shard, in edge order
-	loc        []int32 // per first-occurrence edge: the new local id
+	hist       []int32   // [chunk*S + shard] edges
+	cursor     []int32   // [chunk*S + shard] end of the segment in perm
+	firsts     []int32   // [chunk*S + shard] first occurrences
+	chunkFirst []int32   // per chunk: local id of its first new node
+	perm       []edgeRef // edges grouped by shard, in edge order
+	loc        []int32   // per first-occurrence edge: the new local id
 
 	// address-order sort
 	keys, tmp   []uint64
@@ -280,7 +279,6 @@ func (sc *scratch) dedupSharded() {
 	E := sc.e
 	ec := numChunks(E, w, minEdgeChunk)
 	sc.ec = ec
-	sc.shardOf = grow(sc.shardOf, E)
 	sc.hist = grow(sc.hist, ec*S)
 	sc.cursor = grow(sc.cursor, ec*S)
 	sc.firsts = grow(sc.firsts, ec*S)
@@ -301,6 +299,12 @@ func (sc *scratch) dedupSharded() {
 	sc.team.run(phResolve, ec+S, w-1)
 }
 
+// edgeRef is a sampled neighbour and its edge position in the hop.
+type edgeRef struct {
+	id int64
+	e  int32
+}
+
 // shardChunk groups the edges of chunk c by shard, in edge order within a
 // shard, inside the chunk's own range of perm: shard s's edges of chunk c
 // end up in perm[cursor[c*S+s]-hist[c*S+s] : cursor[c*S+s]].
@@ -311,19 +315,18 @@ func (sc *scratch) shardChunk(c int) {
 	cur := sc.cursor[c*S : (c+1)*S]
 	clear(hist)
 	sh := sc.shardShift
-	for e := a; e < z; e++ {
-		s := hashID(sc.nbr[e]) >> sh
-		sc.shardOf[e] = uint8(s)
-		hist[s]++
+	nbr := sc.nbr[a:z]
+	for _, id := range nbr {
+		hist[hashID(id)>>sh]++
 	}
 	off := int32(a)
 	for s, h := range hist {
 		cur[s] = off
 		off += h
 	}
-	for e := a; e < z; e++ {
-		s := sc.shardOf[e]
-		sc.perm[cur[s]] = int32(e)
+	for i, id := range nbr {
+		s := hashID(id) >> sh
+		sc.perm[cur[s]] = edgeRef{id: id, e: int32(a + i)}
 		cur[s]++
 	}
 }
@@ -341,12 +344,11 @@ func (sc *scratch) dedupShard(s int) {
 	t.reserve(total) // no rehash below: the slot indices in added stay valid
 	t.added = t.added[:0]
 	src := sc.b.Src[sc.eb : sc.eb+sc.e]
-	nbr := sc.nbr
 	for c := 0; c < sc.ec; c++ {
 		end := sc.cursor[c*S+s]
 		f := int32(0)
-		for _, e := range sc.perm[end-sc.hist[c*S+s] : end] {
-			id := nbr[e]
+		for _, r := range sc.perm[end-sc.hist[c*S+s] : end] {
+			id, e := r.id, r.e
 			v, found, idx := t.upsert(id, hashID(id), -(e + 1))
 			if !found {
 				f++
