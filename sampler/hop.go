@@ -76,9 +76,9 @@ const (
 
 const (
 	minFrontierChunk = 256   // frontier nodes per chunk
-	minEdgeChunk     = 4096  // edges per chunk
+	minEdgeChunk     = 2048  // edges per chunk
 	minSortChunk     = 16384 // nodes per sort chunk
-	shardedDedupMin  = 16384 // hops with fewer edges dedup sequentially
+	shardedDedupMin  = 4096  // hops with fewer edges dedup sequentially
 )
 
 func newScratch(s *Sampler) *scratch {
