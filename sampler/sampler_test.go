@@ -434,10 +434,12 @@ func TestUniformity(t *testing.T) {
 				}
 			}
 			expect := float64(c.draws) * float64(c.fanout) / float64(c.deg)
-			// Without replacement each count is binomial(draws, k/d), whose
-			// variance is expect*(1-k/d); scale the statistic to keep it
-			// chi-square with deg-1 degrees of freedom.
-			scale := 1 - float64(c.fanout)/float64(c.deg)
+			// One draw of a k-subset of d (p = k/d) gives indicator
+			// covariance p(1-p)*d/(d-1)*(I - J/d), so the Pearson statistic
+			// divided by (1-p)*d/(d-1) is chi-square with d-1 degrees of
+			// freedom for many draws.
+			p := float64(c.fanout) / float64(c.deg)
+			scale := (1 - p) * float64(c.deg) / float64(c.deg-1)
 			chi := 0.0
 			for _, x := range counts {
 				chi += (x - expect) * (x - expect) / (expect * scale)
@@ -497,5 +499,43 @@ func TestSortBucket(t *testing.T) {
 				t.Fatalf("n %d nbits %d: not sorted", n, nbits)
 			}
 		}
+	}
+}
+
+// TestSubsetUniformity checks the stronger property: every k-subset of the
+// row is equally likely (d = 7, k = 3: 35 subsets; chi-square, alpha 0.001).
+func TestSubsetUniformity(t *testing.T) {
+	const d, k, draws = 7, 3, 35000
+	idx := []int32{1, 2, 3, 4, 5, 6, 7}
+	indptr := []int64{0, d, d, d, d, d, d, d, d}
+	g := &datasets.Graph{NumNodes: 8, Indptr: indptr, Indices32: idx}
+	s, err := New(g, Options{Fanouts: []int{k}, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[int]float64{}
+	var b Batch
+	for key := uint64(0); key < draws; key++ {
+		if err := s.Sample([]int64{0}, key, &b); err != nil {
+			t.Fatal(err)
+		}
+		mask := 0
+		for _, src := range b.Src {
+			mask |= 1 << b.NID[src]
+		}
+		counts[mask]++
+	}
+	if len(counts) != 35 {
+		t.Fatalf("%d distinct subsets, want 35", len(counts))
+	}
+	expect := float64(draws) / 35
+	chi := 0.0
+	for _, x := range counts {
+		chi += (x - expect) * (x - expect) / expect
+	}
+	crit := chiSquareCritical(34, 3.0902)
+	t.Logf("chi2 = %.1f, df = 34, critical(0.001) = %.1f", chi, crit)
+	if chi > crit {
+		t.Fatalf("subsets not uniform: chi2 %.1f > %.1f", chi, crit)
 	}
 }
