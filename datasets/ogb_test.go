@@ -12,7 +12,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 )
@@ -600,6 +602,30 @@ func TestImportOGBNPZBadInput(t *testing.T) {
 
 // ---- benchmarks on generated data (not committed) ----
 
+// impCPU is the process's user+system CPU time.
+func impCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// impBenchLoop runs fn b.N times and reports, besides b.SetBytes's MB/s,
+// MB per CPU-second (steadier than wall time on a shared machine) and
+// the CPU cores kept busy.
+func impBenchLoop(b *testing.B, bytes int64, fn func() error) {
+	b.SetBytes(bytes)
+	b.ResetTimer()
+	cpu0 := impCPU()
+	for b.Loop() {
+		if err := fn(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu := (impCPU() - cpu0).Seconds()
+	b.ReportMetric(float64(bytes)*float64(b.N)/cpu/1e6, "MB/cpu-s")
+	b.ReportMetric(cpu/b.Elapsed().Seconds(), "cores")
+}
+
 // impGenOGB writes an OGB-shaped dataset of n nodes, deg out-edges each and
 // dim features in the chosen layout and returns the bytes of the raw files.
 func impGenOGB(b *testing.B, dir string, layout string, n, deg, dim int) int64 {
@@ -685,13 +711,7 @@ func BenchmarkImportOGBCSV(b *testing.B) {
 	for _, f := range []string{"edge.csv.gz", "node-feat.csv.gz", "node-label.csv.gz"} {
 		text += int64(len(impReadGz(b, filepath.Join(dir, "raw", f))))
 	}
-	b.SetBytes(size)
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := ImportOGB(dir, ImportOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	impBenchLoop(b, size, func() error { _, err := ImportOGB(dir, ImportOptions{}); return err })
 	b.ReportMetric(float64(text)*float64(b.N)/b.Elapsed().Seconds()/1e6, "text-MB/s")
 }
 
@@ -700,13 +720,7 @@ func BenchmarkImportOGBCSV(b *testing.B) {
 func BenchmarkImportOGBNPZ(b *testing.B) {
 	dir := b.TempDir()
 	size := impGenOGB(b, dir, "npz", 200_000, 10, 64)
-	b.SetBytes(size)
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := ImportOGB(dir, ImportOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	impBenchLoop(b, size, func() error { _, err := ImportOGB(dir, ImportOptions{}); return err })
 }
 
 // BenchmarkImportNPZ imports a generated gnn-benchmark .npz (200 K nodes, 10
@@ -744,11 +758,5 @@ func BenchmarkImportNPZ(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(fi.Size())
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := ImportNPZ(path, ImportOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	impBenchLoop(b, fi.Size(), func() error { _, err := ImportNPZ(path, ImportOptions{}); return err })
 }

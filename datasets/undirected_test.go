@@ -113,12 +113,6 @@ func BenchmarkMakeUndirected(b *testing.B) {
 		src[i], dst[i] = rng.Int64N(n), rng.Int64N(n)
 	}
 	g := impGraphFromEdges(n, src, dst, false)
-	b.SetBytes(4 * e)
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := MakeUndirected(&g, 0); err != nil {
-			b.Fatal(err)
-		}
-	}
+	impBenchLoop(b, 4*e, func() error { _, err := MakeUndirected(&g, 0); return err })
 	b.ReportMetric(float64(e)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Medges/s")
 }
