@@ -348,21 +348,31 @@ func one(v uint32) C.uint {
 	return C.uint(v)
 }
 
-// Launch enqueues the kernel on s. Each argument must be a fixed-size value
-// the kernel takes by value: int32, uint32, int64, uint64, float32, float64,
-// uintptr or DevicePtr (pointers are passed as DevicePtr).
+// Launch enqueues the kernel on s. Each argument must be a value the kernel
+// takes by value: int32, uint32, int64, uint64, float32, float64, uintptr,
+// DevicePtr (pointers are passed as DevicePtr) or [8]uint64 (a struct of
+// eight 64-bit fields).
 func (f *Function) Launch(grid, block Dim3, sharedMem int, s *Stream, args ...any) error {
 	if s == nil || s.h == nil {
 		return fmt.Errorf("cudaext: %s launched without a stream (the legacy default stream is never used)", f.Name)
 	}
 	n := len(args)
-	// One C block: n pointers followed by n 8-byte slots.
-	mem := C.malloc(C.size_t(16*n + 16))
+	// One C block: n pointers, then each argument in an 8-byte aligned slot.
+	size := 8 * (n + 1)
+	for _, a := range args {
+		if _, ok := a.([8]uint64); ok {
+			size += 64
+		} else {
+			size += 8
+		}
+	}
+	mem := C.malloc(C.size_t(size))
 	defer C.free(mem)
 	ptrs := unsafe.Slice((*unsafe.Pointer)(mem), n+1)
-	vals := unsafe.Slice((*uint64)(unsafe.Add(mem, 8*(n+1))), n+1)
+	off := 8 * (n + 1)
 	for i, a := range args {
-		slot := unsafe.Pointer(&vals[i])
+		slot := unsafe.Add(mem, off)
+		off += 8
 		switch v := a.(type) {
 		case int32:
 			*(*int32)(slot) = v
@@ -380,6 +390,9 @@ func (f *Function) Launch(grid, block Dim3, sharedMem int, s *Stream, args ...an
 			*(*float32)(slot) = v
 		case float64:
 			*(*float64)(slot) = v
+		case [8]uint64:
+			*(*[8]uint64)(slot) = v
+			off += 56
 		default:
 			return fmt.Errorf("cudaext: %s argument %d has unsupported type %T", f.Name, i, a)
 		}

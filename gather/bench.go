@@ -2,6 +2,7 @@ package gather
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -24,8 +25,13 @@ type BenchConfig struct {
 	SweepBatches int
 	// Reps is the number of timed repetitions (the median is reported); 0 means 7.
 	Reps int
-	// MaxSMs adds a run of the sorted kernel capped to this many SMs (0: none).
-	MaxSMs int
+	// Caps adds runs of the sorted kernel and the sweep capped to these
+	// numbers of SMs.
+	Caps []int
+	// Variants adds runs with the any-size kernels forced (for rows that are
+	// a multiple of 16 but not of 128), reading only the chunks a row
+	// overlaps and reading whole 128-byte lines.
+	Variants bool
 	// CPUWorkers for the CPU gather baseline; 0 means GOMAXPROCS.
 	CPUWorkers int
 	// Seed for the sampled batches.
@@ -183,6 +189,8 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 			evs[i] = e
 		}
 		timed := func(op func() error) (time.Duration, error) { return timeOps(s, evs, cfg.Reps, op) }
+		g.mu.Lock() // the bench drives g's internals directly
+		defer g.mu.Unlock()
 
 		// 1. The ceiling: pinned memcpy of up to 1 GiB from the table.
 		cp := min(int64(len(st.Rows)), 1<<30, n*rb)
@@ -231,74 +239,115 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 
 		// 3. Naive zero-copy kernel in sampled order.
 		dst0 := Dest{Device: slots[0]}
-		if d, err = timed(func() error { return g.Gather(ctx, dst0, batches[0], nil) }); err != nil {
-			return err
-		}
-		add(BenchResult{Name: "naive kernel, sampled order, 1 batch", RowsRead: n, RowsDelivered: n, Time: d})
-
-		// 4. Sorted kernel, one batch.
-		if d, err = timed(func() error { return g.Gather(ctx, dst0, batches[0], orders[0]) }); err != nil {
-			return err
-		}
-		add(BenchResult{Name: "sorted kernel, 1 batch", RowsRead: n, RowsDelivered: n, Time: d})
-
-		// 5. Sweep over several batches: each shared row read once.
-		if cfg.SweepBatches > 1 {
-			parts := make([]SweepPart, nb)
-			for k := range parts {
-				parts[k] = SweepPart{Dst: Dest{Device: slots[k]}, Nid: batches[k], Order: orders[k]}
-			}
-			pl, err := PlanSweep(parts, st.NumRows)
+		if d, err = timed(func() error {
+			ix, err := g.prepareGather(batches[0], nil)
 			if err != nil {
 				return err
 			}
-			if d, err = timed(func() error { return g.SweepPlanned(ctx, parts, pl) }); err != nil {
+			return g.launchGather(dst0, ix)
+		}); err != nil {
+			return err
+		}
+		add(BenchResult{Name: "naive kernel, sampled order, 1 batch", RowsRead: n, RowsDelivered: n, Time: d, Note: "incl. index upload"})
+
+		// 4, 5. Sorted kernel and sweep, on the default backend and the variants.
+		var pl *SweepPlan
+		parts := make([]SweepPart, nb)
+		for k := range parts {
+			parts[k] = SweepPart{Dst: Dest{Device: slots[k]}, Nid: batches[k], Order: orders[k]}
+		}
+		if cfg.SweepBatches > 1 {
+			if pl, err = PlanSweep(parts, st.NumRows); err != nil {
 				return err
 			}
-			add(BenchResult{Name: fmt.Sprintf("sorted sweep, %d batches", nb), RowsRead: pl.Unique(), RowsDelivered: pl.Delivered(), Time: d,
-				Note: fmt.Sprintf("%d rows shared", pl.Delivered()-pl.Unique())})
+		}
+		type variant struct {
+			label string
+			o     *CUDAOptions
+		}
+		vs := []variant{{"", nil}}
+		for _, c := range cfg.Caps {
+			vs = append(vs, variant{fmt.Sprintf(", %d SMs", c), &CUDAOptions{MaxSMs: c}})
+		}
+		if cfg.Variants {
+			vs = append(vs, variant{", any-size kernel", &CUDAOptions{forceAny: true}},
+				variant{", any-size kernel, whole lines", &CUDAOptions{forceAny: true, fullLines: true}})
+		}
+		for _, v := range vs {
+			gv := g
+			if v.o != nil {
+				if gv, err = NewCUDA(c, st, v.o); err != nil {
+					return err
+				}
+			}
+			err := measure(ctx, gv, timeOps, evs, cfg.Reps, v.label, dst0, batches[0], orders[0], parts, pl, n, add)
+			if gv != g {
+				err = errors.Join(err, gv.Close())
+			}
+			if err != nil {
+				return err
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return out, err
 	}
-
-	// 6. Sorted kernel capped to MaxSMs (its own backend: other block shape).
-	if cfg.MaxSMs > 0 {
-		gc, err := NewCUDA(c, st, &CUDAOptions{MaxSMs: cfg.MaxSMs})
-		if err != nil {
-			return out, err
-		}
-		defer gc.Close()
-		err = c.Do(func() error {
-			p, err := cudaext.MemAlloc(n * rb)
-			if err != nil {
-				return err
-			}
-			defer cudaext.MemFree(p)
-			evs := make([]*cudaext.Event, cfg.Reps+1)
-			for i := range evs {
-				e, err := cudaext.NewEvent(cudaext.EventDefault)
-				if err != nil {
-					return err
-				}
-				defer e.Destroy()
-				evs[i] = e
-			}
-			d, err := timeOps(gc.Stream(), evs, cfg.Reps, func() error { return gc.Gather(ctx, Dest{Device: p}, batches[0], orders[0]) })
-			if err != nil {
-				return err
-			}
-			add(BenchResult{Name: fmt.Sprintf("sorted kernel, 1 batch, %d of %d SMs", min(cfg.MaxSMs, gc.SMs()), gc.SMs()), RowsRead: n, RowsDelivered: n, Time: d})
-			return nil
-		})
-		if err != nil {
-			return out, err
-		}
-	}
 	PrintBench(w, out)
 	return out, nil
+}
+
+// measure times, on g: the sorted kernel on one batch, with its index upload
+// and alone, and the sweep the same two ways. Called with the context current.
+func measure(ctx context.Context, g *CUDA, timeOps func(*cudaext.Stream, []*cudaext.Event, int, func() error) (time.Duration, error),
+	evs []*cudaext.Event, reps int, label string, dst0 Dest, nid []int64, order []int32, parts []SweepPart, pl *SweepPlan, n int64, add func(BenchResult)) error {
+	s := g.Stream()
+	d, err := timeOps(s, evs, reps, func() error {
+		ix, err := g.prepareGather(nid, order)
+		if err != nil {
+			return err
+		}
+		return g.launchGather(dst0, ix)
+	})
+	if err != nil {
+		return err
+	}
+	add(BenchResult{Name: "sorted kernel, 1 batch" + label, RowsRead: n, RowsDelivered: n, Time: d, Note: "incl. index upload"})
+	ix, err := g.prepareGather(nid, order)
+	if err != nil {
+		return err
+	}
+	if d, err = timeOps(s, evs, reps, func() error { return g.launchGather(dst0, ix) }); err != nil {
+		return err
+	}
+	add(BenchResult{Name: "sorted kernel, 1 batch" + label, RowsRead: n, RowsDelivered: n, Time: d, Note: "kernel only"})
+	if pl == nil {
+		return nil
+	}
+	align := uint64(0)
+	for _, p := range parts {
+		align |= uint64(p.Dst.Device)
+	}
+	note := fmt.Sprintf("%d rows shared", pl.Delivered()-pl.Unique())
+	if d, err = timeOps(s, evs, reps, func() error {
+		ix, err := g.prepareSweep(pl)
+		if err != nil {
+			return err
+		}
+		return g.launchSweep(parts, align, ix)
+	}); err != nil {
+		return err
+	}
+	name := fmt.Sprintf("sorted sweep, %d batches%s", len(parts), label)
+	add(BenchResult{Name: name, RowsRead: pl.Unique(), RowsDelivered: pl.Delivered(), Time: d, Note: "incl. index upload; " + note})
+	if ix, err = g.prepareSweep(pl); err != nil {
+		return err
+	}
+	if d, err = timeOps(s, evs, reps, func() error { return g.launchSweep(parts, align, ix) }); err != nil {
+		return err
+	}
+	add(BenchResult{Name: name, RowsRead: pl.Unique(), RowsDelivered: pl.Delivered(), Time: d, Note: "kernel only"})
+	return nil
 }
 
 // timeOps runs op back to back on s: one warm-up, then reps runs with an

@@ -23,17 +23,17 @@ type benchTable struct {
 func benchTables(scale string) []benchTable {
 	if scale == "small" {
 		return []benchTable{
-			{"small 1M x 512 B", 1 << 20, 512, BenchConfig{BatchRows: 100_000, SweepBatches: 3, MaxSMs: 16}},
-			{"small 1M x 400 B", 1 << 20, 400, BenchConfig{BatchRows: 100_000, SweepBatches: 3}},
+			{"small 1M x 512 B", 1 << 20, 512, BenchConfig{BatchRows: 100_000, SweepBatches: 3, Caps: []int{16}}},
+			{"small 1M x 400 B", 1 << 20, 400, BenchConfig{BatchRows: 100_000, SweepBatches: 3, Variants: true}},
 		}
 	}
 	const m16 = 16 << 20
 	return []benchTable{
-		{"(a) 16M x 512 B (128 x float32)", m16, 512, BenchConfig{BatchRows: 600_000, SweepBatches: 3, MaxSMs: 16}},
-		{"16M x 400 B (100 x float32)", m16, 400, BenchConfig{BatchRows: 600_000, SweepBatches: 3}},
+		{"(a) 16M x 512 B (128 x float32)", m16, 512, BenchConfig{BatchRows: 600_000, SweepBatches: 3, Caps: []int{16, 66}}},
+		{"16M x 400 B (100 x float32)", m16, 400, BenchConfig{BatchRows: 600_000, SweepBatches: 3, Variants: true}},
 		{"16M x 256 B (128 x float16)", m16, 256, BenchConfig{BatchRows: 600_000, SweepBatches: 3}},
 		{"16M x 254 B (127 x float16)", m16, 254, BenchConfig{BatchRows: 600_000, SweepBatches: 3}},
-		{"(b) 111M x 512 B (128 x float32, papers100M)", 111_059_956, 512, BenchConfig{BatchRows: 700_000, SweepBatches: 3, MaxSMs: 16}},
+		{"(b) 111M x 512 B (128 x float32, papers100M)", 111_059_956, 512, BenchConfig{BatchRows: 700_000, SweepBatches: 3, Caps: []int{8, 16, 32, 64, 132}}},
 	}
 }
 

@@ -18,6 +18,10 @@ type CUDAOptions struct {
 	// grid is MaxSMs blocks of 1024 threads (one block per SM). 0 means all
 	// SMs, with blocks of 256 threads at full occupancy.
 	MaxSMs int
+
+	// For benchmarks: force the any-size kernels, and read whole 128-byte
+	// lines there (mode 1) rather than only the chunks a row overlaps.
+	forceAny, fullLines bool
 }
 
 // CUDA gathers rows from a pinned, registered table into device memory with
@@ -51,6 +55,9 @@ var kernelNames = []string{"gnn_gather16", "gnn_gather_any", "gnn_sweep16", "gnn
 func NewCUDA(ctx *cudaext.Context, store *pinned.Store, o *CUDAOptions) (g *CUDA, err error) {
 	if !store.Registered() {
 		return nil, fmt.Errorf("gather: the table is not registered with the CUDA driver")
+	}
+	if store.NumRows > 1<<32 {
+		return nil, fmt.Errorf("gather: the CUDA backend takes tables of at most 2^32 rows, not %d", store.NumRows)
 	}
 	if store.DevicePtr%16 != 0 {
 		return nil, fmt.Errorf("gather: table device address %#x is not 16-byte aligned", store.DevicePtr)
@@ -130,59 +137,62 @@ func (g *CUDA) Sync() error {
 	return g.ctx.Do(g.stream.Synchronize)
 }
 
-// stage copies the byte images of parts into pinned staging and uploads them
-// on the stream, returning each part's device address (16-byte aligned).
-// Called with the context current and g.mu held.
-func (g *CUDA) stage(parts ...[]byte) ([]cudaext.DevicePtr, error) {
+// reserve returns pinned staging space for parts of the given sizes (each
+// 16-byte aligned) and their device addresses, once the previous upload has
+// left the staging memory. Fill the slices, then call upload. Called with the
+// context current and g.mu held.
+func (g *CUDA) reserve(sizes ...int64) ([][]byte, []cudaext.DevicePtr, int64, error) {
 	var need int64
-	for _, p := range parts {
-		need += (int64(len(p)) + 15) &^ 15
+	for _, n := range sizes {
+		need += (n + 15) &^ 15
 	}
-	// The previous upload must have left the staging memory before it is overwritten.
 	if err := g.stEvent.Synchronize(); err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
 	if need > g.stCap {
 		if err := g.stream.Synchronize(); err != nil { // the device copy may still be read
-			return nil, err
+			return nil, nil, 0, err
 		}
 		if err := g.freeStaging(); err != nil {
-			return nil, err
+			return nil, nil, 0, err
 		}
 		c := max(need, 1<<20)
 		c = (c + c/4 + pinned.HugePage - 1) &^ (pinned.HugePage - 1)
 		h, err := pinned.Alloc(c)
 		if err != nil {
-			return nil, err
+			return nil, nil, 0, err
 		}
 		if err := cudaext.HostRegister(h, cudaext.HostRegisterPortable); err != nil {
 			pinned.Free(h)
-			return nil, err
+			return nil, nil, 0, err
 		}
 		d, err := cudaext.MemAlloc(c)
 		if err != nil {
 			cudaext.HostUnregister(h)
 			pinned.Free(h)
-			return nil, err
+			return nil, nil, 0, err
 		}
 		g.staging, g.stDev, g.stCap = h, d, c
 	}
-	out := make([]cudaext.DevicePtr, len(parts))
+	host := make([][]byte, len(sizes))
+	dev := make([]cudaext.DevicePtr, len(sizes))
 	var off int64
-	for i, p := range parts {
-		copy(g.staging[off:], p)
-		out[i] = g.stDev + cudaext.DevicePtr(off)
-		off += (int64(len(p)) + 15) &^ 15
+	for i, n := range sizes {
+		host[i] = g.staging[off : off+n]
+		dev[i] = g.stDev + cudaext.DevicePtr(off)
+		off += (n + 15) &^ 15
 	}
-	if off > 0 {
-		if err := cudaext.MemcpyHtoDAsync(g.stDev, unsafe.Pointer(&g.staging[0]), off, g.stream); err != nil {
-			return nil, err
+	return host, dev, off, nil
+}
+
+// upload copies the first n staged bytes to the device on the stream.
+func (g *CUDA) upload(n int64) error {
+	if n > 0 {
+		if err := cudaext.MemcpyHtoDAsync(g.stDev, unsafe.Pointer(&g.staging[0]), n, g.stream); err != nil {
+			return err
 		}
 	}
-	if err := g.stEvent.Record(g.stream); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return g.stEvent.Record(g.stream)
 }
 
 func (g *CUDA) freeStaging() error {
@@ -194,7 +204,7 @@ func (g *CUDA) freeStaging() error {
 	return err
 }
 
-func bytesOf[T int64 | int32 | uint64](s []T) []byte {
+func bytesOf[T int64 | int32 | uint64 | uint32](s []T) []byte {
 	if len(s) == 0 {
 		return nil
 	}
@@ -204,8 +214,8 @@ func bytesOf[T int64 | int32 | uint64](s []T) []byte {
 // shape picks the kernel family for rows of rb bytes written at addresses
 // with alignment align: the 16-byte kernels with 1<<shift lanes a row, or the
 // any-size kernels with 1<<shift-byte stores.
-func shape(rb int64, align uint64) (wide bool, shift int) {
-	if rb%16 == 0 && align%16 == 0 {
+func (g *CUDA) shape(rb int64, align uint64) (wide bool, shift int) {
+	if rb%16 == 0 && align%16 == 0 && !g.opts.forceAny {
 		chunks := rb / 16
 		if chunks >= 32 {
 			return true, 5
@@ -262,24 +272,68 @@ func (g *CUDA) Gather(ctx context.Context, dst Dest, nid []int64, order []int32)
 		return fmt.Errorf("gather: CUDA backend is closed")
 	}
 	return g.ctx.Do(func() error {
-		d, err := g.stage(bytesOf(nid), bytesOf(order))
+		ix, err := g.prepareGather(nid, order)
 		if err != nil {
 			return err
 		}
-		var ord cudaext.DevicePtr
-		if order != nil {
-			ord = d[1]
-		}
-		rb := int64(g.tab.RowBytes)
-		wide, shift := shape(rb, uint64(dst.Device))
-		name := "gnn_gather_any"
-		if wide {
-			name = "gnn_gather16"
-		}
-		n := int64(len(nid))
-		return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, n, shift, wide)}, cudaext.Dim3{X: uint32(g.block)},
-			g.shared(name), g.stream, g.dev, rb, d[0], ord, n, dst.Device, int32(shift))
+		return g.launchGather(dst, ix)
 	})
+}
+
+// staged is a batch's indices on the device.
+type staged struct {
+	rows, pos, offs, dlv cudaext.DevicePtr
+	n                    int64
+}
+
+// prepareGather uploads the batch's rows in reading order (uint32) and, with
+// an order, their positions. Context current, g.mu held.
+func (g *CUDA) prepareGather(nid []int64, order []int32) (staged, error) {
+	n := int64(len(nid))
+	sizes := []int64{4 * n}
+	if order != nil {
+		sizes = append(sizes, 4*n)
+	}
+	host, dev, total, err := g.reserve(sizes...)
+	if err != nil {
+		return staged{}, err
+	}
+	rows := unsafe.Slice((*uint32)(unsafe.Pointer(&host[0][0])), n)
+	ix := staged{rows: dev[0], n: n}
+	if order != nil {
+		for k, i := range order {
+			rows[k] = uint32(nid[i])
+		}
+		copy(host[1], bytesOf(order))
+		ix.pos = dev[1]
+	} else {
+		for k, v := range nid {
+			rows[k] = uint32(v)
+		}
+	}
+	return ix, g.upload(total)
+}
+
+func (g *CUDA) mode() int32 {
+	if g.opts.fullLines {
+		return 1
+	}
+	return 0
+}
+
+// launchGather enqueues the gather kernel over staged indices.
+func (g *CUDA) launchGather(dst Dest, ix staged) error {
+	rb := int64(g.tab.RowBytes)
+	wide, shift := g.shape(rb, uint64(dst.Device))
+	block := cudaext.Dim3{X: uint32(g.block)}
+	if wide {
+		const name = "gnn_gather16"
+		return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, 0, g.stream,
+			g.dev, rb, ix.rows, ix.pos, ix.n, dst.Device, int32(shift))
+	}
+	const name = "gnn_gather_any"
+	return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, g.shared(name), g.stream,
+		g.dev, rb, ix.rows, ix.pos, ix.n, dst.Device, int32(shift), g.mode())
 }
 
 // Sweep enqueues one sorted pass over the union of the parts' rows: each
@@ -312,10 +366,11 @@ func (g *CUDA) SweepPlanned(ctx context.Context, parts []SweepPart, pl *SweepPla
 	if len(pl.Rows) == 0 {
 		return nil
 	}
-	rb := int64(g.tab.RowBytes)
-	dsts := make([]uint64, len(pl.Pos))
-	for j := range dsts {
-		dsts[j] = uint64(parts[pl.Part[j]].Dst.Device) + uint64(pl.Pos[j])*uint64(rb)
+	if pl.rows32 == nil {
+		return fmt.Errorf("gather: the sweep plan has no compact form (table of more than 2^32 rows)")
+	}
+	if len(parts) > MaxSweepParts {
+		return fmt.Errorf("gather: a sweep covers at most %d batches", MaxSweepParts)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -323,19 +378,43 @@ func (g *CUDA) SweepPlanned(ctx context.Context, parts []SweepPart, pl *SweepPla
 		return fmt.Errorf("gather: CUDA backend is closed")
 	}
 	return g.ctx.Do(func() error {
-		d, err := g.stage(bytesOf(pl.Rows), bytesOf(pl.Offs), bytesOf(dsts))
+		ix, err := g.prepareSweep(pl)
 		if err != nil {
 			return err
 		}
-		wide, shift := shape(rb, align)
-		name := "gnn_sweep_any"
-		if wide {
-			name = "gnn_sweep16"
-		}
-		n := int64(len(pl.Rows))
-		return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, n, shift, wide)}, cudaext.Dim3{X: uint32(g.block)},
-			g.shared(name), g.stream, g.dev, rb, d[0], n, d[1], d[2], int32(shift))
+		return g.launchSweep(parts, align, ix)
 	})
+}
+
+// prepareSweep uploads the plan's compact arrays. Context current, g.mu held.
+func (g *CUDA) prepareSweep(pl *SweepPlan) (staged, error) {
+	host, dev, total, err := g.reserve(4*int64(len(pl.rows32)), 4*int64(len(pl.offs32)), 4*int64(len(pl.dlv)))
+	if err != nil {
+		return staged{}, err
+	}
+	copy(host[0], bytesOf(pl.rows32))
+	copy(host[1], bytesOf(pl.offs32))
+	copy(host[2], bytesOf(pl.dlv))
+	return staged{rows: dev[0], offs: dev[1], dlv: dev[2], n: int64(len(pl.rows32))}, g.upload(total)
+}
+
+// launchSweep enqueues the sweep kernel over staged indices.
+func (g *CUDA) launchSweep(parts []SweepPart, align uint64, ix staged) error {
+	var bases [8]uint64
+	for k, p := range parts {
+		bases[k] = uint64(p.Dst.Device)
+	}
+	rb := int64(g.tab.RowBytes)
+	wide, shift := g.shape(rb, align)
+	block := cudaext.Dim3{X: uint32(g.block)}
+	if wide {
+		const name = "gnn_sweep16"
+		return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, 0, g.stream,
+			g.dev, rb, ix.rows, ix.n, ix.offs, ix.dlv, bases, int32(shift))
+	}
+	const name = "gnn_sweep_any"
+	return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, g.shared(name), g.stream,
+		g.dev, rb, ix.rows, ix.n, ix.offs, ix.dlv, bases, int32(shift), g.mode())
 }
 
 // Close waits for pending work and frees the stream, module and staging.

@@ -114,7 +114,7 @@ func TestCUDAGatherMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			for _, opt := range []*CUDAOptions{nil, {MaxSMs: 3}} {
+			for _, opt := range []*CUDAOptions{nil, {MaxSMs: 3}, {forceAny: true}, {forceAny: true, fullLines: true}} {
 				g, err := NewCUDA(c, st, opt)
 				if err != nil {
 					t.Fatal(err)
@@ -193,71 +193,78 @@ func TestCUDASweepMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			g, err := NewCUDA(c, st, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.Close()
-			tab := TableOf(st)
-			// Three overlapping batches (about half the table each), one
-			// without an order, one of them empty in the second round.
-			for round := range 2 {
-				var parts []SweepPart
-				var want [][]byte
-				for k := range 3 {
-					n := []int{2500, 2000, 1200}[k]
-					if round == 1 && k == 1 {
-						n = 0
-					}
-					nid := randomBatch(r, n, rows, true)
-					var order []int32
-					if k != 2 {
-						order = SortOrder(nid)
-					}
-					w := bytes.Repeat([]byte{poison}, (n+1)*rb)
-					parts = append(parts, SweepPart{Nid: nid, Order: order, Dst: Dest{Host: w}})
-					want = append(want, w)
-				}
-				if err := (&CPU{}).Sweep(tab, parts); err != nil {
-					t.Fatal(err)
-				}
-				err := c.Do(func() error {
-					ptrs := make([]cudaext.DevicePtr, len(parts))
-					for k := range parts {
-						p, err := cudaext.MemAlloc(int64(len(want[k])))
-						if err != nil {
-							return err
-						}
-						defer cudaext.MemFree(p)
-						if err := cudaext.MemsetD8Async(p, poison, int64(len(want[k])), g.Stream()); err != nil {
-							return err
-						}
-						ptrs[k] = p
-						parts[k].Dst = Dest{Device: p}
-					}
-					pl, err := g.Sweep(context.Background(), parts)
-					if err != nil {
-						return err
-					}
-					if pl.Delivered() != int64(len(parts[0].Nid)+len(parts[1].Nid)+len(parts[2].Nid)) || pl.Unique() >= pl.Delivered() {
-						t.Errorf("plan: %d unique, %d delivered", pl.Unique(), pl.Delivered())
-					}
-					for k := range parts {
-						got := make([]byte, len(want[k]))
-						if err := cudaext.CopyToHost(got, ptrs[k], g.Stream()); err != nil {
-							return err
-						}
-						if !bytes.Equal(got, want[k]) {
-							t.Errorf("round %d part %d differs from the CPU gather", round, k)
-						}
-					}
-					return nil
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
+			for _, opt := range []*CUDAOptions{nil, {forceAny: true, fullLines: true}} {
+				sweepRounds(t, c, st, opt, r, rb)
 			}
 		})
+	}
+}
+
+func sweepRounds(t *testing.T, c *cudaext.Context, st *pinned.Store, opt *CUDAOptions, r *rand.Rand, rb int) {
+	const rows = 5003
+	g, err := NewCUDA(c, st, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	tab := TableOf(st)
+	// Three overlapping batches (about half the table each), one
+	// without an order, one of them empty in the second round.
+	for round := range 2 {
+		var parts []SweepPart
+		var want [][]byte
+		for k := range 3 {
+			n := []int{2500, 2000, 1200}[k]
+			if round == 1 && k == 1 {
+				n = 0
+			}
+			nid := randomBatch(r, n, rows, true)
+			var order []int32
+			if k != 2 {
+				order = SortOrder(nid)
+			}
+			w := bytes.Repeat([]byte{poison}, (n+1)*rb)
+			parts = append(parts, SweepPart{Nid: nid, Order: order, Dst: Dest{Host: w}})
+			want = append(want, w)
+		}
+		if err := (&CPU{}).Sweep(tab, parts); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Do(func() error {
+			ptrs := make([]cudaext.DevicePtr, len(parts))
+			for k := range parts {
+				p, err := cudaext.MemAlloc(int64(len(want[k])))
+				if err != nil {
+					return err
+				}
+				defer cudaext.MemFree(p)
+				if err := cudaext.MemsetD8Async(p, poison, int64(len(want[k])), g.Stream()); err != nil {
+					return err
+				}
+				ptrs[k] = p
+				parts[k].Dst = Dest{Device: p}
+			}
+			pl, err := g.Sweep(context.Background(), parts)
+			if err != nil {
+				return err
+			}
+			if pl.Delivered() != int64(len(parts[0].Nid)+len(parts[1].Nid)+len(parts[2].Nid)) || pl.Unique() >= pl.Delivered() {
+				t.Errorf("plan: %d unique, %d delivered", pl.Unique(), pl.Delivered())
+			}
+			for k := range parts {
+				got := make([]byte, len(want[k]))
+				if err := cudaext.CopyToHost(got, ptrs[k], g.Stream()); err != nil {
+					return err
+				}
+				if !bytes.Equal(got, want[k]) {
+					t.Errorf("round %d part %d differs from the CPU gather", round, k)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -21,7 +21,18 @@ type SweepPlan struct {
 	Offs []int64
 	Part []int32
 	Pos  []int32
+
+	// The compact form the CUDA kernels take: row ids and offsets as uint32,
+	// deliveries as part<<29 | position.
+	rows32, offs32, dlv []uint32
 }
+
+// MaxSweepParts is the most batches one sweep may cover; a part may hold up
+// to 1<<29 rows.
+const (
+	MaxSweepParts = 8
+	partShift     = 29
+)
 
 // Unique is the number of distinct rows (each read once).
 func (p *SweepPlan) Unique() int64 { return int64(len(p.Rows)) }
@@ -51,11 +62,17 @@ func SortOrder(nid []int64) []int32 {
 // PlanSweep merges the parts' sorted rows (a k-way merge over their orders)
 // into one plan. Ids are checked against numRows.
 func PlanSweep(parts []SweepPart, numRows int64) (*SweepPlan, error) {
+	if len(parts) > MaxSweepParts {
+		return nil, fmt.Errorf("gather: a sweep covers at most %d batches, not %d", MaxSweepParts, len(parts))
+	}
 	total := 0
 	orders := make([][]int32, len(parts))
 	for k, p := range parts {
 		if p.Order != nil && len(p.Order) != len(p.Nid) {
 			return nil, fmt.Errorf("gather: sweep part %d: order has %d entries for %d rows", k, len(p.Order), len(p.Nid))
+		}
+		if len(p.Nid) >= 1<<partShift {
+			return nil, fmt.Errorf("gather: sweep part %d has %d rows, more than %d", k, len(p.Nid), 1<<partShift)
 		}
 		for i, v := range p.Nid {
 			if v < 0 || v >= numRows {
@@ -101,6 +118,20 @@ func PlanSweep(parts []SweepPart, numRows int64) (*SweepPlan, error) {
 	}
 	if len(pl.Rows) > 0 {
 		pl.Offs = append(pl.Offs, int64(len(pl.Pos)))
+	}
+	if numRows <= 1<<32 {
+		pl.rows32 = make([]uint32, len(pl.Rows))
+		for i, v := range pl.Rows {
+			pl.rows32[i] = uint32(v)
+		}
+		pl.offs32 = make([]uint32, len(pl.Offs))
+		for i, v := range pl.Offs {
+			pl.offs32[i] = uint32(v)
+		}
+		pl.dlv = make([]uint32, len(pl.Pos))
+		for i := range pl.dlv {
+			pl.dlv[i] = uint32(pl.Part[i])<<partShift | uint32(pl.Pos[i])
+		}
 	}
 	return pl, nil
 }
