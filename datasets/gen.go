@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -115,8 +116,7 @@ const (
 
 // Random streams: each array is a pure function of (seed, stream, index).
 const (
-	streamClass uint64 = iota + 1
-	streamDegree
+	streamDegree uint64 = iota + 1
 	streamRank
 	streamRows
 	streamSplit
@@ -236,7 +236,15 @@ func Generate(opts GenOptions) (*Data, error) {
 			return nil, fmt.Errorf("gen: %w", err)
 		}
 		g.prog.Add(d.Graph.NumEdges())
+		directedBytes := d.Graph.NumEdges() * int64(max(len(u.Indices32)*4, len(u.Indices64)*8)) / max(u.NumEdges(), 1)
 		d.Graph = u
+		if directedBytes > 1<<28 && !opts.NoFeatures {
+			// Hand the directed graph and MakeUndirected's temporaries
+			// back to the OS before the feature table arrives: the
+			// runtime would keep them resident otherwise, and at
+			// papers100M size they are ~13 GB on top of 57 GB.
+			debug.FreeOSMemory()
+		}
 	}
 
 	if !opts.NoFeatures {
@@ -281,8 +289,10 @@ type generator struct {
 	workers int
 	prog    Progress
 
-	// classStart[c] is where class c's members start in the rank-ordered
-	// member list; classStart[C] == nodes.
+	// The nodes in rank order are rank.at(0), rank.at(1), ...; class c
+	// holds the nodes at rank positions [classStart[c], classStart[c+1]),
+	// so a class's members, most popular first, are computed, not stored.
+	rank       *feistel
 	classStart []int64
 }
 
@@ -321,34 +331,45 @@ func genParallel(workers int, n, chunk int64, fn func(lo, hi int64)) {
 	wg.Wait()
 }
 
-// classes draws every node's class: class c has weight 1/(c+2).
+// classes lays the classes out on a random ranking of the nodes and
+// returns every node's class. Class c gets the share 1/(c+2) of the nodes
+// (apportioned exactly in integers) and the rank positions
+// [classStart[c], classStart[c+1]). It sets g.rank and g.classStart.
 func (g *generator) classes() []int32 {
-	C := g.preset.Classes
-	cdf := make([]uint64, C) // cdf[c] = P(class <= c) in units of 2^-64, cdf[C-1] treated as 2^64
-	var total float64
+	n, C := g.sz.nodes, g.preset.Classes
+	cum := make([]uint64, C+1)
 	for c := range C {
-		total += 1 / float64(c+2)
+		cum[c+1] = cum[c] + (1<<40)/uint64(c+2)
 	}
-	var acc float64
-	for c := range C - 1 {
-		acc += 1 / float64(c+2)
-		cdf[c] = uint64(acc / total * (1 << 63) * 2)
+	g.classStart = make([]int64, C+1)
+	for c := range cum {
+		g.classStart[c] = int64(mulDiv(uint64(n), cum[c], cum[C]))
 	}
-	cdf[C-1] = math.MaxUint64
-	labels := make([]int32, g.sz.nodes)
-	key := streamKey(g.seed, streamClass)
-	genParallel(g.workers, g.sz.nodes, genChunk, func(lo, hi int64) {
-		for v := lo; v < hi; v++ {
-			x := hashAt(key, uint64(v))
-			c, _ := slices.BinarySearch(cdf, x)
-			if c >= C { // x == MaxUint64 lands past an equal entry only at C-1
-				c = C - 1
+	g.rank = newFeistel(uint64(n), streamKey(g.seed, streamRank))
+	labels := make([]int32, n)
+	genParallel(g.workers, n, genChunk, func(lo, hi int64) {
+		c := g.classAt(lo)
+		for i := lo; i < hi; i++ {
+			for i >= g.classStart[c+1] {
+				c++
 			}
-			labels[v] = int32(c)
+			labels[g.rank.at(uint64(i))] = int32(c)
 		}
 		g.prog.Add(hi - lo)
 	})
 	return labels
+}
+
+// classAt is the class holding rank position i.
+func (g *generator) classAt(i int64) int {
+	k, found := slices.BinarySearch(g.classStart, i)
+	if !found {
+		k--
+	}
+	for g.classStart[k+1] <= i { // skip empty classes
+		k++
+	}
+	return k
 }
 
 // splits draws the train, valid and test node sets: consecutive runs of a

@@ -15,13 +15,12 @@ type genID interface{ ~int32 | ~int64 }
 // (their prefix sum is the indptr), then each row's targets.
 func buildGraph[T genID](g *generator, labels []int32) (Graph, error) {
 	n := g.sz.nodes
-	members := classMembers[T](g, labels)
 	indptr, err := g.indptr()
 	if err != nil {
 		return Graph{}, err
 	}
 	idx := make([]T, indptr[n])
-	fillRows(g, labels, members, indptr, idx)
+	fillRows(g, labels, indptr, idx)
 	gr := Graph{NumNodes: n, Indptr: indptr}
 	switch idx := any(idx).(type) {
 	case []int32:
@@ -30,46 +29,6 @@ func buildGraph[T genID](g *generator, labels []int32) (Graph, error) {
 		gr.Indices64 = idx
 	}
 	return gr, nil
-}
-
-// classMembers lists the nodes of each class, class by class, each class in
-// the order of a random ranking of all nodes (rank r holds node perm(r)).
-// Targets prefer low ranks, so the ranking decides which nodes are popular.
-// It sets g.classStart.
-func classMembers[T genID](g *generator, labels []int32) []T {
-	n, C := g.sz.nodes, int64(g.preset.Classes)
-	perm := newFeistel(uint64(n), streamKey(g.seed, streamRank))
-	const chunk = 1 << 16
-	nch := (n + chunk - 1) / chunk
-	counts := make([]int64, nch*C)
-	genParallel(g.workers, n, chunk, func(lo, hi int64) {
-		cnt := counts[lo/chunk*C:][:C]
-		for r := lo; r < hi; r++ {
-			cnt[labels[perm.at(uint64(r))]]++
-		}
-	})
-	start := make([]int64, C+1)
-	for c := range C {
-		off := start[c]
-		for k := range nch {
-			t := counts[k*C+c]
-			counts[k*C+c] = off
-			off += t
-		}
-		start[c+1] = off
-	}
-	members := make([]T, n)
-	genParallel(g.workers, n, chunk, func(lo, hi int64) {
-		at := counts[lo/chunk*C:][:C]
-		for r := lo; r < hi; r++ {
-			v := perm.at(uint64(r))
-			c := labels[v]
-			members[at[c]] = T(v)
-			at[c]++
-		}
-	})
-	g.classStart = start
-	return members
 }
 
 // indptr draws the out-degrees and returns their prefix sums. Node v gets
@@ -163,7 +122,7 @@ func capDegrees(indptr []int64, maxDeg int64) error {
 
 // fillRows draws every row's targets, in parallel over row ranges of about
 // rowChunkEdges edges.
-func fillRows[T genID](g *generator, labels []int32, members []T, indptr []int64, idx []T) {
+func fillRows[T genID](g *generator, labels []int32, indptr []int64, idx []T) {
 	n := g.sz.nodes
 	const rowChunkEdges = 1 << 16
 	var bounds []int64 // row ranges [bounds[i], bounds[i+1])
@@ -176,9 +135,9 @@ func fillRows[T genID](g *generator, labels []int32, members []T, indptr []int64
 	}
 	bounds = append(bounds, n)
 	rf := rowFiller[T]{
+		g:          g,
 		n:          n,
 		labels:     labels,
-		members:    members,
 		classStart: g.classStart,
 		key:        streamKey(g.seed, streamRows),
 		homophily:  uint32(genHomophily * (1 << 32)),
@@ -193,9 +152,9 @@ func fillRows[T genID](g *generator, labels []int32, members []T, indptr []int64
 }
 
 type rowFiller[T genID] struct {
+	g          *generator
 	n          int64
 	labels     []int32
-	members    []T
 	classStart []int64
 	key        uint64
 	homophily  uint32
@@ -246,10 +205,11 @@ func (f *rowFiller[T]) row(v int64, row []T) {
 }
 
 // draw picks one target other than v. With probability genHomophily it is
-// a member of v's class [cs, ce), otherwise a member of a class picked in
-// proportion to class size; within the class the member at rank position
-// floor(size*u^2) with u uniform, so position p is drawn with density
-// ~ p^(-1/2): a power law of in-degrees. uniform draws from all nodes.
+// a member of v's class (rank positions [cs, ce)), otherwise a member of a
+// class picked in proportion to class size; within the class, the member at
+// position floor(size*u^2) with u uniform, so position p is drawn with
+// density ~ p^(-1/2): a power law of in-degrees. uniform draws from all
+// nodes.
 func (f *rowFiller[T]) draw(rng *wyrand, v, cs, ce int64, uniform bool) int64 {
 	for {
 		x := rng.next()
@@ -259,18 +219,11 @@ func (f *rowFiller[T]) draw(rng *wyrand, v, cs, ce int64, uniform bool) int64 {
 		} else {
 			start, size := cs, ce-cs
 			if uint32(x) >= f.homophily || size <= 1 {
-				j := below(rng.next(), f.n)
-				k, found := slices.BinarySearch(f.classStart, j)
-				if !found {
-					k--
-				}
-				for f.classStart[k+1] == j { // skip empty classes
-					k++
-				}
+				k := f.g.classAt(below(rng.next(), f.n))
 				start, size = f.classStart[k], f.classStart[k+1]-f.classStart[k]
 			}
 			u := x >> 32
-			t = int64(f.members[start+below(u*u, size)])
+			t = int64(f.g.rank.at(uint64(start + below(u*u, size))))
 		}
 		if t != v {
 			return t
