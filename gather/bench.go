@@ -26,7 +26,8 @@ type BenchConfig struct {
 	// Reps is the number of timed repetitions (the median is reported); 0 means 7.
 	Reps int
 	// Caps adds runs of the sorted kernel and the sweep capped to these
-	// numbers of SMs.
+	// numbers of SMs (CUDAOptions.MaxSMs: -1 is every SM at full occupancy);
+	// the default runs use DefaultSMs.
 	Caps []int
 	// Variants adds runs with the any-size kernels forced (for rows that are
 	// a multiple of 16 but not of 128), reading only the chunks a row
@@ -267,7 +268,11 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 		}
 		vs := []variant{{"", nil}}
 		for _, c := range cfg.Caps {
-			vs = append(vs, variant{fmt.Sprintf(", %d SMs", c), &CUDAOptions{MaxSMs: c}})
+			label := fmt.Sprintf(", %d SMs", c)
+			if c < 0 {
+				label = ", all SMs x 256 thr"
+			}
+			vs = append(vs, variant{label, &CUDAOptions{MaxSMs: c}})
 		}
 		if cfg.Variants {
 			vs = append(vs, variant{", any-size kernel", &CUDAOptions{forceAny: true}},

@@ -114,7 +114,7 @@ func TestCUDAGatherMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			for _, opt := range []*CUDAOptions{nil, {MaxSMs: 3}, {forceAny: true}, {forceAny: true, fullLines: true}} {
+			for _, opt := range []*CUDAOptions{nil, {MaxSMs: 3}, {MaxSMs: -1}, {forceAny: true}, {forceAny: true, fullLines: true}} {
 				g, err := NewCUDA(c, st, opt)
 				if err != nil {
 					t.Fatal(err)

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 export CGO_ENABLED=1 CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}"
 mkdir -p .gpu/bin .gpu/steps
-rm -f .gpu/bin/*.test
+rm -f .gpu/bin/*.test .gpu/bin/*.dir
 failed=0
 for pkg in $(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' "${@:-./...}"); do
 	rel=${pkg#github.com/gnnloader/gnnloader}
