@@ -172,9 +172,11 @@ func scaledSizes(p Preset, scale float64) genSizes {
 // GOMAXPROCS, on any platform (integer arithmetic and explicitly rounded
 // float32 operations only). All stages run on Workers goroutines.
 //
-// Memory beyond the result: the class lists (one index per node) while the
-// graph is built, plus what MakeUndirected needs when symmetrising; the
-// feature table is allocated last, after the graph temporaries are freed.
+// Memory: the result, plus what MakeUndirected needs when symmetrising (a
+// transposed copy of the directed graph and the result), which is handed
+// back to the OS before the feature table, allocated last, arrives. No edge
+// list of pairs is ever built. papers100M at scale 1 holds 57 GB of features
+// and a 6.5 GB directed CSR (13 GB undirected).
 func Generate(opts GenOptions) (*Data, error) {
 	p, err := LookupPreset(opts.Like)
 	if err != nil {

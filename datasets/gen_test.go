@@ -31,6 +31,9 @@ func TestGenPresetShapes(t *testing.T) {
 		scale float64
 	}{
 		{"papers100M", 1e-4}, {"PRODUCTS", 0.005}, {"arxiv", 0.05}, {"cora", 1}, {"cora", 0.01},
+		// tiny: more classes than nodes; dense: degrees capped, rows
+		// selected uniformly
+		{"papers100M", 1e-9}, {"products", 1e-5}, {"arxiv", 2e-4},
 	} {
 		t.Run(fmt.Sprintf("%s-%g", tc.like, tc.scale), func(t *testing.T) {
 			p, err := LookupPreset(tc.like)
@@ -83,6 +86,32 @@ func TestGenPresetShapes(t *testing.T) {
 				t.Errorf("Source = %q", d.Source)
 			}
 		})
+	}
+}
+
+// TestGenWideIndices checks the 64-bit index path (used from 2^31 nodes, too
+// big to test directly) against the 32-bit one on the same small graph.
+func TestGenWideIndices(t *testing.T) {
+	for _, like := range []string{"arxiv", "cora"} {
+		p, _ := LookupPreset(like)
+		g := &generator{preset: p, sz: scaledSizes(p, 0.02), seed: 9, workers: 3, prog: nopProgress{}}
+		labels := g.classes()
+		g32, err := buildGraph[int32](g, labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g64, err := buildGraph[int64](g, labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g64.Indices32 != nil || g32.Indices64 != nil || !slices.Equal(g32.Indptr, g64.Indptr) {
+			t.Fatalf("%s: index widths or indptr differ", like)
+		}
+		for i, v := range g32.Indices32 {
+			if int64(v) != g64.Indices64[i] {
+				t.Fatalf("%s: entry %d: %d (32-bit) vs %d (64-bit)", like, i, v, g64.Indices64[i])
+			}
+		}
 	}
 }
 
@@ -649,4 +678,35 @@ func BenchmarkGenerate(b *testing.B) {
 	b.ReportMetric(float64(scaledSizes(presets[1], o.Scale).edges)/sec, "edges/s")
 	b.ReportMetric(float64(len(d.Features))/1e9/(featSec/float64(b.N)), "featureGB/s")
 	b.Logf("last run:%s", st.summary(time.Now(), processCPU()))
+}
+
+func TestParallelSortInt64(t *testing.T) {
+	for _, n := range []int{0, 1, 1000, 1 << 17, 3<<17 + 5, 1 << 20} {
+		for _, w := range []int{1, 2, 3, 5, 8} {
+			s := make([]int64, n)
+			rng := wyrand(uint64(n*10 + w))
+			for i := range s {
+				s[i] = int64(rng.next() % uint64(n+1))
+			}
+			want := slices.Clone(s)
+			slices.Sort(want)
+			parallelSortInt64(s, w)
+			if !slices.Equal(s, want) {
+				t.Fatalf("n=%d workers=%d: not sorted like slices.Sort", n, w)
+			}
+		}
+	}
+}
+
+func TestPresets(t *testing.T) {
+	ps := Presets()
+	ps[0].Nodes = 1
+	if Presets()[0].Nodes == 1 {
+		t.Error("Presets returns the package's own slice")
+	}
+	for _, p := range Presets() {
+		if p.Train+p.Valid+p.Test > p.Nodes || p.Edges <= 0 || p.FeatureDim <= 0 || p.Classes <= 1 {
+			t.Errorf("preset %+v inconsistent", p)
+		}
+	}
 }
