@@ -962,12 +962,12 @@ func parseFeatures(b []byte) (featBlock, int64, *parseError) {
 			if len(t) == 0 {
 				return &parseError{i, off, fmt.Sprintf("value %d is empty", k+1)}
 			}
-			v, err := strconv.ParseFloat(unsafe.String(&t[0], len(t)), 32)
-			if err != nil && !isRangeErr(err) {
+			v, ok := parseFloat32(t)
+			if !ok {
 				return &parseError{i, off, fmt.Sprintf("value %d: %s is not a number", k+1, fieldText(t))}
 			}
 			fb.b = append(fb.b, 0, 0, 0, 0)
-			putFloat32(fb.b[len(fb.b)-4:], float32(v))
+			putFloat32(fb.b[len(fb.b)-4:], v)
 			k++
 			if c >= 0 && len(line) == 0 {
 				return &parseError{i, off, fmt.Sprintf("value %d is empty", k+1)}
@@ -982,6 +982,65 @@ func parseFeatures(b []byte) (featBlock, int64, *parseError) {
 	})
 	fb.rows = lines
 	return fb, lines, pe
+}
+
+// pow10f32 holds the powers of ten that float32 represents exactly.
+var pow10f32 = [...]float32{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10}
+
+// parseFloat32 parses a float field exactly as strconv.ParseFloat(s, 32)
+// does (overflow gives +-Inf, as there). Plain decimals with at most 7
+// significant digits and 10 fraction digits, the shape of OGB's feature
+// files, take a fast path: an exact float32 mantissa and one exact power
+// of ten, whose quotient IEEE rounds correctly; everything else goes to
+// strconv.
+func parseFloat32(b []byte) (float32, bool) {
+	i, neg := 0, false
+	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
+		neg, i = b[0] == '-', 1
+	}
+	var mant uint64
+	digits, frac, dot, sawDigit := 0, 0, false, false
+	for ; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c >= '0' && c <= '9':
+			sawDigit = true
+			if mant != 0 || c != '0' {
+				digits++
+			}
+			mant = mant*10 + uint64(c-'0')
+			if dot {
+				frac++
+			}
+			if digits > 7 || frac > 10 {
+				return parseFloat32Slow(b)
+			}
+			continue
+		case c == '.' && !dot:
+			dot = true
+			continue
+		}
+		return parseFloat32Slow(b)
+	}
+	if !sawDigit {
+		return parseFloat32Slow(b) // "", ".", "-": errors there
+	}
+	f := float32(mant) / pow10f32[frac]
+	if neg {
+		f = -f
+	}
+	return f, true
+}
+
+func parseFloat32Slow(b []byte) (float32, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(unsafe.String(&b[0], len(b)), 32)
+	if err != nil && !isRangeErr(err) {
+		return 0, false
+	}
+	return float32(v), true
 }
 
 func isRangeErr(err error) bool {

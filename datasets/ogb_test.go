@@ -760,3 +760,26 @@ func BenchmarkImportNPZ(b *testing.B) {
 	}
 	impBenchLoop(b, fi.Size(), func() error { _, err := ImportNPZ(path, ImportOptions{}); return err })
 }
+
+// FuzzParseFloat32 checks the fast float parser against strconv, bit for bit.
+func FuzzParseFloat32(f *testing.F) {
+	for _, s := range []string{"0", "-0", "-0.0", "0.057943", "-0.057943", "1234567", "12345678", "1.5e3", ".5", "5.", "-",
+		".", "", "+1", "1.2.3", "nan", "inf", "0.0000000001", "0.00000000001", "9999999.5", "3.4e39", "1_000", "0x1p-2", " 1"} {
+		f.Add(s)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 2000; i++ {
+		f.Add(strconv.FormatFloat(rng.NormFloat64()*math.Pow(10, float64(rng.IntN(12)-6)), 'f', rng.IntN(12), 64))
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseFloat32([]byte(s))
+		v, err := strconv.ParseFloat(s, 32)
+		wantOK := err == nil || isRangeErr(err)
+		if ok != wantOK {
+			t.Fatalf("%q: ok %v, strconv err %v", s, ok, err)
+		}
+		if ok && math.Float32bits(got) != math.Float32bits(float32(v)) && !(got != got && v != v) {
+			t.Fatalf("%q: got %g (%#x), strconv %g (%#x)", s, got, math.Float32bits(got), float32(v), math.Float32bits(float32(v)))
+		}
+	})
+}
