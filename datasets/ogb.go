@@ -55,7 +55,7 @@ func ImportOGB(dir string, opts ImportOptions) (*Data, error) {
 	}
 	im := &ogbImport{dir: dir, opts: opts, workers: opts.workers(), prog: orNop(opts.Progress),
 		d: &Data{Name: name, Directed: true}}
-	im.numClasses = knownOGBClasses(name)
+	im.numClasses = knownOGBClasses(name, filepath.Base(filepath.Clean(dir)))
 	switch {
 	case fileExists(filepath.Join(dir, "raw", "data.npz")):
 		err = im.npzLayout()
@@ -86,16 +86,19 @@ func ImportOGB(dir string, opts ImportOptions) (*Data, error) {
 }
 
 // knownOGBClasses is the class count of the OGB datasets this importer is
-// meant for, matched by name, or 0.
-func knownOGBClasses(name string) int {
-	n := strings.ToLower(name)
-	switch {
-	case strings.Contains(n, "papers100m"):
-		return 172
-	case strings.Contains(n, "products"):
-		return 47
-	case strings.Contains(n, "arxiv"):
-		return 40
+// meant for, matched by name ("ogbn-arxiv" or OGB's directory name
+// "ogbn_arxiv"), or 0.
+func knownOGBClasses(names ...string) int {
+	for _, name := range names {
+		n := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+		switch {
+		case strings.Contains(n, "ogbn-papers100m"):
+			return 172
+		case strings.Contains(n, "ogbn-products"):
+			return 47
+		case strings.Contains(n, "ogbn-arxiv"):
+			return 40
+		}
 	}
 	return 0
 }

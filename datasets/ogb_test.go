@@ -783,3 +783,25 @@ func FuzzParseFloat32(f *testing.F) {
 		}
 	})
 }
+
+func TestKnownOGBClasses(t *testing.T) {
+	for name, want := range map[string]int{"ogbn_arxiv": 40, "ogbn-products": 47, "OGBN_PAPERS100M": 172, "arxiv-subset": 0, "ogb_csv": 0} {
+		if got := knownOGBClasses(name); got != want {
+			t.Errorf("%s: %d, want %d", name, got, want)
+		}
+	}
+	// the directory name counts too: a label past papers100M's 172 classes
+	e := impExpected(t)
+	dir := filepath.Join(t.TempDir(), "ogbn_papers100M")
+	if err := os.CopyFS(dir, os.DirFS("testdata/ogb_npz")); err != nil {
+		t.Fatal(err)
+	}
+	impNPZLayout(t, dir, e, false, func(_, l map[string][]byte) {
+		v := make([]float64, e.NumNodes)
+		v[33] = 172
+		l["node_label"] = impNPY("<f8", []int64{e.NumNodes, 1}, impF64(v...))
+	})
+	if _, err := ImportOGB(dir, ImportOptions{}); err == nil || !strings.Contains(err.Error(), "node_label[33] = 172 is not a class id in [0, 172)") {
+		t.Errorf("label 172 in papers100M: %v", err)
+	}
+}
