@@ -359,6 +359,58 @@ func (g *CUDA) launchGather(dst Dest, ix staged) error {
 		g.dev, rb, ix.rows, ix.pos, ix.n, dst.Device, int32(shift), g.mode())
 }
 
+// Copy is a host buffer to copy to device memory.
+type Copy struct {
+	Dst cudaext.DevicePtr
+	Src []byte
+}
+
+// CopyIn enqueues copies of host buffers (a batch's labels and structure,
+// say) to device memory on the backend's stream, through its pinned staging:
+// one host-to-device copy for all of them, then device-to-device copies to
+// each destination. The sources may be reused when CopyIn returns.
+func (g *CUDA) CopyIn(copies ...Copy) error {
+	sizes := make([]int64, len(copies))
+	var any bool
+	for i, c := range copies {
+		sizes[i] = int64(len(c.Src))
+		if len(c.Src) > 0 {
+			if c.Dst == 0 {
+				return fmt.Errorf("gather: copy %d has no destination", i)
+			}
+			any = true
+		}
+	}
+	if !any {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return fmt.Errorf("gather: CUDA backend is closed")
+	}
+	return g.ctx.Do(func() error {
+		host, dev, total, err := g.reserve(sizes...)
+		if err != nil {
+			return err
+		}
+		for i, c := range copies {
+			copy(host[i], c.Src)
+		}
+		if err := g.upload(total); err != nil {
+			return err
+		}
+		for i, c := range copies {
+			if len(c.Src) > 0 {
+				if err := cudaext.MemcpyDtoDAsync(c.Dst, dev[i], int64(len(c.Src)), g.stream); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
 // Sweep enqueues one sorted pass over the union of the parts' rows: each
 // distinct row is read once and written to every part and position that needs
 // it. It returns the plan it ran (its Unique and Delivered counts).

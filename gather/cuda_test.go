@@ -291,3 +291,40 @@ func TestCUDARejectsBadInput(t *testing.T) {
 		t.Error("small destination accepted")
 	}
 }
+
+func TestCUDACopyIn(t *testing.T) {
+	c := needGPU(t)
+	st, err := pinned.Load(make([]byte, 64*100), 64, 100, &pinned.Options{Context: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	g, err := NewCUDA(c, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	a := []byte("labels: 0123456789")
+	b := bytes.Repeat([]byte{7, 8, 9}, 1000)
+	err = c.Do(func() error {
+		p, err := cudaext.MemAlloc(8192)
+		if err != nil {
+			return err
+		}
+		defer cudaext.MemFree(p)
+		if err := g.CopyIn(Copy{Dst: p, Src: a}, Copy{}, Copy{Dst: p + 100, Src: b}); err != nil {
+			return err
+		}
+		got := make([]byte, 100+len(b))
+		if err := cudaext.CopyToHost(got, p, g.Stream()); err != nil {
+			return err
+		}
+		if !bytes.Equal(got[:len(a)], a) || !bytes.Equal(got[100:], b) {
+			t.Error("CopyIn: wrong bytes")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
