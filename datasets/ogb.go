@@ -260,12 +260,21 @@ func (im *ogbImport) setNumClasses() error {
 }
 
 func (im *ogbImport) csvEdges(n, numEdges int64) error {
+	if Wide(n) {
+		return csvEdges[int64](im, n, numEdges)
+	}
+	return csvEdges[int32](im, n, numEdges) // half the memory while parsed
+}
+
+// csvEdges parses edge.csv.gz into blocks of interleaved (src, dst) pairs
+// of type T, then builds the CSR from them.
+func csvEdges[T nodeID](im *ogbImport, n, numEdges int64) error {
 	path := im.raw("edge.csv.gz")
-	var blocks [][]int64
+	var blocks [][]T
 	var total int64
-	err := streamLines(path, im.workers, im.prog, func(b []byte) ([]int64, int64, *parseError) {
-		return parseEdges(b, n)
-	}, func(pairs []int64, _ int64) error {
+	err := streamLines(path, im.workers, im.prog, func(b []byte) ([]T, int64, *parseError) {
+		return parseEdges[T](b, n)
+	}, func(pairs []T, _ int64) error {
 		blocks = append(blocks, pairs)
 		total += int64(len(pairs) / 2)
 		return nil
@@ -277,10 +286,15 @@ func (im *ogbImport) csvEdges(n, numEdges int64) error {
 		return fmt.Errorf("%s: %d rows, but num-edge-list.csv.gz says %d edges", path, total, numEdges)
 	}
 	im.prog.Begin("csr", total)
+	var scratch []int64
 	g, err := buildCSR(n, im.workers, im.prog, func(yield func(base int64, pairs []int64) error) error {
 		var base int64
 		for _, b := range blocks {
-			if err := yield(base, b); err != nil {
+			scratch = slices.Grow(scratch[:0], len(b))[:len(b)]
+			for i, v := range b {
+				scratch[i] = int64(v)
+			}
+			if err := yield(base, scratch); err != nil {
 				return err
 			}
 			base += int64(len(b) / 2)
@@ -898,8 +912,8 @@ func parseIDs(b []byte, limit int64) ([]int64, int64, *parseError) {
 
 // parseEdges parses "src,dst" lines into interleaved pairs; ids must lie in
 // [0, n) when n >= 0.
-func parseEdges(b []byte, n int64) ([]int64, int64, *parseError) {
-	out := make([]int64, 0, len(b)/6)
+func parseEdges[T nodeID](b []byte, n int64) ([]T, int64, *parseError) {
+	out := make([]T, 0, len(b)/7+2)
 	lines, pe := eachLine(b, func(line []byte, i int64, off int) *parseError {
 		c := bytes.IndexByte(line, ',')
 		if c < 0 || bytes.IndexByte(line[c+1:], ',') >= 0 {
@@ -915,7 +929,7 @@ func parseEdges(b []byte, n int64) ([]int64, int64, *parseError) {
 			case n >= 0 && v >= n:
 				return &parseError{i, off, fmt.Sprintf("field %d: node id %d out of range [0, %d)", k+1, v, n)}
 			}
-			out = append(out, v)
+			out = append(out, T(v))
 		}
 		return nil
 	})
