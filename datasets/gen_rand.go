@@ -41,19 +41,19 @@ func below(x uint64, n int64) int64 {
 	return int64(hi)
 }
 
-// feistel is a keyed permutation of [0, n): a 4-round balanced Feistel
-// network over the next even power of two, cycle-walked into range.
+// feistel is a keyed permutation of [0, n): a 4-round Feistel network over
+// the b-bit words, b = bits.Len(n-1), cycle-walked into range (fewer than 2
+// steps on average). The halves are floor(b/2) and ceil(b/2) bits; each
+// round swaps them, so after 4 rounds the layout is back where it started.
 type feistel struct {
-	n    uint64
-	half uint
-	mask uint64
-	keys [4]uint64
+	n            uint64
+	lbits, rbits uint
+	keys         [4]uint64
 }
 
 func newFeistel(n, key uint64) *feistel {
-	b := uint(bits.Len64(n - 1))
-	b = max(b+b&1, 2)
-	f := &feistel{n: n, half: b / 2, mask: 1<<(b/2) - 1}
+	b := max(uint(bits.Len64(n-1)), 2)
+	f := &feistel{n: n, lbits: b / 2, rbits: b - b/2}
 	for i := range f.keys {
 		f.keys[i] = hashAt(key, uint64(i))
 	}
@@ -63,11 +63,13 @@ func newFeistel(n, key uint64) *feistel {
 // at is the image of i (i < n).
 func (f *feistel) at(i uint64) uint64 {
 	for {
-		l, r := i>>f.half, i&f.mask
+		lw, rw := f.lbits, f.rbits
+		l, r := i>>rw, i&(1<<rw-1)
 		for _, k := range f.keys {
-			l, r = r, l^(mix64(r^k)&f.mask)
+			l, r = r, l^(mix64(r^k)&(1<<lw-1))
+			lw, rw = rw, lw
 		}
-		i = l<<f.half | r
+		i = l<<rw | r
 		if i < f.n {
 			return i
 		}

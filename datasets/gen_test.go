@@ -201,7 +201,7 @@ func TestGenDeterministic(t *testing.T) {
 func TestGenGolden(t *testing.T) {
 	d := mustGenerate(t, GenOptions{Like: "cora", Scale: 0.1, Seed: 1})
 	got := genDigest(d)[:16]
-	const want = "0b0220c57ee35109"
+	const want = "75de08fa544f320f"
 	if got != want {
 		t.Errorf("digest %s, want %s", got, want)
 	}
@@ -367,7 +367,7 @@ func neighbourMean(x []float32, dim int, g *Graph) []float32 {
 func TestGenLearnable(t *testing.T) {
 	for _, o := range []GenOptions{
 		{Like: "arxiv", Scale: 0.1, Seed: 5},
-		{Like: "products", Scale: 0.01, Seed: 5},
+		{Like: "products", Scale: 0.004, Seed: 5},
 	} {
 		d := mustGenerate(t, o)
 		x := float32Features(d)
@@ -681,7 +681,7 @@ func BenchmarkGenerate(b *testing.B) {
 }
 
 func TestParallelSortInt64(t *testing.T) {
-	for _, n := range []int{0, 1, 1000, 1 << 17, 3<<17 + 5, 1 << 20} {
+	for _, n := range []int{0, 1, 1000, 1 << 17, 3<<17 + 5} {
 		for _, w := range []int{1, 2, 3, 5, 8} {
 			s := make([]int64, n)
 			rng := wyrand(uint64(n*10 + w))
@@ -694,6 +694,27 @@ func TestParallelSortInt64(t *testing.T) {
 			if !slices.Equal(s, want) {
 				t.Fatalf("n=%d workers=%d: not sorted like slices.Sort", n, w)
 			}
+		}
+	}
+}
+
+func TestFeistelPermutes(t *testing.T) {
+	for _, n := range []uint64{1, 2, 3, 4, 5, 17, 1000, 1 << 12, 1<<12 + 1, 12345} {
+		f := newFeistel(n, uint64(n))
+		seen := make([]bool, n)
+		var fixed uint64
+		for i := range n {
+			v := f.at(i)
+			if v >= n || seen[v] {
+				t.Fatalf("n=%d: at(%d) = %d repeats or is out of range", n, i, v)
+			}
+			seen[v] = true
+			if v == i {
+				fixed++
+			}
+		}
+		if n >= 1000 && fixed > 10 {
+			t.Errorf("n=%d: %d fixed points: hardly a random permutation", n, fixed)
 		}
 	}
 }
