@@ -16,7 +16,8 @@
 //     keeps its place; its later copies map to the first one), then the nodes
 //     first reached at hop 1, hop 2, ..., each hop's new nodes in the order
 //     of their first appearance in that hop's edges.
-//   - Hop h samples from the nodes added at hop h-1 (the seeds for hop 1).
+//   - Hop h samples from the nodes added at hop h-1 (the seeds for hop 1;
+//     a repeated seed samples again, with its own draws).
 //     A node whose degree is at most the fanout contributes every neighbour,
 //     in row order; otherwise exactly fanout distinct row positions, every
 //     fanout-subset equally likely (Floyd's algorithm, in the order it
