@@ -204,6 +204,30 @@ func TestImportNPZSmall(t *testing.T) {
 	}
 }
 
+// TestImportNPZDenseAttr reads features from a dense attr_matrix member
+// (some gnn-benchmark files ship them dense), here float64.
+func TestImportNPZDenseAttr(t *testing.T) {
+	m := impBenchmarkNPZ()
+	for _, k := range []string{"attr_data", "attr_indices", "attr_indptr", "attr_shape", "class_names"} {
+		delete(m, k)
+	}
+	m["attr_matrix"] = impNPY("<f8", []int64{4, 2}, impF64(1, 2, 3, 4, 5, 6, 7, 8.5))
+	path := filepath.Join(t.TempDir(), "dense.npz")
+	impWriteMembers(t, path, m)
+	d, err := ImportNPZ(path, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.FeatureDim != 2 || getFloat32(d.Row(3)[4:]) != 8.5 || d.NumClasses != 2 || d.ClassNames != nil {
+		t.Errorf("dim %d, last %g, classes %d %q", d.FeatureDim, getFloat32(d.Row(3)[4:]), d.NumClasses, d.ClassNames)
+	}
+	m["attr_matrix"] = impNPY("<f8", []int64{3, 2}, impF64(1, 2, 3, 4, 5, 6))
+	impWriteMembers(t, path, m)
+	if _, err := ImportNPZ(path, ImportOptions{}); err == nil || !strings.Contains(err.Error(), "member attr_matrix.npy: wrong shape (3, 2), want (4, *)") {
+		t.Errorf("short attr_matrix: %v", err)
+	}
+}
+
 func TestImportNPZBadInput(t *testing.T) {
 	cora, err := os.ReadFile(coraPath)
 	if err != nil {
