@@ -66,7 +66,8 @@ type GenOptions struct {
 	// Like names the preset (see Presets), case-insensitive.
 	Like string
 	// Scale multiplies the node count, the edge count and the split sizes
-	// (rounded; at least minGenNodes nodes). Must be > 0.
+	// (rounded; at least 10 nodes and 1 node per split; at most n(n-1)/2
+	// edges, which only tiny scales reach). Must be > 0.
 	Scale float64
 	// Seed selects the dataset: the same options give the same bytes,
 	// whatever Workers and GOMAXPROCS are.
@@ -78,7 +79,8 @@ type GenOptions struct {
 	// and bfloat16 are rounded to nearest even from the float32 values.
 	FeatureDType DType
 	// NoFeatures skips the feature table (graph, labels and splits only).
-	// The result then has FeatureDim set but Features nil.
+	// The result then has FeatureDim set but Features nil, which
+	// Data.Validate rejects: check it with Graph.Validate.
 	NoFeatures bool
 	// AllocFeatures allocates the n bytes of the feature table (for example
 	// huge-page memory to be pinned later); nil means make. The memory need

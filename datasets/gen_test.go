@@ -485,6 +485,7 @@ func TestGenOptionsErrors(t *testing.T) {
 		{Like: "cora", Scale: math.Inf(1)},
 		{Like: "cora", Scale: 1, FeatureDType: "int8"},
 		{Like: "cora", Scale: 1, AllocFeatures: func(n int64) ([]byte, error) { return make([]byte, n-1), nil }},
+		{Like: "cora", Scale: 1, AllocFeatures: func(n int64) ([]byte, error) { return nil, fmt.Errorf("no huge pages") }},
 	} {
 		if _, err := Generate(o); err == nil {
 			t.Errorf("Generate(%+v) succeeded", o)
@@ -716,6 +717,20 @@ func TestFeistelPermutes(t *testing.T) {
 		if n >= 1000 && fixed > 10 {
 			t.Errorf("n=%d: %d fixed points: hardly a random permutation", n, fixed)
 		}
+	}
+}
+
+func TestGenScaledSizesAtScale1(t *testing.T) {
+	for _, p := range Presets() {
+		got := scaledSizes(p, 1)
+		want := genSizes{p.Nodes, p.Edges, p.Train, p.Valid, p.Test}
+		if got != want {
+			t.Errorf("%s at scale 1: %+v, want %+v", p.Name, got, want)
+		}
+	}
+	p, _ := LookupPreset("papers100M")
+	if got := scaledSizes(p, 0.5); got != (genSizes{55_529_978, 807_842_936, 603_590, 62_633, 107_169}) {
+		t.Errorf("papers100M at scale 0.5: %+v", got)
 	}
 }
 
