@@ -45,6 +45,9 @@ type BenchRow struct {
 	BatchesPerSec float64
 	NodesPerBatch float64
 	EdgesPerBatch float64
+	// CPUPerBatch is the process CPU time per batch (0 when unknown): with
+	// Seconds it tells a busy machine from extra work in the parallel runs.
+	CPUPerBatch time.Duration
 }
 
 // BenchResult holds RunBench's runs: one worker, one batch at a time with
@@ -123,6 +126,7 @@ func benchRun(ctx context.Context, g *datasets.Graph, plan *Plan, cfg BenchConfi
 	var next, edges, nodes atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
+	cpu0 := processCPU()
 	start := time.Now()
 	deadline := time.Time{}
 	if cfg.Duration > 0 {
@@ -148,6 +152,7 @@ func benchRun(ctx context.Context, g *datasets.Graph, plan *Plan, cfg BenchConfi
 	}
 	wg.Wait()
 	sec := time.Since(start).Seconds()
+	cpu := processCPU() - cpu0
 	n := next.Load()
 	if cfg.Batches > 0 {
 		n = min(n, int64(cfg.Batches))
@@ -160,6 +165,7 @@ func benchRun(ctx context.Context, g *datasets.Graph, plan *Plan, cfg BenchConfi
 	if n > 0 {
 		row.NodesPerBatch = float64(row.Nodes) / float64(n)
 		row.EdgesPerBatch = float64(row.Edges) / float64(n)
+		row.CPUPerBatch = cpu / time.Duration(n)
 	}
 	if firstErr != nil {
 		return row, firstErr
@@ -174,12 +180,12 @@ func writeBench(w io.Writer, g *datasets.Graph, cfg BenchConfig, res BenchResult
 	fmt.Fprintf(w, "sampler: %d nodes, %d edges, fanouts %v, batch %d, GOMAXPROCS %d\n",
 		g.NumNodes, g.NumEdges(), cfg.Fanouts, cfg.BatchSize, runtime.GOMAXPROCS(0))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tbatches\tedges/s\tbatches/s\tnodes/batch\tedges/batch\t")
+	fmt.Fprintln(tw, "run\tbatches\tedges/s\tbatches/s\tnodes/batch\tedges/batch\tcpu/batch\t")
 	for _, r := range res.Rows() {
 		if r.Name == "" {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.3gM\t%.1f\t%.0f\t%.0f\t\n", r.Name, r.Batches, r.EdgesPerSec/1e6, r.BatchesPerSec, r.NodesPerBatch, r.EdgesPerBatch)
+		fmt.Fprintf(tw, "%s\t%d\t%.3gM\t%.1f\t%.0f\t%.0f\t%v\t\n", r.Name, r.Batches, r.EdgesPerSec/1e6, r.BatchesPerSec, r.NodesPerBatch, r.EdgesPerBatch, r.CPUPerBatch.Round(10*time.Microsecond))
 	}
 	tw.Flush()
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,13 +59,6 @@ func benchPlan(b *testing.B, seeds []int64) *Plan {
 	return p
 }
 
-// cpuTime is the user+system CPU time of the process so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // report adds the domain metrics. cpu is the process CPU time the loop
 // used: cpu-ms/batch shows the parallel phases' extra work independently of
 // how busy the machine is.
@@ -111,7 +103,7 @@ func BenchmarkSample(b *testing.B) {
 			b.ReportAllocs()
 			var edges, nodes int64
 			i := 0
-			cpu0 := cpuTime()
+			cpu0 := processCPU()
 			for b.Loop() {
 				bi := i % plan.NumBatches()
 				if err := s.Sample(plan.Batch(bi), plan.Key(bi), &out); err != nil {
@@ -121,7 +113,7 @@ func BenchmarkSample(b *testing.B) {
 				nodes += int64(len(out.NID))
 				i++
 			}
-			report(b, int64(i), edges, nodes, cpuTime()-cpu0)
+			report(b, int64(i), edges, nodes, processCPU()-cpu0)
 		})
 	}
 	b.Run("batches", func(b *testing.B) {
@@ -138,7 +130,7 @@ func BenchmarkSample(b *testing.B) {
 			wg.Go(func() { s.Sample(plan.Batch(i%plan.NumBatches()), plan.Key(i), &outs[i]) })
 		}
 		wg.Wait()
-		cpu0 := cpuTime()
+		cpu0 := processCPU()
 		var next, edges, nodes, slot atomic.Int64
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -154,7 +146,7 @@ func BenchmarkSample(b *testing.B) {
 				nodes.Add(int64(len(out.NID)))
 			}
 		})
-		report(b, next.Load(), edges.Load(), nodes.Load(), cpuTime()-cpu0)
+		report(b, next.Load(), edges.Load(), nodes.Load(), processCPU()-cpu0)
 	})
 }
 
