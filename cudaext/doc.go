@@ -1,4 +1,16 @@
 // Package cudaext owns gnnloader's access to the GPU: the CUDA driver API loaded
-// at run time with dlopen (no toolkit at build time), NVML for device facts,
-// and the CUDA kernels with their build stamp.
+// at run time with dlopen (no toolkit at build time), NVML for device facts
+// (Info), and the CUDA kernels with their build stamp (GatherImage,
+// CheckKernelStamp; built by scripts/build-kernels.sh).
+//
+// Init loads libcuda.so.1 once; without it every call returns an error that
+// wraps ErrNoDriver, so callers fall back to their CPU path. Driver status codes
+// become *Error values that match ErrNoDevice, ErrOutOfMemory and ErrNoDriver.
+//
+// Concurrency: the package functions may be called from any goroutine, but
+// most work in the context current on the calling OS thread: use
+// (*Context).Do, which locks the goroutine to its thread and sets the context.
+// Streams and events may be used from several goroutines; the driver orders
+// their work. Memory from MemAlloc, streams, events and modules are owned by
+// whoever made them and are released by their Free/Destroy/Unload.
 package cudaext

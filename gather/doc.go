@@ -1,4 +1,13 @@
 // Package gather owns the gather engine: copying the feature rows, labels and
 // batch structure of sampled batches into trainer slots. It holds one Backend
-// interface with a CPU implementation (always built) and a CUDA one.
+// interface with a CPU implementation (CPU, CPUBackend: always built) and a CUDA
+// one (CUDA: zero-copy kernels reading the pinned table in address order, on its
+// own non-blocking stream), tested against each other byte for byte; a sweep
+// (PlanSweep, (*CUDA).Sweep) gathers several batches in one sorted pass.
+//
+// Ownership: nid, order and the sources of CopyIn may be reused as soon as a
+// call returns; a CUDA destination must stay allocated until the work enqueued
+// on (*CUDA).Stream has completed (Sync, or an event recorded on the stream).
+// RunBench measures the CUDA backend against the memcpy ceiling, the CPU
+// gather and a naive kernel (docs/gpu.md).
 package gather
