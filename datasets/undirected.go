@@ -61,27 +61,31 @@ func parallelChunks(n, chunk int64, workers int, fn func(lo, hi int64) error) er
 	return first
 }
 
-// rowChunks splits rows [0, n) into ranges of about target edges each, so
-// that parallel work over rows is balanced by edges.
+// rowChunks splits rows [0, n) into ranges of about target edges (and at
+// most target rows) each, so that parallel work over rows is balanced by
+// edges; indptr is the cumulative edge count (len n+1).
 func rowChunks(indptr []int64, target int64) [][2]int64 {
-	n := int64(len(indptr) - 1)
+	return rowChunksFunc(int64(len(indptr)-1), func(v int64) int64 { return indptr[v] }, target)
+}
+
+// rowChunksFunc is rowChunks over any non-decreasing cumulative cost.
+func rowChunksFunc(n int64, cum func(v int64) int64, target int64) [][2]int64 {
 	var out [][2]int64
 	for lo := int64(0); lo < n; {
-		hi := lo + 1
-		// binary search the first row whose end passes indptr[lo]+target
-		want := indptr[lo] + target
-		l, h := hi, n
+		// the first row whose end passes cum(lo)+target, searched in
+		// (lo, lo+target]
+		want := cum(lo) + target
+		l, h := lo+1, min(n, lo+target)
 		for l < h {
 			m := (l + h) / 2
-			if indptr[m] < want {
+			if cum(m) < want {
 				l = m + 1
 			} else {
 				h = m
 			}
 		}
-		hi = max(hi, min(l, n))
-		out = append(out, [2]int64{lo, hi})
-		lo = hi
+		out = append(out, [2]int64{lo, l})
+		lo = l
 	}
 	return out
 }
@@ -187,7 +191,7 @@ func makeUndirected[T nodeID](indptr []int64, idx []T, n int64, workers int) ([]
 		return mergeUnique(row, tidx[tptr[v]:tptr[v+1]], T(v), out)
 	}
 	outPtr := make([]int64, n+1)
-	mchunks := rowChunks(indptr, edgeChunk) // balanced by out-edges; in-edges follow roughly
+	mchunks := rowChunksFunc(n, func(v int64) int64 { return indptr[v] + tptr[v] }, edgeChunk)
 	var scratchPool sync.Pool
 	getScratch := func() *[]T {
 		if s, ok := scratchPool.Get().(*[]T); ok {

@@ -116,3 +116,20 @@ func BenchmarkMakeUndirected(b *testing.B) {
 	impBenchLoop(b, 4*e, func() error { _, err := MakeUndirected(&g, 0); return err })
 	b.ReportMetric(float64(e)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Medges/s")
 }
+
+func TestRowChunks(t *testing.T) {
+	indptr := []int64{0, 0, 0, 10, 10, 11, 30, 30, 30, 30, 30, 31}
+	for _, target := range []int64{1, 2, 5, 10, 100} {
+		ch := rowChunks(indptr, target)
+		next := int64(0)
+		for _, c := range ch {
+			if c[0] != next || c[1] <= c[0] || c[1]-c[0] > target {
+				t.Fatalf("target %d: chunks %v", target, ch)
+			}
+			next = c[1]
+		}
+		if next != int64(len(indptr)-1) {
+			t.Fatalf("target %d: chunks %v end at %d", target, ch, next)
+		}
+	}
+}
