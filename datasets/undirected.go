@@ -96,7 +96,8 @@ func rowChunksFunc(n int64, cum func(v int64) int64, target int64) [][2]int64 {
 // any worker count. It keeps g's index width.
 //
 // Memory: a transposed copy of g's indices plus the result (at most twice
-// g's edges), built with a counting-sort transpose and a per-row sort and
+// g's edges), and a sorted copy of g's indices only when some row of g is
+// not sorted; built with a counting-sort transpose, a per-row sort and a
 // merge, all on workers goroutines (0 = GOMAXPROCS).
 func MakeUndirected(g *Graph, workers int) (Graph, error) {
 	if int64(len(g.Indptr)) != g.NumNodes+1 || g.NumNodes < 0 {
@@ -135,7 +136,9 @@ func makeUndirected[T nodeID](indptr []int64, idx []T, n int64, workers int) ([]
 	// Transpose: in-degrees, prefix sum, scatter with atomic cursors, then
 	// sort each transposed row (which makes the result deterministic).
 	tptr := make([]int64, n+1)
+	var unsorted atomic.Bool
 	err := parallelChunks(int64(len(chunks)), 1, workers, func(lo, hi int64) error {
+		sorted := true
 		for c := lo; c < hi; c++ {
 			for v := chunks[c][0]; v < chunks[c][1]; v++ {
 				for k := indptr[v]; k < indptr[v+1]; k++ {
@@ -143,9 +146,15 @@ func makeUndirected[T nodeID](indptr []int64, idx []T, n int64, workers int) ([]
 					if u < 0 || u >= n {
 						return fmt.Errorf("undirected: edge %d -> %d out of range [0, %d) (indices[%d])", v, u, n, k)
 					}
+					if k > indptr[v] && idx[k] < idx[k-1] {
+						sorted = false
+					}
 					atomic.AddInt64(&tptr[u+1], 1)
 				}
 			}
+		}
+		if !sorted {
+			unsorted.Store(true)
 		}
 		return nil
 	})
@@ -179,32 +188,29 @@ func makeUndirected[T nodeID](indptr []int64, idx []T, n int64, workers int) ([]
 		return nil
 	})
 
+	// Rows of g that are not sorted are sorted once, in a copy.
+	if unsorted.Load() {
+		idx = slices.Clone(idx)
+		parallelChunks(int64(len(chunks)), 1, workers, func(lo, hi int64) error {
+			for c := lo; c < hi; c++ {
+				for v := chunks[c][0]; v < chunks[c][1]; v++ {
+					slices.Sort(idx[indptr[v]:indptr[v+1]])
+				}
+			}
+			return nil
+		})
+	}
+
 	// Merge each row with its transposed row: first the sizes, then the rows.
-	// Unsorted input rows are sorted in per-worker scratch.
-	merge := func(v int64, scratch *[]T, out []T) int64 {
-		row := idx[indptr[v]:indptr[v+1]]
-		if !slices.IsSorted(row) {
-			*scratch = append((*scratch)[:0], row...)
-			slices.Sort(*scratch)
-			row = *scratch
-		}
-		return mergeUnique(row, tidx[tptr[v]:tptr[v+1]], T(v), out)
+	merge := func(v int64, out []T) int64 {
+		return mergeUnique(idx[indptr[v]:indptr[v+1]], tidx[tptr[v]:tptr[v+1]], T(v), out)
 	}
 	outPtr := make([]int64, n+1)
 	mchunks := rowChunksFunc(n, func(v int64) int64 { return indptr[v] + tptr[v] }, edgeChunk)
-	var scratchPool sync.Pool
-	getScratch := func() *[]T {
-		if s, ok := scratchPool.Get().(*[]T); ok {
-			return s
-		}
-		return new([]T)
-	}
 	parallelChunks(int64(len(mchunks)), 1, workers, func(lo, hi int64) error {
-		s := getScratch()
-		defer scratchPool.Put(s)
 		for c := lo; c < hi; c++ {
 			for v := mchunks[c][0]; v < mchunks[c][1]; v++ {
-				outPtr[v+1] = merge(v, s, nil)
+				outPtr[v+1] = merge(v, nil)
 			}
 		}
 		return nil
@@ -214,11 +220,9 @@ func makeUndirected[T nodeID](indptr []int64, idx []T, n int64, workers int) ([]
 	}
 	out := make([]T, outPtr[n])
 	parallelChunks(int64(len(mchunks)), 1, workers, func(lo, hi int64) error {
-		s := getScratch()
-		defer scratchPool.Put(s)
 		for c := lo; c < hi; c++ {
 			for v := mchunks[c][0]; v < mchunks[c][1]; v++ {
-				merge(v, s, out[outPtr[v]:outPtr[v+1]])
+				merge(v, out[outPtr[v]:outPtr[v+1]])
 			}
 		}
 		return nil
