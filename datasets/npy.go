@@ -228,6 +228,9 @@ func (a *npyArray) parseDescr() error {
 			return fmt.Errorf("unsupported bool dtype %q", d)
 		}
 	case 'U':
+		if n > 1<<20 {
+			return fmt.Errorf("unsupported string dtype %q", d)
+		}
 		n *= 4 // UTF-32 code units
 	default:
 		return fmt.Errorf("unsupported dtype %q", d)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -188,4 +189,35 @@ func TestHalfToFloat32(t *testing.T) {
 	if !math.IsInf(float64(npyHalfToFloat32(0x7c00)), 1) || !math.IsNaN(float64(npyHalfToFloat32(0x7e00))) {
 		t.Error("inf/nan")
 	}
+}
+
+// FuzzNPYHeader feeds arbitrary headers and data to the .npy reader: it may
+// refuse them but must not panic or promise more bytes than it checks.
+func FuzzNPYHeader(f *testing.F) {
+	f.Add(impNPY("<f4", []int64{2, 3}, impF32(1, 2, 3, 4, 5, 6)))
+	f.Add(impNPY("<U3", []int64{1}, []byte("a\x00\x00\x00b\x00\x00\x00c\x00\x00\x00")))
+	f.Add(impNPY("|i1", []int64{3}, []byte{1, 2, 3}))
+	f.Add([]byte("\x93NUMPY\x02\x00\x10\x00\x00\x00{'descr': '<i8'}"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, hlen, err := parseNPYHeader(bytes.NewReader(b), "fuzz.npy")
+		if err != nil {
+			return
+		}
+		if a.itemSize <= 0 || a.count < 0 || a.nbytes() < 0 {
+			t.Fatalf("bad sizes %+v", a)
+		}
+		a.dataLen = int64(len(b)) - hlen
+		a.src = storedSource{io.NewSectionReader(bytes.NewReader(b), hlen, a.dataLen)}
+		if a.nbytes() > 1<<20 {
+			return
+		}
+		switch {
+		case a.kind == 'U':
+			a.strings()
+		case a.isInt():
+			a.ints()
+		default:
+			a.floats()
+		}
+	})
 }
