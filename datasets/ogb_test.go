@@ -805,3 +805,25 @@ func TestKnownOGBClasses(t *testing.T) {
 		t.Errorf("label 172 in papers100M: %v", err)
 	}
 }
+
+// FuzzCSVParsers feeds arbitrary text blocks to the line parsers: they may
+// reject a block but must not panic, and what they accept must be whole.
+func FuzzCSVParsers(f *testing.F) {
+	for _, s := range []string{"1,2\n3,4\n", "0.5,-1.25\n1,2\n", "nan\n3\n", "\n", "1,\n", ",1\n", "1.5e3,2\r\n", "9223372036854775808\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if pairs, lines, pe := parseEdges[int32](b, 100); pe == nil && int64(len(pairs)) != 2*lines {
+			t.Fatalf("edges: %d values for %d lines", len(pairs), lines)
+		}
+		if ids, lines, pe := parseIDs(b, 100); pe == nil && int64(len(ids)) != lines {
+			t.Fatalf("ids: %d values for %d lines", len(ids), lines)
+		}
+		if ls, lines, pe := parseLabels(b); pe == nil && int64(len(ls)) != lines {
+			t.Fatalf("labels: %d values for %d lines", len(ls), lines)
+		}
+		if fb, lines, pe := parseFeatures(b); pe == nil && int64(len(fb.b)) != 4*lines*int64(fb.dim) {
+			t.Fatalf("features: %d bytes for %d lines of %d", len(fb.b), lines, fb.dim)
+		}
+	})
+}
