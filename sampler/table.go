@@ -29,9 +29,9 @@ func (t *table) reset() {
 	}
 }
 
-// reserve makes room for k more keys without rehashing (load <= 1/2).
+// reserve makes room for k more keys without rehashing (load <= 3/4).
 func (t *table) reserve(k int) {
-	need := 2 * (t.n + k)
+	need := (4*(t.n+k) + 2) / 3
 	if len(t.slots) >= need {
 		return
 	}
@@ -78,7 +78,7 @@ const shardHashBits = 8
 // found == false. idx is the slot used. It grows the table when needed, which moves slots: callers that keep
 // idx call reserve first.
 func (t *table) upsert(key int64, h uint64, val int32) (v int32, found bool, idx int) {
-	if 2*(t.n+1) > len(t.slots) {
+	if 4*(t.n+1) > 3*len(t.slots) {
 		t.reserve(1)
 	}
 	mask := len(t.slots) - 1
