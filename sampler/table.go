@@ -5,7 +5,7 @@ package sampler
 // table's, so clearing the table for the next batch is one increment.
 type table struct {
 	slots []slot
-	shift uint // slot index = (h << shardBits) >> shift
+	shift uint // slot index = (h << shardHashBits) >> shift
 	n     int
 	gen   uint32
 	added []int32 // slots inserted with a pending value in the current hop
