@@ -33,21 +33,26 @@ except Exception:  # pragma: no cover - depends on the machine
 
 
 class MeanSAGEConv(torch.nn.Module):
-    """GraphSAGE with mean aggregation: lin_l(mean of neighbours) + lin_r(self)."""
+    """GraphSAGE with mean aggregation: W_l (mean of neighbours) + b + W_r (self).
+
+    The neighbours are projected before they are averaged (the mean is linear,
+    so this is the same function), which aggregates out_dim columns instead of
+    in_dim: 11x less work on Cora's 1433 features."""
 
     def __init__(self, in_dim, out_dim):
         super().__init__()
-        self.lin_l = torch.nn.Linear(in_dim, out_dim)
+        self.lin_l = torch.nn.Linear(in_dim, out_dim, bias=False)
+        self.bias = torch.nn.Parameter(torch.zeros(out_dim))
         self.lin_r = torch.nn.Linear(in_dim, out_dim, bias=False)
 
     def forward(self, x, edge_index):
         src, dst = edge_index[0], edge_index[1]
-        agg = torch.zeros(x.size(0), x.size(1), dtype=x.dtype, device=x.device)
-        agg.index_add_(0, dst, x[src])
-        deg = torch.zeros(x.size(0), dtype=x.dtype, device=x.device)
-        deg.index_add_(0, dst, torch.ones_like(dst, dtype=x.dtype))
-        agg = agg / deg.clamp(min=1).unsqueeze(1)
-        return self.lin_l(agg) + self.lin_r(x)
+        h = self.lin_l(x)
+        agg = torch.zeros_like(h)
+        agg.index_add_(0, dst, h[src])
+        deg = torch.zeros(x.size(0), dtype=h.dtype, device=h.device)
+        deg.index_add_(0, dst, torch.ones_like(dst, dtype=h.dtype))
+        return agg / deg.clamp(min=1).unsqueeze(1) + self.bias + self.lin_r(x)
 
 
 class SAGE(torch.nn.Module):

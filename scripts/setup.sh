@@ -4,6 +4,9 @@
 set -euo pipefail
 need=()
 /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null || need+=(python3-torch python3-numpy)
+# Debian's torch links the generic reference BLAS unless a faster one is
+# installed: OpenBLAS makes the CPU training in the tests ~10x faster.
+[ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 ] || need+=(libopenblas0-pthread)
 if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

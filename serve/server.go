@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gnnloader/gnnloader/ipc"
+	"github.com/gnnloader/gnnloader/pingpong"
 )
 
 // Config is the daemon's configuration; cmd/loaderd maps it one to one onto
@@ -85,6 +86,11 @@ type Server struct {
 	nextID   atomic.Uint64
 	wg       sync.WaitGroup
 	stats    Stats
+
+	// newCUDARing makes a GPU slot ring; nil when the daemon has no GPU
+	// backend, and gpuUnavailable then says why.
+	newCUDARing    func(dev int, m *ipc.Open, slots int, l pingpong.Layout) (slotRing, error)
+	gpuUnavailable string
 }
 
 // Stats are the server's counters (atomic; read with Stats()).
@@ -102,7 +108,8 @@ func New(src *Source, cfg Config, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg.withDefaults(), src: src, log: log, sessions: map[*session]struct{}{}}
+	return &Server{cfg: cfg.withDefaults(), src: src, log: log, sessions: map[*session]struct{}{},
+		gpuUnavailable: "not built in"}
 }
 
 // Stats returns the server's live counters.

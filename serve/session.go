@@ -11,10 +11,8 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/gnnloader/gnnloader/datasets"
-	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/pingpong"
 	"github.com/gnnloader/gnnloader/sampler"
@@ -38,9 +36,8 @@ type session struct {
 	open     *ipc.Open
 	seeds    []int64
 	sampler  *sampler.Sampler
-	ring     *pingpong.ShmRing
+	ring     slotRing
 	admitted int64
-	gather   gather.CPU
 
 	epochCancel context.CancelFunc
 	epochDone   chan struct{}
@@ -185,9 +182,6 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	if len(seeds) == 0 {
 		return perrf(ipc.CodeBadRequest, "split %q of dataset %s is empty", m.Split, d.Name)
 	}
-	if m.Device != "cpu" {
-		return perrf(ipc.CodeBadRequest, "device %q: this daemon serves the CPU path only (start loaderd with a GPU to use CUDA devices)", m.Device)
-	}
 	if m.FeatureDType != "" && m.FeatureDType != string(d.FeatureDType) {
 		return perrf(ipc.CodeBadRequest, "feature dtype %q: dataset %s stores %s and the daemon does not convert", m.FeatureDType, d.Name, d.FeatureDType)
 	}
@@ -223,17 +217,15 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 		return err
 	}
 	ss.admitted = bytes
-	ring, err := pingpong.NewShmRing(fmt.Sprintf("gnnloader-rank%d", m.Rank), slots, layout)
+	ring, err := ss.srv.newRing(m, slots, layout)
 	if err != nil {
-		return perrf(ipc.CodeInternal, "%v", err)
+		return err
 	}
 	ss.open, ss.seeds, ss.sampler, ss.ring = m, seeds, smp, ring
-	ss.gather = gather.CPU{Workers: cfg.SamplerThreads}
 	opened := &ipc.Opened{
 		NumBatches: uint32(plan.NumBatches()),
 		Slots:      uint32(slots),
 		SlotBytes:  uint64(layout.SlotBytes),
-		Memory:     ipc.MemoryShm,
 		MaxNodes:   uint32(maxNodes),
 		MaxEdges:   uint32(maxEdges),
 		Hops:       uint16(len(fanouts)),
@@ -253,7 +245,8 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	ss.log.Info("trainer connected", "rank", m.Rank, "world_size", m.WorldSize, "pid", ss.pid, "job", m.Job,
 		"split", m.Split, "batch_size", m.BatchSize, "fanouts", fanouts, "slots", slots, "slot_bytes", layout.SlotBytes,
 		"batches_per_epoch", plan.NumBatches())
-	return ss.send(opened, ring.FD())
+	fds := ring.Describe(opened)
+	return ss.send(opened, fds...)
 }
 
 func (ss *session) epochConfig(m *ipc.Open) sampler.EpochConfig {
@@ -386,7 +379,7 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 		}
 		filled := time.Now()
 		ss.srv.stats.WaitNanos.Add(int64(filled.Sub(start)))
-		if err := ss.fill(slot, b); err != nil {
+		if err := ss.ring.Fill(slot, b); err != nil {
 			ss.ring.Abandon(slot)
 			return err
 		}
@@ -414,30 +407,4 @@ func batchReady(slot int, epoch uint32, i int, b *sampler.Batch) *ipc.BatchReady
 		m.NumSampledEdges = append(m.NumSampledEdges, uint32(v))
 	}
 	return m
-}
-
-// fill writes a sampled batch into a slot: feature rows (read in address
-// order), labels, global ids and edge_index.
-func (ss *session) fill(slot int, b *sampler.Batch) error {
-	r := ss.ring
-	if err := ss.gather.Gather(r.Region(slot, "x"), ss.srv.src.Table, b.NID, b.Order); err != nil {
-		return err
-	}
-	labels := ss.srv.src.Data.Labels
-	y := int64s(r.Region(slot, "y"))
-	for i, v := range b.NID {
-		y[i] = int64(labels[v])
-	}
-	copy(int64s(r.Region(slot, "n_id")), b.NID)
-	ei := int64s(r.Region(slot, "edge_index"))
-	e := len(b.Src)
-	for j := 0; j < e; j++ {
-		ei[j] = int64(b.Src[j])
-		ei[e+j] = int64(b.Dst[j])
-	}
-	return nil
-}
-
-func int64s(b []byte) []int64 {
-	return unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), len(b)/8)
 }

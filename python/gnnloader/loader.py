@@ -1,0 +1,290 @@
+"""The trainer side of gnnloader: a Loader that yields sampled mini-batches
+served by loaderd, as zero-copy views of the daemon's slots."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Iterator, List, Optional, Sequence
+
+import torch
+
+from . import protocol as p
+
+__all__ = ["Loader", "Batch", "LoaderError"]
+
+_DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+}
+
+
+class LoaderError(RuntimeError):
+    """An error reported by loaderd (code and message are the daemon's), or a
+    broken connection to it."""
+
+    def __init__(self, message: str, code: str = "error"):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Batch:
+    """One sampled mini-batch, with the fields of PyG's NeighborLoader output.
+
+    x, y, n_id and edge_index are views of a loaderd slot (no copy): they are
+    valid until the batch is released (by default when the next batch is
+    taken). Call .clone() on what you want to keep longer."""
+
+    x: torch.Tensor  # [num_nodes, feature_dim] features, hop order (seeds first)
+    y: torch.Tensor  # [num_nodes] int64 labels (-1 = unlabelled)
+    edge_index: torch.Tensor  # [2, num_edges] int64 local ids, messages flow row 0 -> row 1
+    n_id: torch.Tensor  # [num_nodes] int64 global node ids
+    batch_size: int  # the first batch_size nodes are the seeds
+    num_sampled_nodes: List[int] = field(default_factory=list)  # per hop, seeds first
+    num_sampled_edges: List[int] = field(default_factory=list)  # per hop
+    epoch: int = 0
+    index: int = 0  # batch number within the epoch
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.n_id.numel())
+
+
+def _pyg_data():
+    try:
+        from torch_geometric.data import Data  # type: ignore
+        return Data
+    except Exception:
+        return None
+
+
+class Loader:
+    """Iterates over the mini-batches loaderd samples for one trainer.
+
+    >>> with Loader("/tmp/loaderd.sock", split="train", batch_size=1024,
+    ...             fanouts=[15, 10, 5]) as loader:
+    ...     for epoch in range(10):
+    ...         for batch in loader:
+    ...             train_step(batch.x, batch.edge_index, batch.y[:batch.batch_size])
+
+    Each `iter(loader)` runs one epoch (epochs count from `start_epoch` up;
+    `set_epoch` picks one, as with DistributedSampler). `len(loader)` is the
+    number of batches per epoch for this rank. With `release="auto"` a batch is
+    released when the next one is taken or the epoch ends; with "manual" call
+    `loader.release(batch)` yourself (the daemon reuses a slot only after its
+    release, so hold at most slots-1 batches at once).
+
+    Batches are torch_geometric.data.Data objects when PyG is importable and
+    `Batch` dataclasses otherwise; both have the same fields.
+    """
+
+    def __init__(self, socket_path: str, split: str = "train", batch_size: int = 1024,
+                 fanouts: Sequence[int] = (15, 10, 5), shuffle: bool = True, seed: int = 0,
+                 rank: int = 0, world_size: int = 1, device: str = "cpu", drop_last: bool = False,
+                 slots: int = 0, job: str = "", release: str = "auto", start_epoch: int = 0,
+                 pyg: Optional[bool] = None, timeout: Optional[float] = None):
+        if release not in ("auto", "manual"):
+            raise ValueError(f'release must be "auto" or "manual", not {release!r}')
+        self.socket_path = socket_path
+        self.device = torch.device(device)
+        self._release_mode = release
+        self._epoch = start_epoch
+        self._in_epoch = False
+        self._held: dict = {}  # slot -> (epoch, index)
+        self._mem: Optional[mmap.mmap] = None
+        self._closed = False
+        data_cls = _pyg_data() if pyg in (None, True) else None
+        if pyg and data_cls is None:
+            raise ImportError("pyg=True but torch_geometric is not importable")
+        self._data_cls = data_cls
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.settimeout(timeout)
+            try:
+                self._sock.connect(socket_path)
+            except OSError as e:
+                raise LoaderError(f"cannot connect to loaderd at {socket_path}: {e.strerror or e}") from e
+            self._send(p.Hello(pid=os.getpid(), name=f"gnnloader rank {rank}"))
+            welcome = self._recv()
+            if not isinstance(welcome, p.Welcome):
+                raise LoaderError(f"daemon answered Hello with {type(welcome).__name__}")
+            self.dataset = welcome.dataset
+            self.daemon_version = welcome.daemon_version
+            opened = self._open(p.Open(job=job, split=split, batch_size=batch_size, fanouts=list(fanouts),
+                                       shuffle=shuffle, seed=seed, rank=rank, world_size=world_size,
+                                       drop_last=drop_last, device=str(device), slots=slots,
+                                       start_epoch=start_epoch))
+            self.opened = opened
+        except BaseException:
+            self._shutdown(goodbye=False)
+            raise
+
+    # -- connection ---------------------------------------------------------
+
+    def _send(self, msg) -> None:
+        try:
+            p.send_msg(self._sock, msg)
+        except OSError as e:
+            raise LoaderError(f"connection to loaderd lost: {e}") from e
+
+    def _recv(self):
+        try:
+            msg, fds = p.recv_msg(self._sock)
+        except EOFError:
+            raise LoaderError("loaderd closed the connection") from None
+        except OSError as e:
+            raise LoaderError(f"connection to loaderd lost: {e}") from e
+        if fds:
+            self._fds = fds
+        if isinstance(msg, p.Error):
+            raise LoaderError(f"loaderd: {msg.message}", code=p._code_name(msg.code))
+        if isinstance(msg, p.Goodbye):
+            raise LoaderError(f"loaderd said goodbye: {msg.reason}", code="goodbye")
+        return msg
+
+    def _open(self, req: p.Open) -> p.Opened:
+        self._fds: List[int] = []
+        self._send(req)
+        opened = self._recv()
+        if not isinstance(opened, p.Opened):
+            raise LoaderError(f"daemon answered Open with {type(opened).__name__}")
+        if opened.memory != p.MEMORY_SHM:
+            raise LoaderError(f"slot memory {opened.memory!r} is not supported by this client")
+        fd = self._fds[0]
+        try:
+            self._mem = mmap.mmap(fd, opened.slots * opened.slot_bytes, mmap.MAP_SHARED,
+                                  mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        self._regions = {r.name: r for r in opened.regions}
+        return opened
+
+    # -- iteration ----------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self.opened.num_batches
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next iteration run this epoch (shuffle and sampling depend on it)."""
+        self._epoch = epoch
+
+    def __iter__(self) -> Iterator:
+        if self._closed:
+            raise LoaderError("loader is closed")
+        if self._in_epoch:
+            self._drain()
+        epoch = self._epoch
+        self._epoch += 1
+        self._send(p.StartEpoch(epoch=epoch))
+        self._in_epoch = True
+        return self._batches(epoch)
+
+    def _batches(self, epoch: int) -> Iterator:
+        last = None
+        while True:
+            msg = self._recv()
+            if self._release_mode == "auto" and last is not None:
+                self._release_slot(last)
+                last = None
+            if isinstance(msg, p.EpochEnd):
+                self._in_epoch = False
+                return
+            if not isinstance(msg, p.BatchReady):
+                raise LoaderError(f"unexpected {type(msg).__name__} inside an epoch")
+            self._held[msg.slot] = (msg.epoch, msg.index)
+            if self._release_mode == "auto":
+                last = msg.slot
+            yield self._view(msg)
+
+    def _drain(self) -> None:
+        """Finish an abandoned epoch: release everything and read to its end."""
+        for slot in list(self._held):
+            self._release_slot(slot)
+        while self._in_epoch:
+            msg = self._recv()
+            if isinstance(msg, p.BatchReady):
+                self._held[msg.slot] = (msg.epoch, msg.index)
+                self._release_slot(msg.slot)
+            elif isinstance(msg, p.EpochEnd):
+                self._in_epoch = False
+
+    def release(self, batch) -> None:
+        """Give a batch's slot back to loaderd (release="manual"). The batch's
+        tensors must not be used afterwards."""
+        slot = getattr(batch, "slot", None)
+        if slot is None or slot not in self._held or self._held[slot] != (batch.epoch, batch.index):
+            raise ValueError("this batch is not held by this loader (already released?)")
+        self._release_slot(slot)
+
+    def _release_slot(self, slot: int) -> None:
+        epoch, index = self._held.pop(slot)
+        self._send(p.Release(slot=slot, epoch=epoch, index=index))
+
+    def _view(self, m: p.BatchReady):
+        base = m.slot * self.opened.slot_bytes
+        n, e, dim = m.num_nodes, m.num_edges, self.dataset.feature_dim
+
+        def region(name: str, count: int) -> torch.Tensor:
+            r = self._regions[name]
+            if count == 0:
+                return torch.empty(0, dtype=_DTYPES[r.dtype])
+            return torch.frombuffer(self._mem, dtype=_DTYPES[r.dtype], count=count, offset=base + r.offset)
+
+        x = region("x", n * dim).view(n, dim)
+        y = region("y", n)
+        n_id = region("n_id", n)
+        edge_index = region("edge_index", 2 * e).view(2, e)
+        if self.device.type != "cpu":
+            x, y, n_id, edge_index = (t.to(self.device) for t in (x, y, n_id, edge_index))
+        fields = dict(x=x, y=y, edge_index=edge_index, n_id=n_id, batch_size=m.batch_size,
+                      num_sampled_nodes=list(m.num_sampled_nodes),
+                      num_sampled_edges=list(m.num_sampled_edges))
+        if self._data_cls is not None:
+            b = self._data_cls(**fields)
+            b.epoch, b.index, b.slot = m.epoch, m.index, m.slot
+            return b
+        b = Batch(epoch=m.epoch, index=m.index, **fields)
+        b.slot = m.slot  # type: ignore[attr-defined]
+        return b
+
+    # -- lifetime -----------------------------------------------------------
+
+    def close(self) -> None:
+        """Say goodbye and drop the connection. Batches still held must not be
+        used afterwards."""
+        if not self._closed:
+            self._shutdown(goodbye=True)
+
+    def _shutdown(self, goodbye: bool) -> None:
+        self._closed = True
+        if goodbye:
+            try:
+                p.send_msg(self._sock, p.Goodbye(reason="client closed"))
+            except OSError:
+                pass
+        self._sock.close()
+        if self._mem is not None:
+            try:
+                self._mem.close()
+            except BufferError:
+                pass  # tensors still view it; unmapped when they are freed
+            self._mem = None
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if not self._closed:
+                self._shutdown(goodbye=False)
+        except Exception:
+            pass

@@ -1,0 +1,225 @@
+"""End-to-end tests of the Python client against a real loaderd.
+
+They build nothing: scripts/test.sh builds bin/loaderd first (or set
+LOADERD to a binary). The dataset is Cora imported from testdata/cora.npz
+with the project's own importer, so every served feature row and label can
+be checked against the original .npz read here with numpy.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+import gnnloader  # noqa: E402
+
+LOADERD = os.environ.get("LOADERD", str(ROOT / "bin" / "loaderd"))
+
+
+def load_cora_npz():
+    """Dense features and labels of testdata/cora.npz, read independently of
+    the Go importer."""
+    with zipfile.ZipFile(ROOT / "testdata" / "cora.npz") as z:
+        arr = {}
+        for name in ("attr_data", "attr_indices", "attr_indptr", "attr_shape", "labels"):
+            with z.open(name + ".npy") as f:
+                arr[name] = np.lib.format.read_array(f)
+    n, d = arr["attr_shape"]
+    x = np.zeros((n, d), dtype=np.float32)
+    ptr, idx, val = arr["attr_indptr"], arr["attr_indices"], arr["attr_data"]
+    for i in range(n):
+        x[i, idx[ptr[i]:ptr[i + 1]]] = val[ptr[i]:ptr[i + 1]]
+    return torch.from_numpy(x), torch.from_numpy(arr["labels"].astype(np.int64))
+
+
+class Daemon:
+    """A loaderd serving a dataset on a socket in a temporary directory."""
+
+    def __init__(self, dataset, *flags):
+        self.dir = tempfile.mkdtemp(prefix="gnnloader-test-")
+        self.socket = os.path.join(self.dir, "loaderd.sock")
+        self.log = open(os.path.join(self.dir, "loaderd.log"), "w+")
+        self.proc = subprocess.Popen([LOADERD, "serve", "--dataset", dataset, "--socket", self.socket, *flags],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while not os.path.exists(self.socket):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("loaderd did not start:\n" + self.logs())
+            time.sleep(0.02)
+
+    def logs(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=30)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return code
+
+
+class LoaderTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(LOADERD):
+            raise unittest.SkipTest(f"{LOADERD} not built (scripts/test.sh builds it)")
+        cls.tmp = tempfile.mkdtemp(prefix="gnnloader-cora-")
+        cls.cora = os.path.join(cls.tmp, "cora")
+        subprocess.run([LOADERD, "import", "npz", str(ROOT / "testdata" / "cora.npz"), "--undirected",
+                        "--out", cls.cora], check=True, capture_output=True)
+        cls.x, cls.y = load_cora_npz()
+        cls.daemon = Daemon(cls.cora)
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.daemon.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        assert code == 0, f"loaderd exited {code} after SIGTERM"
+
+    def loader(self, **kw):
+        args = dict(split="train", batch_size=64, fanouts=[10, 5], shuffle=True, seed=1)
+        args.update(kw)
+        return gnnloader.Loader(self.daemon.socket, **args)
+
+    def check_batch(self, b):
+        n = b.n_id.numel()
+        self.assertEqual(b.x.shape, (n, 1433))
+        self.assertEqual(sum(b.num_sampled_nodes), n)
+        self.assertEqual(b.num_sampled_nodes[0], b.batch_size)
+        self.assertEqual(sum(b.num_sampled_edges), b.edge_index.shape[1])
+        self.assertEqual(len(set(b.n_id.tolist())), n, "n_id has duplicates")
+        self.assertTrue(torch.equal(b.x, self.x[b.n_id]), "x is not the features of n_id")
+        self.assertTrue(torch.equal(b.y, self.y[b.n_id]), "y is not the labels of n_id")
+        if b.edge_index.numel():
+            self.assertGreaterEqual(int(b.edge_index.min()), 0)
+            self.assertLess(int(b.edge_index.max()), n)
+
+    def test_one_trainer(self):
+        with self.loader() as ld:
+            self.assertEqual(ld.dataset.num_nodes, 2708)
+            self.assertEqual(len(ld), (1626 + 63) // 64)
+            for epoch in range(2):
+                seeds = []
+                for b in ld:
+                    self.check_batch(b)
+                    seeds += b.n_id[:b.batch_size].tolist()
+                self.assertEqual(len(seeds), 1626)
+                self.assertEqual(len(set(seeds)), 1626)
+
+    def test_two_trainers_cover_split_once(self):
+        # Two ranks (as two processes would be) iterate the same epoch.
+        lds = [self.loader(rank=r, world_size=2, seed=5) for r in range(2)]
+        try:
+            seen = [[], []]
+            iters = [iter(ld) for ld in lds]
+            done = [False, False]
+            while not all(done):
+                for r in range(2):
+                    if done[r]:
+                        continue
+                    try:
+                        b = next(iters[r])
+                    except StopIteration:
+                        done[r] = True
+                        continue
+                    seen[r] += b.n_id[:b.batch_size].tolist()
+            self.assertEqual(len(lds[0]), len(lds[1]))
+            self.assertFalse(set(seen[0]) & set(seen[1]), "ranks overlap")
+            self.assertEqual(len(seen[0]) + len(seen[1]), 1626)
+            self.assertEqual(len(set(seen[0]) | set(seen[1])), 1626)
+        finally:
+            for ld in lds:
+                ld.close()
+
+    def test_held_slot_never_changes(self):
+        with self.loader(release="manual", slots=3) as ld:
+            it = iter(ld)
+            first = next(it)
+            snapshot = (first.x.clone(), first.n_id.clone(), first.edge_index.clone())
+            # Take and release the following batches: loaderd keeps filling
+            # the other slots while this trainer holds the first one.
+            for _ in range(8):
+                b = next(it)
+                self.assertNotEqual(b.slot, first.slot)
+                ld.release(b)
+            time.sleep(0.1)
+            self.assertTrue(torch.equal(snapshot[0], first.x))
+            self.assertTrue(torch.equal(snapshot[1], first.n_id))
+            self.assertTrue(torch.equal(snapshot[2], first.edge_index))
+            ld.release(first)
+            with self.assertRaises(ValueError):
+                ld.release(first)
+
+    def test_abandoned_epoch_then_next(self):
+        with self.loader() as ld:
+            for i, b in enumerate(ld):
+                if i == 2:
+                    break
+            n = sum(b.batch_size for b in ld)
+            self.assertEqual(n, 1626)
+
+    def test_bad_requests_raise_with_daemon_message(self):
+        cases = [
+            (dict(split="nope"), 'no split "nope"'),
+            (dict(batch_size=0), "batch_size is 0"),
+            (dict(fanouts=[2] * 17), "fanouts"),
+            (dict(fanouts=[0]), "fanout"),
+            (dict(rank=3, world_size=2), "rank 3"),
+            (dict(device="cuda:0"), "CPU path only"),
+            (dict(slots=100), "slots"),
+        ]
+        for kw, text in cases:
+            with self.subTest(kw=kw):
+                with self.assertRaises(Exception) as cm:
+                    self.loader(**kw)
+                self.assertIn(text, str(cm.exception))
+        # The daemon and other trainers carry on.
+        with self.loader() as ld:
+            self.check_batch(next(iter(ld)))
+
+    def test_malformed_frames_close_only_that_connection(self):
+        with self.loader() as ld:
+            it = iter(ld)
+            self.check_batch(next(it))
+            for junk in (b"\xff\xff\xff\x7f\x01\x00\x00\x00", b"\x04\x00\x00\x00\xee\x0e\x00\x00", b"\x09\x00"):
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(self.daemon.socket)
+                s.sendall(junk)
+                s.shutdown(socket.SHUT_WR)
+                reply = s.recv(4096)
+                s.close()
+                self.assertGreater(len(reply), 8, "no Error frame")
+                self.assertEqual(int.from_bytes(reply[4:6], "little"), 9, "not an Error frame")
+            for b in it:
+                self.check_batch(b)
+
+    def test_killed_trainer_frees_its_slots(self):
+        code = ("import sys, os; sys.path.insert(0, %r); import gnnloader;"
+                "ld = gnnloader.Loader(%r, batch_size=64, fanouts=[10, 5]); it = iter(ld); next(it);"
+                "os.kill(os.getpid(), 9)") % (str(ROOT / "python"), self.daemon.socket)
+        p = subprocess.run([sys.executable, "-c", code])
+        self.assertEqual(p.returncode, -9)
+        deadline = time.time() + 5
+        while "trainer disconnected without goodbye" not in self.daemon.logs():
+            self.assertLess(time.time(), deadline, "loaderd did not notice the killed trainer")
+            time.sleep(0.05)
+        with self.loader() as ld:
+            self.check_batch(next(iter(ld)))
+
+
+if __name__ == "__main__":
+    unittest.main()
