@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gnnloader/gnnloader/datasets"
@@ -70,7 +71,7 @@ func (ss *session) run(ctx context.Context) {
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
-			case errors.Is(err, io.EOF):
+			case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
 				if ss.open != nil {
 					ss.log.Info("trainer disconnected without goodbye", "rank", ss.open.Rank, "pid", ss.pid)
 				}
