@@ -36,7 +36,7 @@ func OpenSource(spec string, skipChecksums bool, progress datasets.Progress, log
 		close = func() error { return nil }
 	)
 	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
-		opts, err := parseSynthetic(rest)
+		opts, err := ParseSynthetic(rest)
 		if err != nil {
 			return nil, err
 		}
@@ -68,7 +68,9 @@ func OpenSource(spec string, skipChecksums bool, progress datasets.Progress, log
 	return s, nil
 }
 
-func parseSynthetic(s string) (datasets.GenOptions, error) {
+// ParseSynthetic parses the part of a "synthetic:NAME[:SCALE[:SEED]]" spec
+// after "synthetic:" into generator options.
+func ParseSynthetic(s string) (datasets.GenOptions, error) {
 	parts := strings.Split(s, ":")
 	opts := datasets.GenOptions{Like: parts[0], Scale: 1}
 	bad := func(what string) error {
