@@ -77,10 +77,15 @@ func (t *team) run(phase, n, extra int) {
 		}
 		return
 	}
+	// Publish the new generation closed first, then the phase's fields, then
+	// open it. A helper still working on the previous generation cannot
+	// claim a chunk once the word changed (its CompareAndSwap fails), and a
+	// helper that sees the new generation sees the new fields.
+	gen := uint32(t.word.Load()>>32) + 1
+	t.word.Store(uint64(gen)<<32 | closedChunk)
 	t.phase.Store(int32(phase))
 	t.n.Store(int32(n))
 	t.done.Store(0)
-	gen := uint32(t.word.Load()>>32) + 1
 	t.word.Store(uint64(gen) << 32)
 	extra = min(extra, n-1)
 post:
@@ -95,6 +100,9 @@ post:
 	<-t.doneCh
 }
 
+// closedChunk in the low half of word means no chunk may be claimed.
+const closedChunk = 1<<32 - 1
+
 // work claims and runs chunks of generation gen until none is left.
 func (t *team) work(gen uint32) {
 	for {
@@ -103,8 +111,8 @@ func (t *team) work(gen uint32) {
 			return
 		}
 		n := t.n.Load()
-		i := int32(uint32(w))
-		if i >= n {
+		i := uint32(w)
+		if i >= uint32(n) {
 			return
 		}
 		if !t.word.CompareAndSwap(w, w+1) {
