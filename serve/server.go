@@ -86,6 +86,7 @@ type Server struct {
 	nextID   atomic.Uint64
 	wg       sync.WaitGroup
 	stats    Stats
+	metrics  *metrics
 
 	// newCUDARing makes a GPU slot ring; nil when the daemon has no GPU
 	// backend, and gpuUnavailable then says why.
@@ -108,8 +109,10 @@ func New(src *Source, cfg Config, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg.withDefaults(), src: src, log: log, sessions: map[*session]struct{}{},
+	s := &Server{cfg: cfg.withDefaults(), src: src, log: log, sessions: map[*session]struct{}{},
 		gpuUnavailable: "not built in"}
+	s.metrics = newMetrics(s)
+	return s
 }
 
 // Stats returns the server's live counters.
@@ -178,6 +181,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			break
 		}
 		s.stats.Connections.Add(1)
+		s.metrics.connections.Inc()
 		sess := s.newSession(c)
 		s.wg.Add(1)
 		go func() {

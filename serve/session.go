@@ -10,8 +10,11 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gnnloader/gnnloader/datasets"
 	"github.com/gnnloader/gnnloader/ipc"
@@ -40,6 +43,11 @@ type session struct {
 	ring     slotRing
 	admitted int64
 
+	queued        atomic.Int64       // batches sampled, not yet gathered
+	batchesServed prometheus.Counter // this trainer's gnnloader_batches_served_total
+	readyAt       []atomic.Int64     // per slot, when it was announced (unix ns, for hold times)
+	heldSlots     atomic.Int64       // slots announced and not released
+
 	epochCancel context.CancelFunc
 	epochDone   chan struct{}
 }
@@ -56,6 +64,7 @@ func (ss *session) run(ctx context.Context) {
 	defer ss.close()
 	if err := ss.checkPeer(); err != nil {
 		ss.srv.stats.Refused.Add(1)
+		ss.srv.metrics.refused.Inc()
 		ss.fail(err)
 		return
 	}
@@ -93,6 +102,9 @@ func (ss *session) run(ctx context.Context) {
 }
 
 var errGoodbye = errors.New("goodbye")
+
+// held is the number of slots the trainer holds.
+func (ss *session) held() int { return int(ss.heldSlots.Load()) }
 
 func (ss *session) rank() int {
 	if ss.open == nil {
@@ -137,6 +149,8 @@ func (ss *session) handle(ctx context.Context, m ipc.Msg) error {
 		if err := ss.ring.Release(int(m.Slot), pingpong.Tag{Epoch: m.Epoch, Index: m.Index}); err != nil {
 			return perrf(ipc.CodeBadRequest, "%v", err)
 		}
+		ss.heldSlots.Add(-1)
+		ss.srv.metrics.trainerHold.Observe(seconds(time.Duration(time.Now().UnixNano() - ss.readyAt[m.Slot].Load())))
 		return nil
 	case *ipc.Goodbye:
 		return errGoodbye
@@ -223,6 +237,8 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 		return err
 	}
 	ss.open, ss.seeds, ss.sampler, ss.ring = m, seeds, smp, ring
+	ss.readyAt = make([]atomic.Int64, slots)
+	ss.batchesServed = ss.srv.metrics.batches.WithLabelValues(fmt.Sprint(m.Rank))
 	opened := &ipc.Opened{
 		NumBatches: uint32(plan.NumBatches()),
 		Slots:      uint32(slots),
@@ -272,6 +288,7 @@ func (ss *session) send(m ipc.Msg, fds ...int) error {
 // (the connection is closed by run's caller).
 func (ss *session) fail(err error) {
 	code := ipc.CodeOf(err)
+	ss.srv.metrics.errors.WithLabelValues(code.String()).Inc()
 	ss.log.Info("closing connection with error", "rank", ss.rank(), "pid", ss.pid, "code", code, "err", err)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -295,6 +312,7 @@ func (ss *session) close() {
 func (ss *session) startEpoch(ctx context.Context, epoch uint32) {
 	ss.stopEpoch()
 	ss.ring.ReleaseAll() // slots of an earlier epoch are no longer read
+	ss.heldSlots.Store(0)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	ss.epochCancel, ss.epochDone = cancel, done
@@ -353,7 +371,10 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 					errc <- fmt.Errorf("sampling batch %d of epoch %d: %w", i, epoch, err)
 					return
 				}
-				ss.srv.stats.SampleNanos.Add(int64(time.Since(start)))
+				took := time.Since(start)
+				ss.srv.stats.SampleNanos.Add(int64(took))
+				ss.srv.metrics.sample.Observe(seconds(took))
+				ss.queued.Add(1)
 				select {
 				case outs[w] <- b:
 				case <-ctx.Done():
@@ -379,19 +400,26 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 			return err
 		}
 		filled := time.Now()
+		ss.queued.Add(-1)
 		ss.srv.stats.WaitNanos.Add(int64(filled.Sub(start)))
+		ss.srv.metrics.slotWait.Observe(seconds(filled.Sub(start)))
 		if err := ss.ring.Fill(slot, b); err != nil {
 			ss.ring.Abandon(slot)
 			return err
 		}
 		ss.srv.stats.GatherNanos.Add(int64(time.Since(filled)))
+		ss.srv.metrics.gather.Observe(seconds(time.Since(filled)))
+		ss.srv.metrics.gatherBytes.Add(float64(len(b.NID) * ss.srv.src.Data.RowBytes()))
 		ready := batchReady(slot, epoch, i, b)
 		pool <- b
 		ss.ring.Publish(slot, pingpong.Tag{Epoch: epoch, Index: uint32(i)})
+		ss.readyAt[slot].Store(time.Now().UnixNano())
+		ss.heldSlots.Add(1)
 		if err := ss.send(ready); err != nil {
 			return err
 		}
 		ss.srv.stats.BatchesServed.Add(1)
+		ss.batchesServed.Inc()
 	}
 	return ss.send(&ipc.EpochEnd{Epoch: epoch, NumBatches: uint32(n)})
 }

@@ -33,6 +33,12 @@ type serveArgs struct {
 	memoryBudget  string
 	allowUIDs     string
 	allowGIDs     string
+	gpu           bool
+	gpus          string
+	gpuCfg        serve.GPUConfig
+	gpuReserve    string
+	gpuSlotMemory string
+	metricsAddr   string
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -53,6 +59,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&a.cfg.Limits.MaxFanouts, "max-hops", 0, "most hops (fanouts) a trainer may ask for (0 = protocol default)")
 		fs.StringVar(&a.allowUIDs, "allow-uid", "", "comma-separated uids allowed besides the daemon's own")
 		fs.StringVar(&a.allowGIDs, "allow-gid", "", "comma-separated gids allowed (the socket becomes group-accessible)")
+		fs.StringVar(&a.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464; a bare :PORT binds loopback; empty = off)")
+		fs.BoolVar(&a.gpu, "gpu", true, "serve trainers asking for cuda:N from GPU slots when a CUDA driver and device are usable (--gpu=false: CPU path only)")
+		fs.StringVar(&a.gpus, "gpus", "", "comma-separated GPU ordinals trainers may ask for (empty = every GPU)")
+		fs.IntVar(&a.gpuCfg.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
+		fs.StringVar(&a.gpuReserve, "gpu-reserve", "1GiB", "GPU memory slots never take, left to the trainers")
+		fs.StringVar(&a.gpuSlotMemory, "gpu-slot-memory", "0", "most memory for slots on one GPU (0 = its free memory less --gpu-reserve)")
 		fs.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 		fs.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	})
@@ -72,6 +84,20 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if a.cfg.AllowGIDs, err = parseInts(a.allowGIDs); err != nil {
 		return usageError{"--allow-gid: " + err.Error()}
 	}
+	if a.gpuCfg.Reserve, err = parseBytes(a.gpuReserve); err != nil {
+		return usageError{"--gpu-reserve: " + err.Error()}
+	}
+	if a.gpuCfg.Reserve == 0 {
+		a.gpuCfg.Reserve = -1 // an explicit 0 means none
+	}
+	if a.gpuCfg.SlotMemory, err = parseBytes(a.gpuSlotMemory); err != nil {
+		return usageError{"--gpu-slot-memory: " + err.Error()}
+	}
+	if a.gpus != "" {
+		if a.gpuCfg.Devices, err = parseInts(a.gpus); err != nil {
+			return usageError{"--gpus: " + err.Error()}
+		}
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
 		return usageError{"--log-level: " + err.Error()}
@@ -82,15 +108,41 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	log := newLogger(e.stderr, a.logFormat, level)
 	serve.Version = version
 	p := newProgress(log, 5*time.Second)
-	src, err := serve.OpenSource(a.dataset, a.skipChecksums, p, log)
+	open, noGPU, useGPU := serve.OpenSource, "disabled with --gpu=false", false
+	if a.gpu {
+		if _, err := serve.ProbeGPU(); err != nil {
+			if a.gpus != "" {
+				return fmt.Errorf("--gpus %s: no usable GPU: %w", a.gpus, err)
+			}
+			noGPU = err.Error()
+			log.Info("no GPU: serving the CPU path only", "reason", noGPU)
+		} else {
+			open, useGPU = serve.OpenSourcePinned, true
+		}
+	}
+	src, err := open(a.dataset, a.skipChecksums, p, log)
 	p.Finish()
 	if err != nil {
 		return err
 	}
 	defer src.Close()
 	srv := serve.New(src, a.cfg, log)
+	if useGPU {
+		if err := srv.EnableGPU(a.gpuCfg); err != nil {
+			return err
+		}
+	} else {
+		srv.DisableGPU(noGPU)
+	}
 	if err := srv.Listen(); err != nil {
 		return err
+	}
+	if a.metricsAddr != "" {
+		stop, err := serveMetrics(a.metricsAddr, srv.Registry(), log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	return srv.Serve(ctx)
 }
