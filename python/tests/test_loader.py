@@ -221,5 +221,45 @@ class LoaderTest(unittest.TestCase):
             self.check_batch(next(iter(ld)))
 
 
+class MetricsTest(unittest.TestCase):
+    """Scrapes the metrics endpoint of a running loaderd serving a trainer."""
+
+    def test_documented_metrics_have_plausible_values(self):
+        if not os.path.exists(LOADERD):
+            self.skipTest(f"{LOADERD} not built")
+        import re
+        import urllib.request
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        d = Daemon("synthetic:cora:1:0", "--metrics-addr", f"127.0.0.1:{port}")
+        try:
+            with gnnloader.Loader(d.socket, batch_size=64, fanouts=[5, 5]) as ld:
+                batches = sum(1 for _ in ld)
+                it = iter(ld)
+                next(it)  # hold one batch while scraping
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        finally:
+            self.assertEqual(d.stop(), 0)
+
+        def value(name, labels=""):
+            m = re.search(r"^" + re.escape(name + labels) + r" (\S+)$", text, re.M)
+            self.assertIsNotNone(m, f"{name}{labels} missing from /metrics")
+            return float(m.group(1))
+
+        self.assertGreaterEqual(value("gnnloader_batches_served_total", '{rank="0"}'), batches)
+        for h in ("gnnloader_sample_seconds", "gnnloader_gather_seconds", "gnnloader_slot_wait_seconds",
+                  "gnnloader_trainer_hold_seconds"):
+            self.assertGreater(value(h + "_count"), 0, h)
+            self.assertGreater(value(h + "_sum"), 0, h)
+        self.assertGreater(value("gnnloader_gather_bytes_total"), 0)
+        self.assertEqual(value("gnnloader_trainers"), 1)
+        self.assertGreater(value("gnnloader_slot_bytes"), 0)
+        self.assertGreaterEqual(value("gnnloader_slots_held"), 1)
+        self.assertGreater(value("gnnloader_dataset_feature_bytes"), 0)
+        self.assertGreaterEqual(value("gnnloader_connections_total"), 1)
+
+
 if __name__ == "__main__":
     unittest.main()
