@@ -90,6 +90,10 @@ type Server struct {
 
 	// newCUDARing makes a GPU slot ring; nil when the daemon has no GPU
 	// backend, and gpuUnavailable then says why.
+	// peerCred reads a connection's credentials (SO_PEERCRED); tests inject
+	// other identities here.
+	peerCred atomic.Pointer[peerCredFunc]
+
 	newCUDARing    func(dev int, m *ipc.Open, slots int, l pingpong.Layout) (slotRing, error)
 	gpuUnavailable string
 }
@@ -111,9 +115,13 @@ func New(src *Source, cfg Config, log *slog.Logger) *Server {
 	}
 	s := &Server{cfg: cfg.withDefaults(), src: src, log: log, sessions: map[*session]struct{}{},
 		gpuUnavailable: "not built in"}
+	pc := peerCredFunc(ipc.PeerCred)
+	s.peerCred.Store(&pc)
 	s.metrics = newMetrics(s)
 	return s
 }
+
+type peerCredFunc func(*net.UnixConn) (pid, uid, gid int, err error)
 
 // Stats returns the server's live counters.
 func (s *Server) Stats() *Stats { return &s.stats }

@@ -48,6 +48,8 @@ type session struct {
 	readyAt       []atomic.Int64     // per slot, when it was announced (unix ns, for hold times)
 	heldSlots     atomic.Int64       // slots announced and not released
 
+	resumeBatch int // first batch of the first epoch (resume), see runEpoch
+
 	epochCancel context.CancelFunc
 	epochDone   chan struct{}
 }
@@ -114,7 +116,7 @@ func (ss *session) rank() int {
 }
 
 func (ss *session) checkPeer() error {
-	pid, uid, gid, err := ipc.PeerCred(ss.conn.UnixConn())
+	pid, uid, gid, err := (*ss.srv.peerCred.Load())(ss.conn.UnixConn())
 	if err != nil {
 		return perrf(ipc.CodeDenied, "cannot read peer credentials: %v", err)
 	}
@@ -219,6 +221,10 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	if err != nil {
 		return perrf(ipc.CodeBadRequest, "%v", err)
 	}
+	if int(m.StartBatch) > plan.NumBatches() {
+		return perrf(ipc.CodeBadRequest, "resume at batch %d of epoch %d, but an epoch has %d batches", m.StartBatch, m.StartEpoch, plan.NumBatches())
+	}
+	ss.resumeBatch = int(m.StartBatch)
 	maxNodes, maxEdges := pingpong.Capacity(int(m.BatchSize), fanouts, ss.srv.src.MaxDegree, d.Graph.NumNodes, d.Graph.NumEdges())
 	if maxNodes > 1<<31-1 || maxEdges > 1<<31-1 {
 		return perrf(ipc.CodeLimit, "batches of up to %d nodes and %d edges exceed the protocol's 2^31 limit: lower batch_size or fanouts", maxNodes, maxEdges)
@@ -344,6 +350,13 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 		return err
 	}
 	n := plan.NumBatches()
+	// A trainer that reconnects resumes its first epoch after the last batch
+	// it released (Open.StartEpoch/StartBatch); every later epoch is whole.
+	first := 0
+	if ss.resumeBatch > 0 && epoch == ss.open.StartEpoch {
+		first = ss.resumeBatch
+	}
+	ss.resumeBatch = 0
 	k := ss.srv.cfg.Prefetch
 	outs := make([]chan *sampler.Batch, k)
 	pool := make(chan *sampler.Batch, 2*k)
@@ -358,7 +371,7 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 		go func() {
 			defer wg.Done()
 			defer close(outs[w])
-			for i := w; i < n; i += k {
+			for i := first + w; i < n; i += k {
 				var b *sampler.Batch
 				select {
 				case b = <-pool:
@@ -384,8 +397,8 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 		}()
 	}
 	defer wg.Wait()
-	for i := 0; i < n; i++ {
-		b, ok := <-outs[i%k]
+	for i := first; i < n; i++ {
+		b, ok := <-outs[(i-first)%k]
 		if !ok {
 			select {
 			case err := <-errc:
