@@ -9,6 +9,7 @@ import (
 
 	"github.com/gnnloader/gnnloader/datasets"
 	"github.com/gnnloader/gnnloader/gather"
+	"github.com/gnnloader/gnnloader/pinned"
 )
 
 // Source is the dataset a daemon serves: one copy shared by every trainer.
@@ -19,6 +20,10 @@ type Source struct {
 	MaxDegree int64
 	Spec      string
 
+	// store is the feature table in pinned, registered memory when the
+	// source was opened for the GPU path (OpenSourcePinned); Table then
+	// views its rows.
+	store *pinned.Store
 	close func() error
 }
 
@@ -30,6 +35,12 @@ const DefaultSource = "synthetic:arxiv:0.1:0"
 // spec "synthetic:NAME[:SCALE[:SEED]]" (NAME as in `loaderd gen --like`).
 // Opening a directory verifies its checksums unless skipChecksums is set.
 func OpenSource(spec string, skipChecksums bool, progress datasets.Progress, log *slog.Logger) (*Source, error) {
+	return openSource(spec, skipChecksums, progress, log, nil)
+}
+
+// openSource opens spec; a synthetic table is generated into alloc's memory
+// when alloc is not nil.
+func openSource(spec string, skipChecksums bool, progress datasets.Progress, log *slog.Logger, alloc func(int64) ([]byte, error)) (*Source, error) {
 	start := time.Now()
 	var (
 		d     *datasets.Data
@@ -41,6 +52,7 @@ func OpenSource(spec string, skipChecksums bool, progress datasets.Progress, log
 			return nil, err
 		}
 		opts.Progress = progress
+		opts.AllocFeatures = alloc
 		if d, err = datasets.Generate(opts); err != nil {
 			return nil, err
 		}

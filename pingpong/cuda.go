@@ -1,0 +1,301 @@
+package pingpong
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gnnloader/gnnloader/cudaext"
+)
+
+// ErrNoRoom is wrapped by NewCUDARing when the slots do not fit in the
+// device's free memory (errors.Is also matches cudaext.ErrOutOfMemory when the
+// allocation itself failed).
+var ErrNoRoom = errors.New("pingpong: slots do not fit in GPU memory")
+
+// CUDARing is a ring of slots in one device allocation (cuMemAlloc of
+// slots*SlotBytes, the same Layout as ShmRing), shared with the trainer once
+// by its CUDA IPC memory handle. Each slot has two interprocess events:
+// "ready", recorded by loaderd on its gather stream after the slot is filled,
+// and "released", recorded by the trainer on its own stream after its last use
+// of the slot. Before a slot is written again the filling stream waits on its
+// "released" event on the GPU (WaitReleased), so a trainer whose kernels still
+// read the slot never sees it overwritten, whatever the CPU messages say.
+//
+// The slot lifecycle (free, filling, held) is the one of ShmRing. Methods are
+// safe for concurrent use.
+type CUDARing struct {
+	Layout Layout
+	ctx    *cudaext.Context
+	base   cudaext.DevicePtr
+	handle cudaext.IPCMemHandle
+
+	ready, released []*cudaext.Event
+	events          [][2]cudaext.IPCEventHandle // per slot: ready, released
+
+	slots slotStates
+}
+
+// NewCUDARing allocates n slots of layout l on ctx's device and makes their
+// events and IPC handles. Slots that do not fit the device's free memory (less
+// reserve bytes kept for the trainers) fail with an error wrapping ErrNoRoom,
+// and a failed allocation with one wrapping cudaext.ErrOutOfMemory.
+func NewCUDARing(ctx *cudaext.Context, n int, l Layout, reserve int64) (*CUDARing, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("pingpong: %d slots, want at least 1", n)
+	}
+	r := &CUDARing{Layout: l, ctx: ctx, slots: newSlotStates(n)}
+	size := l.SlotBytes * int64(n)
+	err := ctx.Do(func() error {
+		free, total, err := cudaext.MemGetInfo()
+		if err != nil {
+			return err
+		}
+		if size > free-reserve {
+			return fmt.Errorf("%w: %d slots of %d bytes = %d bytes on cuda:%d, which has %d of %d bytes free (%d kept in reserve)",
+				ErrNoRoom, n, l.SlotBytes, size, ctx.Device.Ordinal, free, total, reserve)
+		}
+		if r.base, err = cudaext.MemAlloc(size); err != nil {
+			return fmt.Errorf("pingpong: allocating %d bytes of slots on cuda:%d: %w", size, ctx.Device.Ordinal, err)
+		}
+		if r.handle, err = cudaext.IPCMemHandleOf(r.base); err != nil {
+			return err
+		}
+		r.events = make([][2]cudaext.IPCEventHandle, n)
+		for i := 0; i < n; i++ {
+			for k, list := range []*[]*cudaext.Event{&r.ready, &r.released} {
+				e, err := cudaext.NewEvent(cudaext.EventInterprocess | cudaext.EventDisableTiming)
+				if err != nil {
+					return err
+				}
+				*list = append(*list, e)
+				if r.events[i][k], err = e.IPCHandle(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		r.free()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Context is the context the ring's memory and events live in.
+func (r *CUDARing) Context() *cudaext.Context { return r.ctx }
+
+// MemHandle is the IPC handle of the whole ring (slot i at i*SlotBytes).
+func (r *CUDARing) MemHandle() cudaext.IPCMemHandle { return r.handle }
+
+// EventHandles are the IPC handles of each slot's ready and released events.
+func (r *CUDARing) EventHandles() [][2]cudaext.IPCEventHandle { return r.events }
+
+// Len is the number of slots.
+func (r *CUDARing) Len() int { return r.slots.len() }
+
+// Bytes is the size of the allocation.
+func (r *CUDARing) Bytes() int64 { return r.Layout.SlotBytes * int64(r.Len()) }
+
+// Slot is the device address of slot i.
+func (r *CUDARing) Slot(i int) cudaext.DevicePtr {
+	return r.base + cudaext.DevicePtr(int64(i)*r.Layout.SlotBytes)
+}
+
+// Region is the device address and capacity of the named region of slot i.
+func (r *CUDARing) Region(i int, name string) (cudaext.DevicePtr, int64) {
+	g := r.Layout.Region(name)
+	return r.Slot(i) + cudaext.DevicePtr(g.Offset), g.Bytes
+}
+
+// WaitReleased makes later work on s (a stream of the ring's context, which
+// must be current) wait, on the GPU, until the trainer's last use of slot i
+// is done. A slot whose released event was never recorded does not wait.
+func (r *CUDARing) WaitReleased(i int, s *cudaext.Stream) error {
+	return s.WaitEvent(r.released[i])
+}
+
+// RecordReady records slot i's ready event on s (context current): the
+// trainer's stream waits on it before reading the slot.
+func (r *CUDARing) RecordReady(i int, s *cudaext.Stream) error {
+	return r.ready[i].Record(s)
+}
+
+// ReadyEvent is slot i's ready event (for tests and in-process readers).
+func (r *CUDARing) ReadyEvent(i int) *cudaext.Event { return r.ready[i] }
+
+// ReleasedEvent is slot i's released event (for in-process trainers: tests).
+func (r *CUDARing) ReleasedEvent(i int) *cudaext.Event { return r.released[i] }
+
+// Acquire waits for a free slot, marks it filling and returns it.
+func (r *CUDARing) Acquire(ctx context.Context) (int, error) { return r.slots.acquire(ctx) }
+
+// Publish marks a filling slot as held by the trainer.
+func (r *CUDARing) Publish(i int, tag Tag) { r.slots.publish(i, tag) }
+
+// Abandon returns a filling slot to free without publishing it.
+func (r *CUDARing) Abandon(i int) { r.slots.abandon(i) }
+
+// Release returns a held slot to free; the tag must match. The trainer has
+// recorded the slot's released event before asking, so the next fill's
+// WaitReleased orders after the trainer's last use.
+func (r *CUDARing) Release(i int, tag Tag) error { return r.slots.release(i, tag) }
+
+// ReleaseAll frees every held slot.
+func (r *CUDARing) ReleaseAll() { r.slots.releaseAll() }
+
+// Held is the number of slots the trainer holds.
+func (r *CUDARing) Held() int { return r.slots.held() }
+
+// Close frees the events and the memory; waiting Acquires return ErrClosed.
+// The caller must have finished (synchronised) its own work on the slots. A
+// trainer that still has the memory open keeps its mapping until it closes it.
+func (r *CUDARing) Close() error {
+	if !r.slots.close() {
+		return nil
+	}
+	return r.free()
+}
+
+func (r *CUDARing) free() error {
+	return r.ctx.Do(func() error {
+		var errs []error
+		for _, e := range r.ready {
+			errs = append(errs, e.Destroy())
+		}
+		for _, e := range r.released {
+			errs = append(errs, e.Destroy())
+		}
+		r.ready, r.released = nil, nil
+		if r.base != 0 {
+			errs = append(errs, cudaext.MemFree(r.base))
+			r.base = 0
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// slotStates is the slot lifecycle of a ring: free, filling (acquired by the
+// gather stage) or held (announced to the trainer). Only a release by the
+// trainer returns a held slot to free. Safe for concurrent use.
+type slotStates struct {
+	mu     sync.Mutex
+	state  []slotState
+	tags   []Tag
+	freed  chan struct{}
+	done   chan struct{}
+	closed bool
+}
+
+func newSlotStates(n int) slotStates {
+	return slotStates{state: make([]slotState, n), tags: make([]Tag, n),
+		freed: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (s *slotStates) len() int { return len(s.state) }
+
+func (s *slotStates) acquire(ctx context.Context) (int, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return -1, ErrClosed
+		}
+		for i, st := range s.state {
+			if st == slotFree {
+				s.state[i] = slotFilling
+				s.mu.Unlock()
+				return i, nil
+			}
+		}
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		case <-s.freed:
+		case <-s.done:
+		}
+	}
+}
+
+func (s *slotStates) publish(i int, tag Tag) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state[i] != slotFilling {
+		panic(fmt.Sprintf("pingpong: publish of slot %d in state %d", i, s.state[i]))
+	}
+	s.state[i], s.tags[i] = slotHeld, tag
+}
+
+func (s *slotStates) abandon(i int) {
+	s.mu.Lock()
+	if s.state[i] == slotFilling {
+		s.state[i] = slotFree
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *slotStates) release(i int, tag Tag) error {
+	s.mu.Lock()
+	if i < 0 || i >= len(s.state) {
+		s.mu.Unlock()
+		return fmt.Errorf("release of slot %d: there are %d slots", i, len(s.state))
+	}
+	if s.state[i] != slotHeld || s.tags[i] != tag {
+		st, tg := s.state[i], s.tags[i]
+		s.mu.Unlock()
+		if st != slotHeld {
+			return fmt.Errorf("release of slot %d, which is not held by the trainer", i)
+		}
+		return fmt.Errorf("release of slot %d for batch %d of epoch %d, but it holds batch %d of epoch %d", i, tag.Index, tag.Epoch, tg.Index, tg.Epoch)
+	}
+	s.state[i] = slotFree
+	s.mu.Unlock()
+	s.signal()
+	return nil
+}
+
+func (s *slotStates) releaseAll() {
+	s.mu.Lock()
+	for i, st := range s.state {
+		if st == slotHeld {
+			s.state[i] = slotFree
+		}
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *slotStates) held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, st := range s.state {
+		if st == slotHeld {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *slotStates) signal() {
+	select {
+	case s.freed <- struct{}{}:
+	default:
+	}
+}
+
+// close marks the states closed; it reports whether this call closed them.
+func (s *slotStates) close() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.closed = true
+	close(s.done)
+	return true
+}

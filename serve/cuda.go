@@ -1,0 +1,304 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/gather"
+	"github.com/gnnloader/gnnloader/ipc"
+	"github.com/gnnloader/gnnloader/pingpong"
+	"github.com/gnnloader/gnnloader/pinned"
+	"github.com/gnnloader/gnnloader/sampler"
+)
+
+// GPUConfig is the daemon's GPU backend configuration (cmd/loaderd: --gpus,
+// --gather-sms, --gpu-reserve, --gpu-slot-memory).
+type GPUConfig struct {
+	// Devices are the device ordinals trainers may ask for; nil means every
+	// device of the host.
+	Devices []int
+	// MaxSMs caps each trainer's gather grid (gather.CUDAOptions.MaxSMs;
+	// 0 = gather.DefaultSMs).
+	MaxSMs int
+	// Reserve is GPU memory that slots never take, left to the trainers
+	// (0 = 1 GiB; negative = none).
+	Reserve int64
+	// SlotMemory caps the bytes of all slots on one GPU (0 = no cap beyond
+	// the device's free memory less Reserve).
+	SlotMemory int64
+}
+
+// ProbeGPU returns the number of CUDA devices, or why none can be used (an
+// error wrapping cudaext.ErrNoDriver or cudaext.ErrNoDevice).
+func ProbeGPU() (int, error) {
+	n, err := cudaext.DeviceCount()
+	if err == nil && n == 0 {
+		err = cudaext.ErrNoDevice
+	}
+	return n, err
+}
+
+// OpenSourcePinned opens spec like OpenSource, with the feature table in
+// pinned host memory registered with the CUDA driver once (portable: every
+// device's context reads it zero-copy). A synthetic table is generated
+// straight into that memory, so it is never held twice; a dataset
+// directory's table is copied in once. It fails without a usable driver.
+func OpenSourcePinned(spec string, skipChecksums bool, progress datasets.Progress, log *slog.Logger) (*Source, error) {
+	if _, err := ProbeGPU(); err != nil {
+		return nil, err
+	}
+	synthetic := strings.HasPrefix(spec, "synthetic:")
+	var alloc func(int64) ([]byte, error)
+	if synthetic {
+		alloc = pinned.Alloc
+	}
+	s, err := openSource(spec, skipChecksums, progress, log, alloc)
+	if err != nil {
+		return nil, err
+	}
+	d := s.Data
+	var st *pinned.Store
+	if synthetic {
+		st, err = pinned.FromAlloc(d.Features, d.RowBytes(), d.Graph.NumNodes, nil)
+	} else {
+		st, err = pinned.Load(d.Features, d.RowBytes(), d.Graph.NumNodes, nil)
+	}
+	if err == nil && !st.Registered() {
+		st.Close()
+		err = errors.New("the CUDA driver did not register the feature table")
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("pinning the feature table: %w", err)
+	}
+	d.Features = st.Rows
+	s.Table.Rows = st.Rows
+	s.store = st
+	prev := s.close
+	s.close = func() error { return errors.Join(prev(), st.Close()) }
+	if log != nil {
+		log.Info("feature table pinned", "bytes", len(st.Rows), "copy", st.LoadTime, "register", st.RegisterTime)
+	}
+	return s, nil
+}
+
+// gpuBackend makes CUDA slot rings: one context per allowed device, the
+// pinned table shared by all of them, slot memory accounted per device.
+type gpuBackend struct {
+	store   *pinned.Store
+	count   int   // devices of the host
+	allowed []int // sorted
+	ctx     map[int]*cudaext.Context
+	opts    gather.CUDAOptions
+	cfg     GPUConfig
+	mu      sync.Mutex
+	used    map[int]int64 // slot bytes per device
+	labels  []int32
+}
+
+// EnableGPU turns on the GPU path: trainers asking for device "cuda:N" get
+// slots in GPU memory on device N, filled by the CUDA gather. The source must
+// come from OpenSourcePinned. It checks every allowed device and loads the
+// gather kernels on each, so a driver older than the kernels need fails
+// here, at start-up, with an error saying so. Call it before Serve.
+func (s *Server) EnableGPU(cfg GPUConfig) error {
+	if s.src.store == nil || !s.src.store.Registered() {
+		return errors.New("serve: the GPU path needs the feature table in registered pinned memory (OpenSourcePinned)")
+	}
+	n, err := ProbeGPU()
+	if err != nil {
+		return err
+	}
+	b := &gpuBackend{store: s.src.store, count: n, ctx: map[int]*cudaext.Context{}, used: map[int]int64{},
+		opts: gather.CUDAOptions{MaxSMs: cfg.MaxSMs}, cfg: cfg, labels: s.src.Data.Labels}
+	if cfg.Devices == nil {
+		for i := 0; i < n; i++ {
+			b.allowed = append(b.allowed, i)
+		}
+	} else {
+		b.allowed = slices.Compact(slices.Sorted(slices.Values(cfg.Devices)))
+	}
+	if b.cfg.Reserve == 0 {
+		b.cfg.Reserve = 1 << 30
+	}
+	b.cfg.Reserve = max(b.cfg.Reserve, 0)
+	for _, dev := range b.allowed {
+		if dev < 0 || dev >= n {
+			b.close()
+			return fmt.Errorf("GPU %d does not exist: this host has %d CUDA device(s) (0..%d)", dev, n, n-1)
+		}
+		d, err := cudaext.GetDevice(dev)
+		if err != nil {
+			b.close()
+			return err
+		}
+		ctx, err := d.RetainPrimaryContext()
+		if err != nil {
+			b.close()
+			return fmt.Errorf("cuda:%d: %w", dev, err)
+		}
+		b.ctx[dev] = ctx
+		// Load the kernels once now: a driver too old for them fails here.
+		g, err := gather.NewCUDA(ctx, b.store, &b.opts)
+		if err != nil {
+			b.close()
+			v, _ := cudaext.DriverVersion()
+			return fmt.Errorf("cuda:%d: cannot load the gather kernels (the driver supports CUDA %d.%d; the kernels are built with nvcc 13.0 for sm_80/sm_90 plus PTX: an older driver or GPU cannot run them): %w",
+				dev, v/1000, v%1000/10, err)
+		}
+		g.Close()
+		name, _ := d.Name()
+		s.log.Info("GPU ready", "device", fmt.Sprintf("cuda:%d", dev), "name", name)
+	}
+	s.newCUDARing = b.newRing
+	s.gpuUnavailable = ""
+	return nil
+}
+
+func (b *gpuBackend) close() {
+	for _, c := range b.ctx {
+		c.Release()
+	}
+}
+
+func (b *gpuBackend) allowedString() string {
+	if len(b.allowed) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, d := range b.allowed {
+		parts = append(parts, fmt.Sprint(d))
+	}
+	return strings.Join(parts, ",")
+}
+
+// newRing makes a trainer's slots on device dev.
+func (b *gpuBackend) newRing(dev int, m *ipc.Open, slots int, l pingpong.Layout) (slotRing, error) {
+	if dev >= b.count {
+		return nil, perrf(ipc.CodeBadRequest, "device %q does not exist: this host has %d GPU(s) (cuda:0..cuda:%d)", m.Device, b.count, b.count-1)
+	}
+	ctx, ok := b.ctx[dev]
+	if !ok {
+		return nil, perrf(ipc.CodeBadRequest, "device %q is not one this daemon serves (--gpus %s)", m.Device, b.allowedString())
+	}
+	bytes := l.SlotBytes * int64(slots)
+	b.mu.Lock()
+	if b.cfg.SlotMemory > 0 && b.used[dev]+bytes > b.cfg.SlotMemory {
+		used := b.used[dev]
+		b.mu.Unlock()
+		return nil, perrf(ipc.CodeBusy, "%d slots of %d bytes do not fit in the GPU slot memory of %s (%d of %d bytes in use)", slots, l.SlotBytes, m.Device, used, b.cfg.SlotMemory)
+	}
+	b.used[dev] += bytes
+	b.mu.Unlock()
+	giveBack := func() {
+		b.mu.Lock()
+		b.used[dev] -= bytes
+		b.mu.Unlock()
+	}
+	ring, err := pingpong.NewCUDARing(ctx, slots, l, b.cfg.Reserve)
+	if err != nil {
+		giveBack()
+		if errors.Is(err, pingpong.ErrNoRoom) || errors.Is(err, cudaext.ErrOutOfMemory) {
+			return nil, perrf(ipc.CodeBusy, "%v: ask for fewer slots, a smaller batch_size or fanouts", err)
+		}
+		return nil, perrf(ipc.CodeInternal, "%s: %v", m.Device, err)
+	}
+	g, err := gather.NewCUDA(ctx, b.store, &b.opts)
+	if err != nil {
+		ring.Close()
+		giveBack()
+		if errors.Is(err, cudaext.ErrOutOfMemory) {
+			return nil, perrf(ipc.CodeBusy, "%s: %v", m.Device, err)
+		}
+		return nil, perrf(ipc.CodeInternal, "%s: %v", m.Device, err)
+	}
+	return &cudaRing{CUDARing: ring, dev: dev, g: g, labels: b.labels, giveBack: giveBack}, nil
+}
+
+// cudaRing is the GPU path: slots in GPU memory, filled on the trainer's own
+// non-blocking gather stream. Per fill, on that stream: wait for the slot's
+// "released" event, upload the row indices and gather the rows (in address
+// order), upload labels, n_id and edge_index through pinned staging, record
+// the slot's "ready" event. Nothing waits on the CPU except the staging.
+type cudaRing struct {
+	*pingpong.CUDARing
+	dev      int
+	g        *gather.CUDA
+	labels   []int32
+	scratch  []int64
+	giveBack func()
+	once     sync.Once
+}
+
+func (r *cudaRing) Describe(o *ipc.Opened) []int {
+	o.Memory = ipc.MemoryCUDA
+	o.CUDADevice = uint32(r.dev)
+	h := r.MemHandle()
+	o.MemHandle = h[:]
+	for _, e := range r.EventHandles() {
+		o.Events = append(o.Events, ipc.EventIPC{Ready: e[0], Released: e[1]})
+	}
+	return nil
+}
+
+func (r *cudaRing) Fill(slot int, b *sampler.Batch) error {
+	s := r.g.Stream()
+	if err := r.Context().Do(func() error { return r.WaitReleased(slot, s) }); err != nil {
+		return err
+	}
+	x, xn := r.Region(slot, "x")
+	if err := r.g.Gather(context.Background(), gather.Dest{Device: x, DeviceBytes: xn}, b.NID, b.Order); err != nil {
+		return err
+	}
+	n, e := len(b.NID), len(b.Src)
+	need := 2*n + 2*e
+	if cap(r.scratch) < need {
+		r.scratch = make([]int64, need)
+	}
+	sc := r.scratch[:need]
+	y, nid, ei := sc[:n], sc[n:2*n], sc[2*n:]
+	for i, v := range b.NID {
+		y[i] = int64(r.labels[v])
+	}
+	copy(nid, b.NID)
+	for j := 0; j < e; j++ {
+		ei[j] = int64(b.Src[j])
+		ei[e+j] = int64(b.Dst[j])
+	}
+	yp, _ := r.Region(slot, "y")
+	np, _ := r.Region(slot, "n_id")
+	ep, _ := r.Region(slot, "edge_index")
+	if err := r.g.CopyIn(gather.Copy{Dst: yp, Src: int64Bytes(y)}, gather.Copy{Dst: np, Src: int64Bytes(nid)},
+		gather.Copy{Dst: ep, Src: int64Bytes(ei)}); err != nil {
+		return err
+	}
+	return r.Context().Do(func() error { return r.RecordReady(slot, s) })
+}
+
+func (r *cudaRing) Close() error {
+	var err error
+	r.once.Do(func() {
+		err = errors.Join(r.g.Close(), r.CUDARing.Close())
+		r.giveBack()
+	})
+	return err
+}
+
+func int64Bytes(s []int64) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 8*len(s))
+}
+
+// DisableGPU records why this daemon has no GPU path: a trainer asking for
+// "cuda:N" gets an Error that says so.
+func (s *Server) DisableGPU(reason string) { s.gpuUnavailable = reason }
