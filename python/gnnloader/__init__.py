@@ -1,8 +1,16 @@
 """gnnloader: the PyTorch client of loaderd, the GNN mini-batch loading daemon.
 
-Only torch and numpy are needed. See Loader."""
+Only torch and numpy are needed. Two entry points:
+
+* ``NeighborLoader``: PyG's NeighborLoader arguments and batches, so a PyG
+  script switches with one line (docs/pyg.md);
+* ``Loader``: the protocol's own vocabulary (split, fanouts, rank, slots).
+
+``connect(socket)`` returns the served dataset's facts (a ``Remote``), which
+can stand in for PyG's ``data``."""
 
 from .loader import Batch, Loader, LoaderError
+from .pyg import NeighborLoader, Remote, connect
 
-__all__ = ["Loader", "Batch", "LoaderError"]
+__all__ = ["Loader", "Batch", "LoaderError", "NeighborLoader", "Remote", "connect"]
 __version__ = "0.1.0"
