@@ -1,0 +1,276 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/sampler"
+	"github.com/gnnloader/gnnloader/serve"
+)
+
+const trainerEnv = "GNNLOADER_CHAOS_TRAINER"
+
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(trainerEnv); cfg != "" {
+		var tc TrainerConfig
+		if err := json.Unmarshal([]byte(cfg), &tc); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if err := RunTrainer(tc); err != nil {
+			fmt.Fprintln(os.Stderr, "trainer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+const (
+	dataset   = "synthetic:cora:1:0"
+	world     = 3
+	batchSize = 16
+	seed      = 11
+)
+
+type harness struct {
+	t        *testing.T
+	dir      string
+	loaderd  string
+	socket   string
+	daemon   *exec.Cmd
+	trainers [world]*exec.Cmd
+	rss      []int64 // of the current daemon, sampled
+	maxFlat  [2]int64
+	kills    map[string]int
+}
+
+func (h *harness) startDaemon() {
+	h.t.Helper()
+	logf, _ := os.OpenFile(filepath.Join(h.dir, "loaderd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	cmd := exec.Command(h.loaderd, "serve", "--dataset", dataset, "--socket", h.socket, "--prefetch", "2")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.daemon = cmd
+	h.rss = h.rss[:0]
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if st, err := os.Stat(h.socket); err == nil && st.Mode()&os.ModeSocket != 0 && canDial(h.socket) {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatal("loaderd did not start (see loaderd.log)")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (h *harness) startTrainer(rank int) {
+	cfg, _ := json.Marshal(TrainerConfig{Socket: h.socket, Log: h.logPath(rank), Rank: rank, World: world,
+		BatchSize: batchSize, Epochs: 1 << 20, Seed: seed})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), trainerEnv+"="+string(cfg))
+	logf, _ := os.OpenFile(filepath.Join(h.dir, fmt.Sprintf("trainer%d.err", rank)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.trainers[rank] = cmd
+}
+
+func (h *harness) logPath(rank int) string {
+	return filepath.Join(h.dir, fmt.Sprintf("rank%d.log", rank))
+}
+
+func kill(cmd *exec.Cmd, sig syscall.Signal) error {
+	cmd.Process.Signal(sig)
+	return cmd.Wait()
+}
+
+// TestChaos runs for GNNLOADER_CHAOS (a duration; default 6s).
+func TestChaos(t *testing.T) {
+	dur := 6 * time.Second
+	if v := os.Getenv("GNNLOADER_CHAOS"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("GNNLOADER_CHAOS=%q: %v", v, err)
+		}
+		dur = d
+	}
+	h := &harness{t: t, dir: t.TempDir(), kills: map[string]int{}}
+	h.socket = filepath.Join(h.dir, "loaderd.sock")
+	h.loaderd = filepath.Join(h.dir, "loaderd")
+	build := exec.Command("go", "build", "-o", h.loaderd, "../cmd/loaderd")
+	build.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building loaderd: %v\n%s", err, out)
+	}
+	h.startDaemon()
+	for r := 0; r < world; r++ {
+		h.startTrainer(r)
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	start := time.Now()
+	var daemonStarts = 1
+	var flatFirst, flatLast int64
+	longest := time.Duration(0)
+	daemonSince := time.Now()
+	for time.Since(start) < dur {
+		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+		if rss := rssOf(h.daemon.Process.Pid); rss > 0 {
+			h.rss = append(h.rss, rss)
+		}
+		switch x := rng.IntN(10); {
+		case x < 6: // kill a trainer
+			r := rng.IntN(world)
+			kill(h.trainers[r], syscall.SIGKILL)
+			h.kills["trainer SIGKILL"]++
+			h.startTrainer(r)
+		case x < 8: // kill the daemon, SIGKILL or SIGTERM
+			if life := time.Since(daemonSince); life > longest && len(h.rss) > 3 {
+				longest, flatFirst, flatLast = life, h.rss[1], h.rss[len(h.rss)-1]
+			}
+			sig := syscall.SIGKILL
+			if rng.IntN(2) == 0 {
+				sig = syscall.SIGTERM
+			}
+			err := kill(h.daemon, sig)
+			if sig == syscall.SIGTERM && err != nil {
+				t.Fatalf("loaderd exited with %v after SIGTERM, want 0", err)
+			}
+			h.kills["daemon "+sig.String()]++
+			time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
+			h.startDaemon() // a SIGKILLed daemon's stale socket must not stop it
+			daemonStarts++
+			daemonSince = time.Now()
+		default: // let it run
+		}
+	}
+	// Calm down: no more kills; let the trainers reconnect and progress.
+	time.Sleep(1500 * time.Millisecond)
+	if life := time.Since(daemonSince); life > longest && len(h.rss) > 3 {
+		longest, flatFirst, flatLast = life, h.rss[1], h.rss[len(h.rss)-1]
+	}
+	for r := 0; r < world; r++ {
+		kill(h.trainers[r], syscall.SIGKILL)
+	}
+	// With every trainer gone the daemon must free every slot ring.
+	deadline := time.Now().Add(2 * time.Second)
+	for memfds(h.daemon.Process.Pid) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("loaderd still holds %d slot memfds 2 s after its trainers died", memfds(h.daemon.Process.Pid))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := kill(h.daemon, syscall.SIGTERM); err != nil {
+		t.Fatalf("loaderd exited with %v after SIGTERM, want 0", err)
+	}
+	if _, err := os.Stat(h.socket); !os.IsNotExist(err) {
+		t.Fatal("socket left behind after SIGTERM")
+	}
+	// Nothing on the machine holds a slot segment any more.
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if pid, err := strconv.Atoi(p.Name()); err == nil && memfds(pid) > 0 {
+			t.Fatalf("process %d still holds gnnloader slot memfds", pid)
+		}
+	}
+
+	// Every rank's log must be exactly the batches of its plan, in order,
+	// each once: nothing lost, nothing repeated, identical seeds.
+	src, err := serve.OpenSource(dataset, true, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	train := src.Data.Splits[datasets.SplitTrain]
+	var total, epochs int
+	for r := 0; r < world; r++ {
+		recs, err := ReadLog(h.logPath(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, i := 0, 0
+		var plan *sampler.Plan
+		for k, rec := range recs {
+			if plan == nil || rec.Epoch != e {
+				if plan != nil && i != plan.NumBatches() {
+					t.Fatalf("rank %d epoch %d: %d of %d batches before epoch %d", r, e, i, plan.NumBatches(), rec.Epoch)
+				}
+				if plan != nil {
+					e, i = e+1, 0
+				}
+				plan, _ = sampler.NewPlan(train, sampler.EpochConfig{BatchSize: batchSize, Shuffle: true, Seed: seed, Rank: r, WorldSize: world}, e)
+			}
+			if rec.Epoch != e || rec.Index != i {
+				t.Fatalf("rank %d record %d: batch %d/%d, want %d/%d (lost or repeated)", r, k, rec.Epoch, rec.Index, e, i)
+			}
+			if !slices.Equal(rec.Seeds, plan.Batch(i)) {
+				t.Fatalf("rank %d batch %d/%d: seeds differ from the plan", r, e, i)
+			}
+			i++
+			total++
+		}
+		epochs += e
+	}
+	growth := float64(flatLast-flatFirst) / float64(max(flatFirst, 1))
+	t.Logf("chaos: %s, %v, daemon starts %d, batches delivered %d (%d whole epochs over %d ranks), lost 0, repeated 0, leaked memfds 0; "+
+		"longest daemon life %s, its RSS %.1f -> %.1f MB (%+.1f%%)",
+		dur, h.kills, daemonStarts, total, epochs, world, longest.Round(time.Millisecond),
+		float64(flatFirst)/1e6, float64(flatLast)/1e6, 100*growth)
+	if total == 0 {
+		t.Fatal("no batch was delivered")
+	}
+	if longest > 5*time.Second && growth > 0.25 && flatLast-flatFirst > 32<<20 {
+		t.Fatalf("daemon RSS grew from %d to %d bytes", flatFirst, flatLast)
+	}
+}
+
+func canDial(path string) bool {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return false
+	}
+	defer syscall.Close(fd)
+	return syscall.Connect(fd, &syscall.SockaddrUnix{Name: path}) == nil
+}
+
+// memfds counts the gnnloader slot memfds a process holds.
+func memfds(pid int) int {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, _ := os.ReadDir(dir)
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.Contains(l, "memfd:gnnloader") {
+			n++
+		}
+	}
+	return n
+}
+
+func rssOf(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
