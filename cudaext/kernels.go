@@ -11,11 +11,35 @@ import (
 	"strings"
 )
 
-// The gather kernels, built by scripts/build-kernels.sh (nvcc, on a GPU
-// machine) and committed with the hash of their sources.
+// The kernels (gather.fatbin, ring.fatbin), built by scripts/build-kernels.sh
+// (nvcc, on a GPU machine) and committed each with the hash of its sources.
 //
-//go:embed kernels/gather.fatbin kernels/gather.fatbin.sha256
+//go:embed kernels/*.fatbin kernels/*.fatbin.sha256
 var kernelFS embed.FS
+
+// Kernels are the kernel files: kernels/NAME.cu builds NAME.fatbin, stamped in
+// NAME.fatbin.sha256.
+var Kernels = []string{"gather", "ring"}
+
+// RingKernelsEnv names a fatbin file that RingImage loads in place of the
+// embedded one.
+const RingKernelsEnv = "GNNLOADER_RING_KERNELS"
+
+// RingImage is the fatbin of cudaext/kernels/ring.cu (the ring all-reduce),
+// or the file named by $GNNLOADER_RING_KERNELS.
+func RingImage() ([]byte, error) {
+	if p := os.Getenv(RingKernelsEnv); p != "" {
+		return os.ReadFile(p)
+	}
+	b, err := kernelFS.ReadFile("kernels/ring.fatbin")
+	if err == nil && len(b) == 0 {
+		err = fmt.Errorf("cudaext: the embedded ring.fatbin is empty: run scripts/build-kernels.sh")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cudaext: no ring kernels (%v): build them with scripts/build-kernels.sh on a GPU machine, or set %s", err, RingKernelsEnv)
+	}
+	return b, nil
+}
 
 //go:embed kernels/*.cu kernels/nvcc.flags
 var kernelSources embed.FS
@@ -46,9 +70,12 @@ type KernelStamp struct {
 }
 
 // ReadKernelStamp parses the embedded gather.fatbin.sha256.
-func ReadKernelStamp() (KernelStamp, error) {
+func ReadKernelStamp() (KernelStamp, error) { return ReadKernelStampOf("gather") }
+
+// ReadKernelStampOf parses the embedded NAME.fatbin.sha256.
+func ReadKernelStampOf(name string) (KernelStamp, error) {
 	var st KernelStamp
-	f, err := kernelFS.Open("kernels/gather.fatbin.sha256")
+	f, err := kernelFS.Open("kernels/" + name + ".fatbin.sha256")
 	if err != nil {
 		return st, err
 	}
@@ -71,8 +98,18 @@ func ReadKernelStamp() (KernelStamp, error) {
 // KernelSourcesHash computes the sources hash the way build-kernels.sh does:
 // sha256 of the `sha256sum` listing of *.cu, *.cuh and nvcc.flags, in name order.
 func KernelSourcesHash(fsys fs.FS) (string, error) {
+	return sourcesHash(fsys, "*.cu")
+}
+
+// KernelSourcesHashOf is the sources hash of one kernel file: NAME.cu, *.cuh
+// and nvcc.flags, as scripts/build-kernels.sh computes it for NAME.fatbin.
+func KernelSourcesHashOf(fsys fs.FS, name string) (string, error) {
+	return sourcesHash(fsys, name+".cu")
+}
+
+func sourcesHash(fsys fs.FS, cu string) (string, error) {
 	var names []string
-	for _, pat := range []string{"*.cu", "*.cuh", "nvcc.flags"} {
+	for _, pat := range []string{cu, "*.cuh", "nvcc.flags"} {
 		m, err := fs.Glob(fsys, pat)
 		if err != nil {
 			return "", err
@@ -91,31 +128,37 @@ func KernelSourcesHash(fsys fs.FS) (string, error) {
 	return fmt.Sprintf("%x", sha256.Sum256([]byte(list.String()))), nil
 }
 
-// CheckKernelStamp reports whether the embedded fatbin was built from the
-// embedded sources (the stamp's sources hash matches them) and is the file the
-// stamp names.
+// CheckKernelStamp reports whether each embedded fatbin was built from the
+// embedded sources (its stamp's sources hash matches NAME.cu, *.cuh and
+// nvcc.flags) and is the file its stamp names. A kernel whose .cu file is
+// there must have its fatbin and stamp.
 func CheckKernelStamp() error {
-	st, err := ReadKernelStamp()
-	if err != nil {
-		return err
-	}
 	sub, err := fs.Sub(kernelSources, "kernels")
 	if err != nil {
 		return err
 	}
-	h, err := KernelSourcesHash(sub)
-	if err != nil {
-		return err
-	}
-	if h != st.Sources {
-		return fmt.Errorf("cudaext: kernel sources hash %s, stamp says %s: rebuild with scripts/build-kernels.sh on a GPU machine", h, st.Sources)
-	}
-	b, err := kernelFS.ReadFile("kernels/gather.fatbin")
-	if err != nil {
-		return err
-	}
-	if fh := fmt.Sprintf("%x", sha256.Sum256(b)); fh != st.Fatbin {
-		return fmt.Errorf("cudaext: gather.fatbin hash %s, stamp says %s", fh, st.Fatbin)
+	for _, name := range Kernels {
+		if _, err := fs.Stat(sub, name+".cu"); err != nil {
+			continue
+		}
+		st, err := ReadKernelStampOf(name)
+		if err != nil {
+			return fmt.Errorf("cudaext: %s.cu has no stamp (%v): build it with scripts/build-kernels.sh on a GPU machine", name, err)
+		}
+		h, err := KernelSourcesHashOf(sub, name)
+		if err != nil {
+			return err
+		}
+		if h != st.Sources {
+			return fmt.Errorf("cudaext: %s kernel sources hash %s, stamp says %s: rebuild with scripts/build-kernels.sh on a GPU machine", name, h, st.Sources)
+		}
+		b, err := kernelFS.ReadFile("kernels/" + name + ".fatbin")
+		if err != nil {
+			return err
+		}
+		if fh := fmt.Sprintf("%x", sha256.Sum256(b)); fh != st.Fatbin {
+			return fmt.Errorf("cudaext: %s.fatbin hash %s, stamp says %s", name, fh, st.Fatbin)
+		}
 	}
 	return nil
 }
