@@ -100,7 +100,9 @@ func kill(cmd *exec.Cmd, sig syscall.Signal) error {
 	return cmd.Wait()
 }
 
-// TestChaos runs for GNNLOADER_CHAOS (a duration; default 6s).
+// TestChaos runs for GNNLOADER_CHAOS (a duration; default 6s). With
+// GNNLOADER_CHAOS_DAEMON=keep only trainers are killed, so one daemon lives
+// through the whole run and its memory can be watched.
 func TestChaos(t *testing.T) {
 	dur := 6 * time.Second
 	if v := os.Getenv("GNNLOADER_CHAOS"); v != "" {
@@ -139,7 +141,7 @@ func TestChaos(t *testing.T) {
 			kill(h.trainers[r], syscall.SIGKILL)
 			h.kills["trainer SIGKILL"]++
 			h.startTrainer(r)
-		case x < 8: // kill the daemon, SIGKILL or SIGTERM
+		case x < 8 && os.Getenv("GNNLOADER_CHAOS_DAEMON") != "keep": // kill the daemon, SIGKILL or SIGTERM
 			if life := time.Since(daemonSince); life > longest && len(h.rss) > 3 {
 				longest, flatFirst, flatLast = life, h.rss[1], h.rss[len(h.rss)-1]
 			}
