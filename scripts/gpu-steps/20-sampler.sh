@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# GPU-machine step: the sampler benchmark on that machine's cores, on a
+# papers100M-shaped graph at scale 0.1 and at scale 1 (graph only).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+bin=.gpu/bin
+for scale in 0.1 1; do
+	GOMAXPROCS=16 $bin/loaderd bench sample --dataset synthetic:papers100M:$scale:1 --duration 5s 2>&1 | grep -v level=INFO
+done
