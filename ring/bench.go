@@ -89,7 +89,7 @@ func RunBench(w io.Writer, ctxs []*cudaext.Context, cfg BenchConfig) ([]BenchRow
 		fmt.Fprintf(w, "# link %s\n", l)
 	}
 	fmt.Fprintf(w, "# gnnloader ring all-reduce, %d ranks, %s %s, in place; time = median of %d reps, slowest rank\n", n, cfg.DType, cfg.Op, cfg.Reps)
-	fmt.Fprintf(w, "%12s %12s %10s %9s %9s %7s %6s %6s\n", "size(B)", "count", "time(us)", "algbw", "busbw", "blocks", "piece", "rounds")
+	fmt.Fprintf(w, "%12s %12s %10s %9s %9s %7s %7s %6s %5s\n", "size(B)", "count", "time(us)", "algbw", "busbw", "blocks", "piece", "rounds", "kind")
 	es := int64(cfg.DType.Size())
 	var rows []BenchRow
 	for size := cfg.MinBytes; size <= cfg.MaxBytes; size *= 2 {
@@ -134,8 +134,12 @@ func RunBench(w io.Writer, ctxs []*cudaext.Context, cfg BenchConfig) ([]BenchRow
 		row := BenchRow{Bytes: size, Count: count, Time: t, AlgBW: alg, BusBW: alg * 2 * float64(n-1) / float64(n)}
 		rows = append(rows, row)
 		p := g.Plan(count, cfg.DType)
-		fmt.Fprintf(w, "%12d %12d %10.2f %9.2f %9.2f %7d %6d %6d\n", size, count, float64(t.Nanoseconds())/1e3, row.AlgBW, row.BusBW,
-			p.Blocks, p.Piece*es, p.Rounds)
+		kind := "pull"
+		if p.Push {
+			kind = "push"
+		}
+		fmt.Fprintf(w, "%12d %12d %10.2f %9.2f %9.2f %7d %7d %6d %5s\n", size, count, float64(t.Nanoseconds())/1e3, row.AlgBW, row.BusBW,
+			p.Blocks, p.Piece*es, p.Rounds, kind)
 	}
 	return rows, nil
 }

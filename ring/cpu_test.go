@@ -177,3 +177,25 @@ func TestOrder(t *testing.T) {
 		t.Fatal(o)
 	}
 }
+
+// TestPlan: pieces cover each chunk, rounds are balanced, small buckets use
+// few blocks, and large ones push.
+func TestPlan(t *testing.T) {
+	g := &GPU{ranks: 2, sms: 132, perDev: 1, push: true}
+	for _, size := range []int64{1 << 10, 1 << 20, 8 << 20, 16 << 20, 1 << 30, 1<<30 + 12} {
+		p := g.Plan(size/4, Float32)
+		if int64(p.Blocks)*int64(p.Rounds)*p.Piece < p.Chunk || p.Piece%chunkAlign != 0 || p.Blocks > 132 {
+			t.Fatalf("size %d: %+v does not cover the chunk", size, p)
+		}
+		if int64(p.Blocks)*int64(p.Rounds-1)*p.Piece >= p.Chunk {
+			t.Fatalf("size %d: %+v has an empty round", size, p)
+		}
+		if p.Push != (size >= DefaultPushMinBytes) {
+			t.Fatalf("size %d: push %v", size, p.Push)
+		}
+		t.Logf("%d B: %d blocks x %d B x %d rounds, push %v", size, p.Blocks, p.Piece*4, p.Rounds, p.Push)
+	}
+	if p := g.Plan(8<<20/4, Float32); p.Rounds != 1 {
+		t.Fatalf("8 MiB: %+v, want one round", p)
+	}
+}

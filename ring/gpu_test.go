@@ -123,7 +123,7 @@ func placements(ctxs []*cudaext.Context) [][]*cudaext.Context {
 	for k := 1; k <= len(ctxs); k++ {
 		out = append(out, ctxs[:k])
 	}
-	for _, ranks := range []int{3, 5, 8} {
+	for _, ranks := range []int{3, 4, 5, 8} {
 		if ranks <= len(ctxs) {
 			continue
 		}
@@ -141,16 +141,19 @@ func TestGPUMatchesCPU(t *testing.T) {
 	t.Logf("%d GPUs", len(all))
 	sizes := []int64{1, 7, 8, 100, 1023, 4099, 65536*3 + 5, 1<<20 + 3, 3<<20 + 1}
 	for _, ctxs := range placements(all) {
-		for _, host := range []bool{false, true} {
+		for _, mode := range []string{"push", "pull", "host"} {
+			host := mode == "host"
 			if host && len(ctxs) > 4 {
 				continue
 			}
-			g, err := NewGPU(ctxs, &GPUOptions{HostLinks: host})
+			// push: every size through the push kernels (by default only >= 32 MiB).
+			g, err := NewGPU(ctxs, &GPUOptions{HostLinks: host, Pull: mode == "pull", PushMinBytes: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			name := fmt.Sprintf("ranks=%d/host=%v", len(ctxs), host)
+			name := fmt.Sprintf("ranks=%d/%s", len(ctxs), mode)
 			t.Run(name, func(t *testing.T) {
+				t.Logf("push kernels: %v", g.Push())
 				for _, l := range g.Links() {
 					t.Log(l)
 				}
@@ -158,7 +161,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 				for _, n := range sizes {
 					for _, dt := range dtypes {
 						for _, op := range []Op{Sum, Avg} {
-							if host && n > 1<<20 && dt != Float32 {
+							if mode != "push" && n > 1<<20 && dt != Float32 {
 								continue
 							}
 							seed++
@@ -194,6 +197,10 @@ func TestBenchRing(t *testing.T) {
 	}
 	if v, err := strconv.Atoi(os.Getenv("GNNLOADER_RING_BLOCKS")); err == nil {
 		cfg.Options.MaxBlocks = v
+	}
+	cfg.Options.Pull = os.Getenv("GNNLOADER_RING_PULL") == "1"
+	if v, err := strconv.ParseInt(os.Getenv("GNNLOADER_RING_PUSH_MIN"), 10, 64); err == nil {
+		cfg.Options.PushMinBytes = v
 	}
 	w := os.Stdout
 	if p := os.Getenv("GNNLOADER_BENCH_OUT"); p != "" {
