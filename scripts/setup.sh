@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian machine: Debian's
-# CPU PyTorch and NumPy for /usr/bin/python3. Go comes with the machine.
+# CPU PyTorch and NumPy for /usr/bin/python3, pip/setuptools/wheel, OpenBLAS.
+# Go comes with the machine.
 set -euo pipefail
 need=()
 /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null || need+=(python3-torch python3-numpy)
+# pip, setuptools and wheel build `pip install ./python` offline.
+/usr/bin/python3 -c 'import pip, setuptools, wheel' 2>/dev/null || need+=(python3-pip python3-setuptools python3-wheel)
 # Debian's torch links the generic reference BLAS unless a faster one is
 # installed: OpenBLAS makes the CPU training in the tests ~10x faster.
 [ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 ] || need+=(libopenblas0-pthread)
