@@ -4,6 +4,7 @@
 # carried: scripts/gpu-check.sh. A package that fails to build is reported
 # and skipped, so one broken package does not stop the GPU check of the others.
 # Usage: scripts/gpu-build.sh [packages...]   (default: every package with tests)
+# It also builds bin/loaderd into .gpu/bin/loaderd (the Python tests' daemon).
 # Binaries are stripped: what travels to the GPU machine (tree + .gpu) is
 # limited to 64 MiB.
 set -uo pipefail
@@ -26,4 +27,12 @@ for pkg in $(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{en
 		failed=1
 	fi
 done
+# The daemon itself, for the Python client's tests on CUDA (gpu-check runs
+# them with LOADERD=.gpu/bin/loaderd).
+if go build -ldflags="-s -w" -o .gpu/bin/loaderd ./cmd/loaderd 2> .gpu/build-loaderd.log; then
+	echo "built .gpu/bin/loaderd"
+else
+	echo "FAILED to build cmd/loaderd (see .gpu/build-loaderd.log)"
+	failed=1
+fi
 exit $failed

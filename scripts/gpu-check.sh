@@ -8,12 +8,17 @@
 #            is stale, the tests below use the fresh build (GNNLOADER_KERNELS)
 #   tests    every .gpu/bin/*.test with GNNLOADER_REQUIRE_GPU=1 (a skip for a
 #            missing GPU is a failure there)
+#   python   the Python client's tests against .gpu/bin/loaderd: CPU and CUDA
+#            (python/tests/test_loader.py, test_cuda.py), GNNLOADER_REQUIRE_GPU=1
+#   mps      under an MPS control daemon of our own (temp pipe/log dirs): the
+#            CUDA end-to-end test, then the gather benchmark (small table) at
+#            several CUDA_MPS_ACTIVE_THREAD_PERCENTAGE shares (GPU_CHECK_MPS=0 skips)
 #   bench    the gather benchmark (GNNLOADER_BENCH_SCALE=small|full, default full;
 #            GPU_CHECK_BENCH=0 skips it)
 #   steps    every executable .gpu/steps/*.sh, in name order, with $OUT set:
 #            the place for later steps (Python client, sampler bench, generator)
 # Output under $OUT (at most 8 files come back): summary.txt, check.log,
-# bench.txt, steps.log, kernels/{gather.fatbin,gather.fatbin.sha256,ptxas.log}.
+# bench.txt, mps.txt, steps.log, kernels/{gather.fatbin,gather.fatbin.sha256,ptxas.log}.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -65,6 +70,30 @@ for bin in .gpu/bin/*.test; do
 	dir=$(cat ".gpu/bin/$name.dir" 2> /dev/null || echo .)
 	step "test $name" bash -c "cd '$root/$dir' && GNNLOADER_REQUIRE_GPU=1 '$root/$bin' -test.v -test.count=1 -test.timeout=4m"
 done
+
+# python: the client on the CPU and CUDA paths, against the carried daemon
+if [ -x .gpu/bin/loaderd ]; then
+	step "python client (cpu + cuda)" bash -c "cd '$root/python/tests' && LOADERD='$root/.gpu/bin/loaderd' GNNLOADER_REQUIRE_GPU=1 PYTHONUNBUFFERED=1 python3 -m unittest -v test_loader test_cuda"
+	step "loaderd info" "$root/.gpu/bin/loaderd" info
+fi
+
+# mps: loaderd and a trainer under an MPS control daemon we start and stop
+if [ "${GPU_CHECK_MPS:-1}" != 0 ] && [ -x .gpu/bin/loaderd ] && command -v nvidia-cuda-mps-control > /dev/null; then
+	mps=$(mktemp -d /tmp/gnnloader-mps.XXXXXX)
+	mkdir -p "$mps/pipe" "$mps/log"
+	export CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log
+	if step "mps: start control daemon" nvidia-cuda-mps-control -d; then
+		step "mps: cuda end to end under MPS" bash -c "cd '$root/python/tests' && LOADERD='$root/.gpu/bin/loaderd' GNNLOADER_REQUIRE_GPU=1 PYTHONUNBUFFERED=1 python3 -m unittest -v test_cuda.CudaLoaderTest.test_matches_cpu_path test_cuda.CudaLoaderTest.test_slot_reuse_waits_for_release && echo get_server_list | nvidia-cuda-mps-control && '$root/.gpu/bin/loaderd' info"
+		for pct in 10 25 50 100; do
+			step "mps: bench gather at ${pct}% threads" bash -c "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$pct '$root/.gpu/bin/loaderd' bench gather --rows 16777216 --batch-rows 600000 --reps 5 --sms -1,32 | tee -a '$OUT/mps.txt'"
+		done
+		echo quit | nvidia-cuda-mps-control
+		sleep 1
+		cat "$mps"/log/*.log >> "$log" 2> /dev/null
+	fi
+	unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+	rm -rf "$mps"
+fi
 
 # bench
 if [ "${GPU_CHECK_BENCH:-1}" != 0 ] && [ -x .gpu/bin/gather.test ]; then

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -60,13 +61,14 @@ func benchGather(ctx context.Context, e *env, args []string) error {
 	}
 	defer cc.Release()
 	name, _ := d.Name()
+	sms, _ := d.Attribute(cudaext.AttrMultiprocessorCount) // under MPS: the share this client gets
 	st, err := gather.FillBenchTable(cc, rows, rowBytes)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	fmt.Fprintf(e.stdout, "gather benchmark on cuda:%d (%s): table %d x %d B = %.1f GB (fill %.1f s, cuMemHostRegister %.2f s), batches of %d rows, sweeps of %d\n",
-		device, name, rows, rowBytes, float64(len(st.Rows))/1e9, st.LoadTime.Seconds(), st.RegisterTime.Seconds(), cfg.BatchRows, cfg.SweepBatches)
+	fmt.Fprintf(e.stdout, "gather benchmark on cuda:%d (%s, %d SMs visible, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%q): table %d x %d B = %.1f GB (fill %.1f s, cuMemHostRegister %.2f s), batches of %d rows, sweeps of %d\n",
+		device, name, sms, os.Getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), rows, rowBytes, float64(len(st.Rows))/1e9, st.LoadTime.Seconds(), st.RegisterTime.Seconds(), cfg.BatchRows, cfg.SweepBatches)
 	_, err = gather.RunBench(ctx, cc, st, cfg, e.stdout)
 	return err
 }

@@ -98,6 +98,7 @@ class Loader:
         self._in_epoch = False
         self._held: dict = {}  # slot -> (epoch, index)
         self._mem: Optional[mmap.mmap] = None
+        self._cuda = None  # cuda.CudaSlots when the daemon placed the slots on a GPU
         self._closed = False
         data_cls = _pyg_data() if pyg in (None, True) else None
         if pyg and data_cls is None:
@@ -154,6 +155,14 @@ class Loader:
         opened = self._recv()
         if not isinstance(opened, p.Opened):
             raise LoaderError(f"daemon answered Open with {type(opened).__name__}")
+        self._regions = {r.name: r for r in opened.regions}
+        if opened.memory == p.MEMORY_CUDA:
+            from .cuda import CudaRuntimeError, CudaSlots
+            try:
+                self._cuda = CudaSlots(opened, self.device)
+            except CudaRuntimeError as e:
+                raise LoaderError(f"CUDA slots on cuda:{opened.cuda_device}: {e}", code="cuda") from e
+            return opened
         if opened.memory != p.MEMORY_SHM:
             raise LoaderError(f"slot memory {opened.memory!r} is not supported by this client")
         fd = self._fds[0]
@@ -224,6 +233,8 @@ class Loader:
 
     def _release_slot(self, slot: int) -> None:
         epoch, index = self._held.pop(slot)
+        if self._cuda is not None:
+            self._cuda.record_released(slot)  # before Release: loaderd's stream waits on it
         self._send(p.Release(slot=slot, epoch=epoch, index=index))
 
     def _view(self, m: p.BatchReady):
@@ -232,6 +243,8 @@ class Loader:
 
         def region(name: str, count: int) -> torch.Tensor:
             r = self._regions[name]
+            if self._cuda is not None:
+                return self._cuda.view(m.slot, r.offset, count, _DTYPES[r.dtype])
             if count == 0:
                 return torch.empty(0, dtype=_DTYPES[r.dtype])
             return torch.frombuffer(self._mem, dtype=_DTYPES[r.dtype], count=count, offset=base + r.offset)
@@ -240,7 +253,9 @@ class Loader:
         y = region("y", n)
         n_id = region("n_id", n)
         edge_index = region("edge_index", 2 * e).view(2, e)
-        if self.device.type != "cpu":
+        if self._cuda is not None:
+            self._cuda.wait_ready(m.slot)  # the current stream reads the slot after its fill
+        elif self.device.type != "cpu":
             x, y, n_id, edge_index = (t.to(self.device) for t in (x, y, n_id, edge_index))
         fields = dict(x=x, y=y, edge_index=edge_index, n_id=n_id, batch_size=m.batch_size,
                       num_sampled_nodes=list(m.num_sampled_nodes),
@@ -269,6 +284,12 @@ class Loader:
             except OSError:
                 pass
         self._sock.close()
+        if self._cuda is not None:
+            try:
+                self._cuda.close()
+            except Exception:
+                pass
+            self._cuda = None
         if self._mem is not None:
             try:
                 self._mem.close()

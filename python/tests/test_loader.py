@@ -82,7 +82,7 @@ class LoaderTest(unittest.TestCase):
         subprocess.run([LOADERD, "import", "npz", str(ROOT / "testdata" / "cora.npz"), "--undirected",
                         "--out", cls.cora], check=True, capture_output=True)
         cls.x, cls.y = load_cora_npz()
-        cls.daemon = Daemon(cls.cora)
+        cls.daemon = Daemon(cls.cora, "--gpu=false")  # the CPU path, also on a GPU machine
 
     @classmethod
     def tearDownClass(cls):

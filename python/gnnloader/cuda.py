@@ -1,0 +1,225 @@
+"""CUDA slots on the trainer side: the daemon's ring of GPU slots opened by
+its CUDA IPC handles, with ctypes on the CUDA runtime PyTorch has already
+loaded (no extra dependency), and zero-copy tensor views of the slots.
+
+Per batch: the current stream waits on the slot's "ready" event (recorded by
+loaderd after the gather) before anything reads the views; when the batch is
+released, the slot's "released" event is recorded on the current stream, then
+the Release message goes out. loaderd's stream waits on that event on the GPU
+before it writes the slot again, so kernels still reading the slot are safe.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import List, Optional, Tuple
+
+import torch
+
+__all__ = ["CudaSlots", "CudaRuntimeError", "find_runtime"]
+
+_IPC_LAZY_ENABLE_PEER_ACCESS = 1
+
+
+class CudaRuntimeError(RuntimeError):
+    """The CUDA runtime cannot be found or a CUDA IPC call failed."""
+
+
+class _Handle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+def _handle(b: bytes) -> _Handle:
+    if len(b) != 64:
+        raise CudaRuntimeError(f"CUDA IPC handle of {len(b)} bytes, want 64")
+    h = _Handle()
+    ctypes.memmove(ctypes.addressof(h), b, 64)
+    return h
+
+
+class _Runtime:
+    """The few CUDA calls the client needs, through the runtime (libcudart)
+    or, when torch links the runtime statically, the driver (libcuda)."""
+
+    def __init__(self, path: str, driver: bool):
+        self.path, self.driver = path, driver
+        lib = ctypes.CDLL(path)
+        vp, u = ctypes.c_void_p, ctypes.c_uint
+        if driver:
+            self._open_mem = lib.cuIpcOpenMemHandle_v2
+            self._open_mem.argtypes = [ctypes.POINTER(ctypes.c_uint64), _Handle, u]
+            self._close_mem = lib.cuIpcCloseMemHandle
+            self._close_mem.argtypes = [ctypes.c_uint64]
+            self._open_event = lib.cuIpcOpenEventHandle
+            self._wait = lib.cuStreamWaitEvent
+            self._record = lib.cuEventRecord
+            self._destroy = lib.cuEventDestroy_v2
+            self._err = lib.cuGetErrorName
+            self._err.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        else:
+            self._open_mem = lib.cudaIpcOpenMemHandle
+            self._open_mem.argtypes = [ctypes.POINTER(ctypes.c_void_p), _Handle, u]
+            self._close_mem = lib.cudaIpcCloseMemHandle
+            self._close_mem.argtypes = [vp]
+            self._open_event = lib.cudaIpcOpenEventHandle
+            self._wait = lib.cudaStreamWaitEvent
+            self._record = lib.cudaEventRecord
+            self._destroy = lib.cudaEventDestroy
+            self._err = lib.cudaGetErrorName
+            self._err.argtypes = [ctypes.c_int]
+            self._err.restype = ctypes.c_char_p
+        self._open_event.argtypes = [ctypes.POINTER(vp), _Handle]
+        self._wait.argtypes = [vp, vp, u]
+        self._record.argtypes = [vp, vp]
+        self._destroy.argtypes = [vp]
+        for f in (self._open_mem, self._close_mem, self._open_event, self._wait, self._record, self._destroy):
+            f.restype = ctypes.c_int
+
+    def _check(self, op: str, r: int) -> None:
+        if r == 0:
+            return
+        if self.driver:
+            s = ctypes.c_char_p()
+            self._err(r, ctypes.byref(s))
+            name = s.value
+        else:
+            name = self._err(r)
+        raise CudaRuntimeError(f"{op}: {(name or b'error').decode()} ({r}) [{self.path}]")
+
+    def open_mem(self, handle: bytes) -> int:
+        if self.driver:
+            p = ctypes.c_uint64()
+        else:
+            p = ctypes.c_void_p()
+        self._check("cudaIpcOpenMemHandle", self._open_mem(ctypes.byref(p), _handle(handle), _IPC_LAZY_ENABLE_PEER_ACCESS))
+        return int(p.value or 0)
+
+    def close_mem(self, ptr: int) -> None:
+        self._check("cudaIpcCloseMemHandle", self._close_mem(ptr))
+
+    def open_event(self, handle: bytes) -> int:
+        e = ctypes.c_void_p()
+        self._check("cudaIpcOpenEventHandle", self._open_event(ctypes.byref(e), _handle(handle)))
+        return int(e.value or 0)
+
+    def destroy_event(self, e: int) -> None:
+        self._destroy(e)
+
+    def wait(self, stream: int, event: int) -> None:
+        self._check("cudaStreamWaitEvent", self._wait(stream, event, 0))
+
+    def record(self, event: int, stream: int) -> None:
+        self._check("cudaEventRecord", self._record(event, stream))
+
+
+_runtime: Optional[_Runtime] = None
+
+
+def find_runtime() -> _Runtime:
+    """The CUDA runtime this process (PyTorch) has loaded, found in
+    /proc/self/maps after CUDA is initialised; the driver (libcuda.so.1) when
+    no runtime library is mapped. CudaRuntimeError when neither is found."""
+    global _runtime
+    if _runtime is not None:
+        return _runtime
+    if not torch.cuda.is_available():
+        raise CudaRuntimeError("CUDA is not available to PyTorch in this process (torch.cuda.is_available() is False)")
+    torch.cuda.init()
+    maps: List[str] = []
+    try:
+        with open("/proc/self/maps") as f:
+            maps = [line.split()[-1] for line in f if "/" in line]
+    except OSError:
+        pass
+    forced = os.environ.get("GNNLOADER_CUDART")
+    runtime = [forced] if forced else sorted({m for m in maps if os.path.basename(m).startswith("libcudart.so")})
+    driver = sorted({m for m in maps if os.path.basename(m).startswith("libcuda.so")})
+    errors = []
+    for path, is_driver in [(p, False) for p in runtime] + [(p, True) for p in driver] + [("libcuda.so.1", True)]:
+        try:
+            _runtime = _Runtime(path, is_driver)
+            return _runtime
+        except (OSError, AttributeError) as e:
+            errors.append(f"{path}: {e}")
+    raise CudaRuntimeError("cannot find the CUDA runtime PyTorch loaded (no libcudart or libcuda in /proc/self/maps): "
+                           + "; ".join(errors))
+
+
+class _CudaArray:
+    """An object exposing __cuda_array_interface__ (v3) for torch.as_tensor."""
+
+    def __init__(self, ptr: int, shape: Tuple[int, ...], typestr: str):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                         "strides": None, "version": 3}
+
+
+# Element types by their bytes: views are made as integers of the same size
+# and reinterpreted, so bfloat16 (which has no typestr) works too.
+_AS_INT = {1: ("|u1", torch.uint8), 2: ("<i2", torch.int16), 4: ("<i4", torch.int32), 8: ("<i8", torch.int64)}
+
+
+class CudaSlots:
+    """The daemon's ring of GPU slots, opened in this process."""
+
+    def __init__(self, opened, device: torch.device):
+        if device.index is not None and device.index != opened.cuda_device:
+            raise CudaRuntimeError(f"daemon placed the slots on cuda:{opened.cuda_device}, not {device}")
+        self.device = torch.device("cuda", opened.cuda_device)
+        self.rt = find_runtime()
+        self.slot_bytes = opened.slot_bytes
+        self.size = opened.slots * opened.slot_bytes
+        self.ptr = 0
+        self.ready: List[int] = []
+        self.released: List[int] = []
+        with torch.cuda.device(self.device):
+            self.ptr = self.rt.open_mem(bytes(opened.mem_handle))
+            try:
+                for ev in opened.events:
+                    self.ready.append(self.rt.open_event(bytes(ev.ready)))
+                    self.released.append(self.rt.open_event(bytes(ev.released)))
+            except BaseException:
+                self.close()
+                raise
+
+    def slot_range(self, slot: int) -> Tuple[int, int]:
+        """Device addresses [start, end) of a slot."""
+        start = self.ptr + slot * self.slot_bytes
+        return start, start + self.slot_bytes
+
+    def wait_ready(self, slot: int) -> None:
+        """Make the current stream wait (on the GPU) for the slot's fill."""
+        with torch.cuda.device(self.device):
+            self.rt.wait(torch.cuda.current_stream(self.device).cuda_stream, self.ready[slot])
+
+    def record_released(self, slot: int) -> None:
+        """Record the slot's released event on the current stream: loaderd
+        writes the slot again only after the work queued so far is done."""
+        with torch.cuda.device(self.device):
+            self.rt.record(self.released[slot], torch.cuda.current_stream(self.device).cuda_stream)
+
+    def view(self, slot: int, offset: int, count: int, dtype: torch.dtype) -> torch.Tensor:
+        """A zero-copy tensor of count elements at offset in the slot."""
+        if count == 0:
+            return torch.empty(0, dtype=dtype, device=self.device)
+        size = torch.empty(0, dtype=dtype).element_size()
+        typestr, as_int = _AS_INT[size]
+        ptr = self.ptr + slot * self.slot_bytes + offset
+        if ptr + count * size > self.ptr + (slot + 1) * self.slot_bytes:
+            raise CudaRuntimeError("view outside its slot")
+        t = torch.as_tensor(_CudaArray(ptr, (count,), typestr), device=self.device)
+        return t if as_int == dtype else t.view(dtype)
+
+    def close(self) -> None:
+        """Close the events and the memory handle. Views must not be used
+        afterwards."""
+        if self.ptr == 0 and not self.ready:
+            return
+        with torch.cuda.device(self.device):
+            for e in self.ready + self.released:
+                self.rt.destroy_event(e)
+            self.ready, self.released = [], []
+            if self.ptr:
+                torch.cuda.current_stream(self.device).synchronize()
+                ptr, self.ptr = self.ptr, 0
+                self.rt.close_mem(ptr)

@@ -1,0 +1,156 @@
+"""The CUDA path end to end: a real loaderd with its GPU backend, the Python
+client on cuda:0, checked against the CPU path of the same daemon.
+
+Skipped when torch.cuda.is_available() is False, unless
+GNNLOADER_REQUIRE_GPU=1 (scripts/gpu-check.sh), where that is a failure.
+LOADERD names the daemon binary (default bin/loaderd).
+"""
+
+import os
+import sys
+import unittest
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_loader import LOADERD, Daemon  # noqa: E402
+
+import gnnloader  # noqa: E402
+
+DATASET = os.environ.get("GNNLOADER_CUDA_DATASET", "synthetic:products:0.05:1")
+
+
+def require_gpu():
+    if not os.path.exists(LOADERD):
+        raise unittest.SkipTest(f"{LOADERD} not built (scripts/test.sh builds it)")
+    if not torch.cuda.is_available():
+        if os.environ.get("GNNLOADER_REQUIRE_GPU") == "1":
+            raise RuntimeError("GNNLOADER_REQUIRE_GPU=1 but torch.cuda.is_available() is False")
+        raise unittest.SkipTest("no CUDA: torch.cuda.is_available() is False")
+
+
+class CudaLoaderTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_gpu()
+        cls.daemon = Daemon(DATASET, "--gpus", "0", "--gpu-slot-memory", "1GiB")
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.daemon.stop()
+        if code != 0:
+            raise AssertionError(f"loaderd exited {code}")
+
+    def loader(self, device, **kw):
+        args = dict(split="train", batch_size=32, fanouts=[10, 5], seed=11, pyg=False, timeout=120)
+        args.update(kw)
+        return gnnloader.Loader(self.daemon.socket, device=device, **args)
+
+    def test_matches_cpu_path(self):
+        """A few hundred batches on cuda:0, every tensor equal to the CPU path's,
+        every tensor a view inside its slot."""
+        with self.loader("cuda:0") as g, self.loader("cpu") as c:
+            self.assertEqual(g.opened.memory, "cuda")
+            self.assertEqual(c.opened.memory, "shm")
+            self.assertEqual(len(g), len(c))
+            n = 0
+            for epoch in range(2):
+                for bg, bc in zip(g, c):
+                    lo, hi = g._cuda.slot_range(bg.slot)
+                    for name in ("x", "y", "n_id", "edge_index"):
+                        tg, tc = getattr(bg, name), getattr(bc, name)
+                        self.assertEqual(tg.device, torch.device("cuda", 0), name)
+                        self.assertEqual(tg.dtype, tc.dtype, name)
+                        self.assertEqual(tuple(tg.shape), tuple(tc.shape), name)
+                        if tg.numel():
+                            ptr = tg.data_ptr()
+                            self.assertTrue(lo <= ptr and ptr + tg.numel() * tg.element_size() <= hi,
+                                            f"{name} is not a view inside slot {bg.slot}")
+                        self.assertTrue(torch.equal(tg.cpu(), tc), f"epoch {epoch} batch {bg.index}: {name} differs")
+                    self.assertEqual(bg.batch_size, bc.batch_size)
+                    self.assertEqual(bg.num_sampled_nodes, bc.num_sampled_nodes)
+                    self.assertEqual(bg.num_sampled_edges, bc.num_sampled_edges)
+                    n += 1
+            self.assertGreaterEqual(n, 300)
+            print(f"\n{n} batches on cuda:0 equal to the CPU path's", file=sys.stderr)
+
+    def test_slot_reuse_waits_for_release(self):
+        """A slow kernel still reads slot k after the trainer released it,
+        while loaderd fills the other slots and comes back to slot k: what
+        the kernel reads is the batch it was given."""
+        with self.loader("cuda:0", release="manual", slots=2, batch_size=256) as g:
+            it = iter(g)
+            stream = torch.cuda.current_stream()
+            for round_ in range(3):
+                b = next(it)
+                before = b.x.clone()  # on the current stream, after the ready wait
+                result = torch.empty_like(b.x)
+                torch.cuda._sleep(400_000_000)  # ~0.2-0.4 s of GPU time on the current stream
+                result.copy_(b.x)  # the late read of the slot
+                g.release(b)  # records "released" after the late read
+                # loaderd now refills this slot; take and release two batches
+                # (the next one fills the other slot, the one after reuses this one).
+                for _ in range(2):
+                    nb = next(it)
+                    nb_sum = nb.x.sum()
+                    g.release(nb)
+                stream.synchronize()
+                self.assertTrue(torch.equal(result, before), f"round {round_}: slot {b.slot} overwritten under a reading kernel")
+                del nb_sum
+            for b in it:
+                g.release(b)
+
+    def test_bad_requests(self):
+        """A GPU that does not exist, one not in --gpus, slots too big: an Error
+        to that client, the daemon and a trainer already on the GPU carry on."""
+        n = torch.cuda.device_count()
+        with self.loader("cuda:0") as good:
+            first = next(iter(good))
+            x0 = first.x.clone()
+            for device, kw, code in [("cuda:7", {}, "bad_request"), (f"cuda:{n}", {}, "bad_request"),
+                                     ("cuda:1", {}, "bad_request"),
+                                     ("cuda:0", dict(slots=16, batch_size=100_000, fanouts=[-1, -1]), "busy")]:
+                with self.assertRaises(gnnloader.LoaderError) as cm:
+                    self.loader(device, **kw)
+                self.assertEqual(cm.exception.code, code, str(cm.exception))
+                print(f"\n{device} {kw}: {cm.exception}", file=sys.stderr)
+            self.assertTrue(torch.equal(first.x.cpu(), x0.cpu()))
+            k = 1
+            for _ in good:
+                k += 1
+            self.assertEqual(k, len(good))
+        self.assertIsNone(self.daemon.proc.poll(), "loaderd died")
+
+
+class CudaRuntimeMissingTest(unittest.TestCase):
+    def test_clear_error_without_runtime(self):
+        """A client whose CUDA runtime cannot be found gets a clear LoaderError."""
+        require_gpu()
+        from gnnloader import cuda
+        d = Daemon("synthetic:cora:0.5:1", "--gpus", "0")
+        saved = cuda._runtime
+        try:
+            cuda._runtime = None
+            os.environ["GNNLOADER_CUDART"] = "/nonexistent/libcudart.so"
+            orig = cuda._Runtime.__init__
+
+            def broken(self, path, driver):
+                raise OSError(f"{path}: cannot open")
+            cuda._Runtime.__init__ = broken
+            try:
+                with self.assertRaises(gnnloader.LoaderError) as cm:
+                    gnnloader.Loader(d.socket, device="cuda:0", pyg=False, timeout=60)
+                self.assertIn("cannot find the CUDA runtime", str(cm.exception))
+                print(f"\n{cm.exception}", file=sys.stderr)
+            finally:
+                cuda._Runtime.__init__ = orig
+                del os.environ["GNNLOADER_CUDART"]
+            with gnnloader.Loader(d.socket, device="cuda:0", pyg=False, timeout=60) as ok:
+                self.assertEqual(next(iter(ok)).x.device.type, "cuda")
+        finally:
+            cuda._runtime = saved
+            self.assertEqual(d.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
