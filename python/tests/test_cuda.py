@@ -122,6 +122,26 @@ class CudaLoaderTest(unittest.TestCase):
         self.assertIsNone(self.daemon.proc.poll(), "loaderd died")
 
 
+class DriverTooOldTest(unittest.TestCase):
+    def test_kernels_the_driver_cannot_load_stop_loaderd_at_start(self):
+        """Kernels newer than the driver (here: PTX of a version no driver
+        knows) stop loaderd at start-up with a clear message, no crash."""
+        require_gpu()
+        import subprocess
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            ptx = os.path.join(tmp, "future.ptx")
+            with open(ptx, "w") as f:
+                f.write(".version 99.0\n.target sm_90\n.address_size 64\n")
+            env = dict(os.environ, GNNLOADER_KERNELS=ptx)
+            r = subprocess.run([LOADERD, "serve", "--dataset", "synthetic:cora:0.5:1", "--socket",
+                                os.path.join(tmp, "s.sock")], env=env, capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("cannot load the gather kernels", r.stderr)
+            self.assertNotIn("panic", r.stderr)
+            print("\n" + r.stderr.strip().splitlines()[-1], file=sys.stderr)
+
+
 class CudaRuntimeMissingTest(unittest.TestCase):
     def test_clear_error_without_runtime(self):
         """A client whose CUDA runtime cannot be found gets a clear LoaderError."""
