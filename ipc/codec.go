@@ -65,7 +65,7 @@ func (l Limits) WithDefaults() Limits {
 }
 
 // Msg is one protocol message: *Hello, *Welcome, *Open, *Opened,
-// *StartEpoch, *BatchReady, *Release, *EpochEnd, *Error or *Goodbye.
+// *StartEpoch, *BatchReady, *Release, *EpochEnd, *Error, *Goodbye or *Seeds.
 type Msg interface {
 	Type() Type
 	encode(e *encoder)

@@ -60,7 +60,7 @@ func FDsFor(m Msg) int {
 	if o, ok := m.(*Opened); ok && o.Memory == MemoryShm {
 		return 1
 	}
-	return 0
+	return ringFDs(m) // ring_msgs.go
 }
 
 // ReadMsg reads one frame and decodes it. fds are the descriptors that came

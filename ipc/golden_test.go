@@ -79,6 +79,7 @@ func goldens() map[string]Msg {
 		"error":         &Error{Code: CodeOutOfOrder, Message: "Release from the client in phase open"},
 		"goodbye":       &Goodbye{Reason: "done"},
 		"goodbye_empty": &Goodbye{},
+		"seeds":         &Seeds{Count: 140},
 	}
 }
 

@@ -33,6 +33,9 @@ func (t Type) String() string {
 	if int(t) < len(typeNames) && typeNames[t] != "" {
 		return typeNames[t]
 	}
+	if n, ok := ringTypeNames[t]; ok {
+		return n
+	}
 	return fmt.Sprintf("Type(%d)", uint16(t))
 }
 
@@ -59,7 +62,7 @@ func newMsg(t Type) Msg {
 	case TypeGoodbye:
 		return new(Goodbye)
 	}
-	return nil
+	return newRingMsg(t) // ring_msgs.go
 }
 
 // Hello (client to daemon) opens the handshake. On the wire it starts with

@@ -79,6 +79,8 @@ func (s *State) step(dir Dir, t Type) (Phase, bool) {
 		return PhaseWelcome, true
 	case key{PhaseWelcome, FromDaemon, TypeWelcome}:
 		return PhaseOpen, true
+	case key{PhaseOpen, FromClient, TypeSeeds}: // custom seeds come before their Open
+		return PhaseOpen, true
 	case key{PhaseOpen, FromClient, TypeOpen}:
 		return PhaseOpened, true
 	case key{PhaseOpened, FromDaemon, TypeOpened}:

@@ -92,6 +92,9 @@ func (ss *session) run(ctx context.Context) {
 			}
 			return
 		}
+		if ss.serveGradIf(ctx, m) { // ringgrad.go: RegisterGrad makes this a gradient connection
+			return
+		}
 		if err := ss.handle(ctx, m); err != nil {
 			if errors.Is(err, errGoodbye) {
 				ss.log.Info("trainer said goodbye", "rank", ss.rank(), "pid", ss.pid)

@@ -29,7 +29,7 @@ __all__ = [
     "MEMORY_SHM", "MEMORY_CUDA",
     "Code", "MsgType", "ProtocolError", "Limits", "DEFAULT_LIMITS",
     "Hello", "Welcome", "Dataset", "Split", "Open", "Opened", "Region", "EventIPC",
-    "StartEpoch", "BatchReady", "Release", "EpochEnd", "Error", "Goodbye",
+    "StartEpoch", "BatchReady", "Release", "EpochEnd", "Error", "Goodbye", "Seeds", "CUSTOM_SPLIT",
     "marshal", "unmarshal", "fds_for", "send_msg", "recv_msg", "parse_device",
     "Dir", "Phase", "State",
 ]
@@ -43,6 +43,7 @@ REGION_ALIGN = 128
 MAX_FDS = 4
 MEMORY_SHM = "shm"
 MEMORY_CUDA = "cuda"
+CUSTOM_SPLIT = "custom"  # Open.split naming the seeds of the preceding Seeds message
 
 _HEADER = struct.Struct("<IHH")
 
@@ -85,6 +86,7 @@ class MsgType(enum.IntEnum):
     EPOCH_END = 8
     ERROR = 9
     GOODBYE = 10
+    SEEDS = 11
 
 
 class ProtocolError(Exception):
@@ -636,8 +638,24 @@ class Goodbye(_Msg):
         return cls(reason=r.str("reason"))
 
 
+@dataclass
+class Seeds(_Msg):
+    """Client -> daemon, after Welcome and before an Open naming CUSTOM_SPLIT:
+    `count` node ids (little-endian int64) in the memfd sent with the frame."""
+
+    TYPE: ClassVar[MsgType] = MsgType.SEEDS
+    count: int = 0
+
+    def _encode(self, w: _Writer) -> None:
+        w.u64(self.count)
+
+    @classmethod
+    def _decode(cls, r: _Reader) -> "Seeds":
+        return cls(count=r.u64())
+
+
 _BY_TYPE = {cls.TYPE: cls for cls in (Hello, Welcome, Open, Opened, StartEpoch, BatchReady,
-                                      Release, EpochEnd, Error, Goodbye)}
+                                      Release, EpochEnd, Error, Goodbye, Seeds)}
 
 
 # -------------------------------------------------------------------- frames
@@ -692,7 +710,10 @@ def unmarshal(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> _Msg:
 
 
 def fds_for(msg: _Msg) -> int:
-    """Descriptors a frame carrying `msg` must carry: 1 for a shm Opened, else 0."""
+    """Descriptors a frame carrying `msg` must carry: 1 for a shm Opened and
+    for Seeds, else 0."""
+    if isinstance(msg, Seeds):
+        return 1
     return 1 if isinstance(msg, Opened) and msg.memory == MEMORY_SHM else 0
 
 
@@ -789,6 +810,7 @@ _T = MsgType
 _TRANSITIONS = {
     (Phase.HELLO, Dir.CLIENT, _T.HELLO): Phase.WELCOME,
     (Phase.WELCOME, Dir.DAEMON, _T.WELCOME): Phase.OPEN,
+    (Phase.OPEN, Dir.CLIENT, _T.SEEDS): Phase.OPEN,  # custom seeds come before their Open
     (Phase.OPEN, Dir.CLIENT, _T.OPEN): Phase.OPENED,
     (Phase.OPENED, Dir.DAEMON, _T.OPENED): Phase.IDLE,
     (Phase.IDLE, Dir.CLIENT, _T.START_EPOCH): Phase.EPOCH,

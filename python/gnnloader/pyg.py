@@ -164,7 +164,20 @@ class _SeedsLoader(Loader):
             self._send_seeds(p.Seeds(count=ids.numel()), fd)
         finally:
             os.close(fd)
-        return super()._open(req)
+        try:
+            return super()._open(req)
+        except LoaderError as e:
+            if e.code != "error":
+                raise
+            # Sending Open failed: the daemon refused Seeds and closed. Its
+            # Error frame, if any, says why (e.g. an older loaderd).
+            try:
+                self._sock.settimeout(2.0)
+                self._recv()
+            except LoaderError as why:
+                if why.code != "error":
+                    raise why from None
+            raise
 
     def _send_seeds(self, msg: Any, fd: int) -> None:
         try:

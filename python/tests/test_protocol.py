@@ -86,6 +86,7 @@ def _goldens():
         "error": P.Error(code=P.Code.OUT_OF_ORDER, message="Release from the client in phase open"),
         "goodbye": P.Goodbye(reason="done"),
         "goodbye_empty": P.Goodbye(reason=""),
+        "seeds": P.Seeds(count=140),
     }
 
 

@@ -10,7 +10,6 @@ import torch
 
 import test_loader
 import gnnloader
-from gnnloader import protocol as p
 
 
 class NeighborLoaderTest(unittest.TestCase):
@@ -99,15 +98,52 @@ class NeighborLoaderTest(unittest.TestCase):
         self.assertEqual(sum(seen), n)
         self.assertEqual(n, 1626 // 2)
 
+    def test_tensor_of_ids(self):
+        ids = torch.tensor([5, 2707, 0, 17, 17, 3, 250, 9, 1, 42])
+        with self.nl(ids, batch_size=4, shuffle=False) as ld:
+            self.assertEqual(len(ld), 3)
+            for _ in range(2):  # PyG order when not shuffled, repeats kept
+                self.assertEqual(self.seeds_of(ld), ids.tolist())
+        # (check_batch wants distinct n_id: a repeated seed within one batch
+        # appears once per occurrence, so shuffle distinct ids here.)
+        distinct = torch.tensor([5, 2707, 0, 17, 3, 250, 9, 1, 42, 77], dtype=torch.int32)
+        seen = []
+        for rank in range(2):
+            with self.nl(distinct, batch_size=4, shuffle=True, rank=rank, world_size=2) as ld:
+                seen += self.seeds_of(ld)
+        self.assertEqual(sorted(seen), sorted(distinct.tolist()))
+
+    def test_bool_mask_and_none(self):
+        mask = torch.zeros(2708, dtype=torch.bool)
+        mask[100:400] = True
+        with self.nl(mask, batch_size=128) as ld:
+            seeds = self.seeds_of(ld)
+        self.assertEqual(sorted(seeds), list(range(100, 400)))
+        with self.nl(None, batch_size=1024, num_neighbors=[2]) as ld:  # PyG: every node
+            self.assertEqual(len(ld), 3)
+            self.assertEqual(sorted(b for batch in ld for b in batch.n_id[:batch.batch_size].tolist()),
+                             list(range(2708)))
+
+    def test_bad_input_nodes(self):
+        for nodes, text in [(torch.tensor([0, 2708]), "outside"), (torch.tensor([-1]), "outside"),
+                            (torch.ones(10, dtype=torch.bool), "mask of 10"), (torch.zeros(2708, dtype=torch.bool), "no node"),
+                            (torch.rand(3), "integers"), (torch.zeros(2, 2, dtype=torch.long), "one-dimensional"),
+                            (("paper", torch.arange(3)), "heterogeneous")]:
+            with self.subTest(text=text):
+                with self.assertRaisesRegex(ValueError, text):
+                    self.nl(nodes)
+        # The daemon is fine afterwards.
+        with self.nl(torch.arange(3)) as ld:
+            self.assertEqual(len(ld), 1)
+
     def test_rank_from_torch_distributed(self):
         with mock.patch("gnnloader.pyg._dist_rank_world", return_value=(1, 2)):
             with self.nl(seed=None) as ld:
                 self.assertEqual((ld.rank, ld.world_size), (1, 2))
                 self.assertEqual(ld.seed, 0)  # ranks must agree
             # A tensor of seeds is this rank's own, as in PyG.
-            if hasattr(p, "Seeds"):
-                with self.nl(torch.arange(10)) as ld:
-                    self.assertEqual((ld.rank, ld.world_size), (0, 1))
+            with self.nl(torch.arange(10)) as ld:
+                self.assertEqual((ld.rank, ld.world_size), (0, 1))
 
 
 if __name__ == "__main__":

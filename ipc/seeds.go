@@ -1,0 +1,28 @@
+package ipc
+
+// Seeds: a custom seed list (PyG's input_nodes as a tensor or mask), sent by
+// the client after Welcome and before Open. See docs/protocol.md, "11 Seeds".
+
+// TypeSeeds is the message type of Seeds.
+const TypeSeeds Type = 11
+
+// CustomSplit is the Open.Split that means "the seeds of the Seeds message
+// sent before this Open". No dataset split may have this name.
+const CustomSplit = "custom"
+
+// Seeds (client to daemon) carries Count node ids, little-endian int64, in a
+// memfd of at least 8*Count bytes passed with the frame (SCM_RIGHTS, exactly
+// one descriptor). It is allowed once, in phase open (before Open), and
+// leaves the phase unchanged; the Open that follows names CustomSplit. The
+// daemon checks Count (1..num_nodes) and every id (0 <= id < num_nodes),
+// copies the ids and closes the descriptor; the memfd may be reused or
+// closed by the client as soon as Opened (or Error) arrives.
+type Seeds struct {
+	Count uint64 // node ids in the memfd
+}
+
+func (*Seeds) Type() Type { return TypeSeeds }
+
+func (m *Seeds) encode(e *encoder) { e.u64(m.Count) }
+
+func (m *Seeds) decode(d *decoder) { m.Count = d.u64() }

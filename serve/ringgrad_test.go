@@ -1,0 +1,175 @@
+package serve
+
+import (
+	"bytes"
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gnnloader/gnnloader/ipc"
+	"github.com/gnnloader/gnnloader/ring"
+)
+
+// gradClient registers rank of world for job and returns its connection and
+// mapped buffer (CPU path).
+func gradClient(t *testing.T, srv *Server, job string, rank, world int, bytes uint64) (*ipc.Conn, []byte) {
+	c, err := ipc.Dial(srv.cfg.Socket, ipc.DefaultLimits)
+	if err != nil {
+		t.Error(err)
+		return nil, nil
+	}
+	t.Cleanup(func() { c.Close() })
+	c.UnixConn().SetDeadline(time.Now().Add(20 * time.Second))
+	if err := c.WriteMsg(&ipc.Hello{Version: ipc.Version, Name: "grad"}); err != nil {
+		t.Error(err)
+		return nil, nil
+	}
+	if m, _, err := c.ReadMsg(); err != nil || m.Type() != ipc.TypeWelcome {
+		t.Errorf("welcome: %v %v", m, err)
+		return nil, nil
+	}
+	if err := c.WriteMsg(&ipc.RegisterGrad{Job: job, Rank: uint32(rank), WorldSize: uint32(world), Device: "cpu", Bytes: bytes}); err != nil {
+		t.Error(err)
+		return nil, nil
+	}
+	m, fds, err := c.ReadMsg()
+	if err != nil {
+		t.Errorf("rank %d: %v", rank, err)
+		return nil, nil
+	}
+	reg, ok := m.(*ipc.GradRegistered)
+	if !ok || len(fds) != 1 || reg.Memory != ipc.MemoryShm || reg.Bytes != bytes {
+		ipc.CloseFDs(fds)
+		t.Errorf("rank %d: got %#v with %d fds", rank, m, len(fds))
+		return nil, nil
+	}
+	mem, err := unix.Mmap(fds[0], 0, int(bytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	unix.Close(fds[0])
+	if err != nil {
+		t.Error(err)
+		return nil, nil
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	return c, mem
+}
+
+// TestGradAllReduceCPU: three trainers of one job all-reduce buckets of
+// several sizes, dtypes and ops through loaderd's CPU path; every rank gets
+// the CPU ring's bytes.
+func TestGradAllReduceCPU(t *testing.T) {
+	srv, _ := testServer(t, Config{})
+	const world, size = 3, 1 << 16
+	conns := make([]*ipc.Conn, world)
+	mems := make([][]byte, world)
+	var wg sync.WaitGroup
+	for r := 0; r < world; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conns[r], mems[r] = gradClient(t, srv, "job", r, world, size)
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	rnd := rand.New(rand.NewSource(1))
+	cases := []struct {
+		n  int64
+		dt ring.DType
+		op ring.Op
+	}{{1, ring.Float32, ring.Sum}, {1001, ring.Float32, ring.Avg}, {16384, ring.Float32, ring.Sum}, {777, ring.BFloat16, ring.Sum}, {32767, ring.Float16, ring.Avg}}
+	for seq, tc := range cases {
+		in := make([][]byte, world)
+		for r := range in {
+			b := make([]byte, tc.n*int64(tc.dt.Size()))
+			for i := 0; i < int(tc.n); i++ {
+				tc.dt.Store(b, i, rnd.Float64()*2-1)
+			}
+			in[r] = b
+			copy(mems[r], b)
+		}
+		want := make([][]byte, world)
+		for r := range in {
+			want[r] = append([]byte(nil), in[r]...)
+		}
+		if err := ring.ReduceCPU(want, tc.n, tc.dt, tc.op); err != nil {
+			t.Fatal(err)
+		}
+		req := &ipc.AllReduce{Seq: uint64(seq), Count: uint64(tc.n), DType: tc.dt.String(), Op: tc.op.String()}
+		for r := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := conns[r].WriteMsg(req); err != nil {
+					t.Error(err)
+					return
+				}
+				m, _, err := conns[r].ReadMsg()
+				if d, ok := m.(*ipc.AllReduceDone); err != nil || !ok || d.Seq != uint64(seq) {
+					t.Errorf("rank %d: %#v %v", r, m, err)
+				}
+			}()
+		}
+		wg.Wait()
+		for r := range mems {
+			if !bytes.Equal(mems[r][:len(want[r])], want[r]) {
+				t.Fatalf("case %d rank %d: buffer differs from the CPU ring", seq, r)
+			}
+		}
+	}
+	for _, c := range conns {
+		c.WriteMsg(&ipc.Goodbye{})
+	}
+}
+
+func TestGradBadRequests(t *testing.T) {
+	srv, _ := testServer(t, Config{})
+	// A bucket larger than the buffer, and a dtype the ring does not know.
+	c, _ := gradClient(t, srv, "solo", 0, 1, 64)
+	if c == nil {
+		t.FailNow()
+	}
+	c.WriteMsg(&ipc.AllReduce{Seq: 0, Count: 17, DType: "float32", Op: "sum"})
+	if m, _, err := c.ReadMsg(); err != nil || m.Type() != ipc.TypeError || ipc.CodeOf(errFromMsg(m)) != ipc.CodeBadRequest {
+		t.Fatalf("oversized bucket: %#v %v", m, err)
+	}
+	c2, _ := gradClient(t, srv, "solo2", 0, 1, 64)
+	if c2 == nil {
+		t.FailNow()
+	}
+	c2.WriteMsg(&ipc.AllReduce{Seq: 0, Count: 1, DType: "int8", Op: "sum"})
+	if m, _, err := c2.ReadMsg(); err != nil || m.Type() != ipc.TypeError {
+		t.Fatalf("bad dtype: %#v %v", m, err)
+	}
+	// A rank that disagrees with its job on the world size.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); gradClient(t, srv, "pair", 0, 2, 64) }()
+	d, err := ipc.Dial(srv.cfg.Socket, ipc.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	d.UnixConn().SetDeadline(time.Now().Add(10 * time.Second))
+	d.WriteMsg(&ipc.Hello{Version: ipc.Version})
+	d.ReadMsg()
+	time.Sleep(50 * time.Millisecond) // rank 0 first
+	d.WriteMsg(&ipc.RegisterGrad{Job: "pair", Rank: 1, WorldSize: 3, Device: "cpu", Bytes: 64})
+	if m, _, err := d.ReadMsg(); err != nil || m.Type() != ipc.TypeError {
+		t.Fatalf("world size mismatch: %#v %v", m, err)
+	}
+	// Rank 1 of the right shape completes the pair.
+	gradClient(t, srv, "pair", 1, 2, 64)
+	wg.Wait()
+}
+
+func errFromMsg(m ipc.Msg) error {
+	if e, ok := m.(*ipc.Error); ok {
+		return &ipc.ProtocolError{Code: e.Code, Msg: e.Message}
+	}
+	return nil
+}
