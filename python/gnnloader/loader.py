@@ -3,9 +3,11 @@ served by loaderd, as zero-copy views of the daemon's slots."""
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import Iterator, List, Optional, Sequence
 
@@ -22,6 +24,11 @@ _DTYPES = {
     "int64": torch.int64,
     "int32": torch.int32,
 }
+
+
+# Error codes after which a loader with reconnect > 0 tries again: the
+# connection broke, could not be made, or the daemon is shutting down.
+_RECONNECTABLE = ("closed", "connect", "goodbye", "shutting_down")
 
 
 class LoaderError(RuntimeError):
@@ -88,43 +95,100 @@ class Loader:
                  fanouts: Sequence[int] = (15, 10, 5), shuffle: bool = True, seed: int = 0,
                  rank: int = 0, world_size: int = 1, device: str = "cpu", drop_last: bool = False,
                  slots: int = 0, job: str = "", release: str = "auto", start_epoch: int = 0,
-                 pyg: Optional[bool] = None, timeout: Optional[float] = None):
+                 start_batch: int = 0, pyg: Optional[bool] = None, timeout: Optional[float] = None,
+                 reconnect: float = 0.0):
+        """`reconnect` > 0: when the connection to loaderd is lost (the daemon
+        restarted, crashed or said goodbye), keep trying to reconnect for that
+        many seconds, with exponential backoff, and resume the epoch after the
+        last batch this loader yielded: over an epoch every batch of this
+        rank's share is yielded exactly once. `start_epoch`/`start_batch` start
+        elsewhere (e.g. a trainer restarting from a checkpoint)."""
         if release not in ("auto", "manual"):
             raise ValueError(f'release must be "auto" or "manual", not {release!r}')
         self.socket_path = socket_path
         self.device = torch.device(device)
         self._release_mode = release
         self._epoch = start_epoch
+        self._start_batch = start_batch
         self._in_epoch = False
         self._held: dict = {}  # slot -> (epoch, index)
         self._mem: Optional[mmap.mmap] = None
         self._cuda = None  # cuda.CudaSlots when the daemon placed the slots on a GPU
         self._closed = False
+        self._timeout = timeout
+        self._reconnect_for = reconnect
+        self.reconnects = 0  # how often the connection was re-established
         data_cls = _pyg_data() if pyg in (None, True) else None
         if pyg and data_cls is None:
             raise ImportError("pyg=True but torch_geometric is not importable")
         self._data_cls = data_cls
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self._sock.settimeout(timeout)
+        self._request = p.Open(job=job, split=split, batch_size=batch_size, fanouts=list(fanouts),
+                               shuffle=shuffle, seed=seed, rank=rank, world_size=world_size,
+                               drop_last=drop_last, device=str(device), slots=slots,
+                               start_epoch=start_epoch, start_batch=start_batch)
+        self._sock = None
+        deadline = time.monotonic() + reconnect
+        while True:
             try:
-                self._sock.connect(socket_path)
-            except OSError as e:
-                raise LoaderError(f"cannot connect to loaderd at {socket_path}: {e.strerror or e}") from e
-            self._send(p.Hello(pid=os.getpid(), name=f"gnnloader rank {rank}"))
-            welcome = self._recv()
-            if not isinstance(welcome, p.Welcome):
-                raise LoaderError(f"daemon answered Hello with {type(welcome).__name__}")
-            self.dataset = welcome.dataset
-            self.daemon_version = welcome.daemon_version
-            opened = self._open(p.Open(job=job, split=split, batch_size=batch_size, fanouts=list(fanouts),
-                                       shuffle=shuffle, seed=seed, rank=rank, world_size=world_size,
-                                       drop_last=drop_last, device=str(device), slots=slots,
-                                       start_epoch=start_epoch))
-            self.opened = opened
-        except BaseException:
-            self._shutdown(goodbye=False)
-            raise
+                self._connect(self._request)
+                return
+            except LoaderError as e:
+                self._shutdown(goodbye=False)
+                if not (e.code in _RECONNECTABLE and time.monotonic() < deadline):
+                    raise
+                self._closed = False
+                time.sleep(0.05)
+
+    def _connect(self, req: p.Open) -> None:
+        """Connect, handshake and open the slot ring."""
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(self._timeout)
+        try:
+            self._sock.connect(self.socket_path)
+        except OSError as e:
+            raise LoaderError(f"cannot connect to loaderd at {self.socket_path}: {e.strerror or e}",
+                              code="connect") from e
+        self._send(p.Hello(pid=os.getpid(), name=f"gnnloader rank {req.rank}"))
+        welcome = self._recv()
+        if not isinstance(welcome, p.Welcome):
+            raise LoaderError(f"daemon answered Hello with {type(welcome).__name__}")
+        self.dataset = welcome.dataset
+        self.daemon_version = welcome.daemon_version
+        self.opened = self._open(req)
+
+    def _reconnect(self, epoch: int, next_index: int) -> None:
+        """Re-establish the connection and resume `epoch` at `next_index`."""
+        self._drop_connection()
+        deadline = time.monotonic() + self._reconnect_for
+        backoff = 0.02
+        req = dataclasses.replace(self._request, start_epoch=epoch, start_batch=next_index)
+        while True:
+            try:
+                self._connect(req)
+                self.reconnects += 1
+                return
+            except LoaderError as e:
+                self._drop_connection()
+                if e.code not in _RECONNECTABLE or time.monotonic() + backoff > deadline:
+                    raise LoaderError(f"lost loaderd and could not reconnect within {self._reconnect_for:g} s: {e}",
+                                      code=e.code) from e
+                time.sleep(backoff)
+                backoff = min(2 * backoff, 1.0)
+
+    def _drop_connection(self) -> None:
+        """Forget the connection and its slots (tensors still viewing an old
+        shared-memory slot keep its mapping alive)."""
+        self._held.clear()
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._cuda is not None:
+            try:
+                self._cuda.close()
+            except Exception:
+                pass
+            self._cuda = None
+        self._mem = None
 
     # -- connection ---------------------------------------------------------
 
@@ -132,15 +196,15 @@ class Loader:
         try:
             p.send_msg(self._sock, msg)
         except OSError as e:
-            raise LoaderError(f"connection to loaderd lost: {e}") from e
+            raise LoaderError(f"connection to loaderd lost: {e}", code="closed") from e
 
     def _recv(self):
         try:
             msg, fds = p.recv_msg(self._sock)
         except EOFError:
-            raise LoaderError("loaderd closed the connection") from None
+            raise LoaderError("loaderd closed the connection", code="closed") from None
         except OSError as e:
-            raise LoaderError(f"connection to loaderd lost: {e}") from e
+            raise LoaderError(f"connection to loaderd lost: {e}", code="closed") from e
         if fds:
             self._fds = fds
         if isinstance(msg, p.Error):
@@ -196,11 +260,21 @@ class Loader:
 
     def _batches(self, epoch: int) -> Iterator:
         last = None
+        next_index = self._start_batch if epoch == self._request.start_epoch else 0
+        self._start_batch = 0
         while True:
-            msg = self._recv()
-            if self._release_mode == "auto" and last is not None:
-                self._release_slot(last)
+            try:
+                msg = self._recv()
+                if self._release_mode == "auto" and last is not None:
+                    self._release_slot(last)
+                    last = None
+            except LoaderError as e:
+                if not (self._reconnect_for > 0 and e.code in _RECONNECTABLE):
+                    raise
                 last = None
+                self._reconnect(epoch, next_index)
+                self._send(p.StartEpoch(epoch=epoch))
+                continue
             if isinstance(msg, p.EpochEnd):
                 self._in_epoch = False
                 return
@@ -209,6 +283,7 @@ class Loader:
             self._held[msg.slot] = (msg.epoch, msg.index)
             if self._release_mode == "auto":
                 last = msg.slot
+            next_index = msg.index + 1
             yield self._view(msg)
 
     def _drain(self) -> None:
@@ -278,6 +353,8 @@ class Loader:
 
     def _shutdown(self, goodbye: bool) -> None:
         self._closed = True
+        if self._sock is None:
+            return
         if goodbye:
             try:
                 p.send_msg(self._sock, p.Goodbye(reason="client closed"))

@@ -1,0 +1,83 @@
+"""A trainer survives a restart of loaderd: with reconnect, the Loader
+reconnects with backoff and resumes the epoch after the last batch it
+yielded, so every seed of the epoch is yielded exactly once. Without it, a
+lost daemon is a clear LoaderError."""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from test_loader import LOADERD, ROOT, Daemon, gnnloader
+
+
+class ReconnectTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(LOADERD):
+            raise unittest.SkipTest(f"{LOADERD} not built (scripts/test.sh builds it)")
+        cls.tmp = tempfile.mkdtemp(prefix="gnnloader-reconnect-")
+        cls.socket = os.path.join(cls.tmp, "loaderd.sock")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def run_epoch_across_restart(self, sig):
+        d = Daemon("synthetic:cora:1:0", socket_path=self.socket)
+        seeds, restarted = [], None
+        try:
+            with gnnloader.Loader(self.socket, batch_size=32, fanouts=[5, 5], seed=3, reconnect=30) as ld:
+                n = len(ld)
+                for i, b in enumerate(ld):
+                    seeds += b.n_id[:b.batch_size].tolist()
+                    if i == 5:
+                        d.proc.send_signal(sig)
+                        d.proc.wait(timeout=30)
+                        d.log.close()
+                        time.sleep(0.3)  # the trainer notices while no daemon runs
+                        restarted = Daemon("synthetic:cora:1:0", socket_path=self.socket)
+                self.assertGreaterEqual(ld.reconnects, 1)
+                # The next epoch runs whole on the new daemon.
+                self.assertEqual(sum(1 for _ in ld), n)
+        finally:
+            (restarted or d).stop()
+        return seeds
+
+    def expected_train(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Daemon("synthetic:cora:1:0", socket_path=os.path.join(tmp, "s.sock"))
+            try:
+                with gnnloader.Loader(d.socket, batch_size=32, fanouts=[5, 5], seed=3) as ld:
+                    return [s for b in ld for s in b.n_id[:b.batch_size].tolist()]
+            finally:
+                d.stop()
+
+    def test_resume_after_sigkill(self):
+        got = self.run_epoch_across_restart(signal.SIGKILL)
+        self.assertEqual(got, self.expected_train(), "the resumed epoch differs from an unbroken one")
+
+    def test_resume_after_sigterm(self):
+        got = self.run_epoch_across_restart(signal.SIGTERM)
+        self.assertEqual(got, self.expected_train(), "the resumed epoch differs from an unbroken one")
+
+    def test_without_reconnect_a_lost_daemon_is_an_error(self):
+        d = Daemon("synthetic:cora:1:0", socket_path=self.socket)
+        with gnnloader.Loader(self.socket, batch_size=32, fanouts=[5, 5]) as ld:
+            it = iter(ld)
+            next(it)
+            d.proc.send_signal(signal.SIGKILL)
+            d.proc.wait(timeout=30)
+            d.log.close()
+            with self.assertRaises(gnnloader.LoaderError) as cm:
+                for _ in it:
+                    pass
+            self.assertIn("loaderd", str(cm.exception))
+        shutil.rmtree(d.dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
