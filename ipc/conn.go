@@ -55,9 +55,13 @@ func (c *Conn) Limits() Limits { return c.lim }
 func (c *Conn) Close() error { return c.uc.Close() }
 
 // FDsFor returns how many file descriptors a frame carrying m must carry:
-// 1 for an Opened with Memory "shm" (the slot memfd), 0 otherwise.
+// 1 for an Opened with Memory "shm" (the slot memfd) and for Seeds (the
+// seed-id memfd), 0 otherwise.
 func FDsFor(m Msg) int {
 	if o, ok := m.(*Opened); ok && o.Memory == MemoryShm {
+		return 1
+	}
+	if _, ok := m.(*Seeds); ok {
 		return 1
 	}
 	return ringFDs(m) // ring_msgs.go

@@ -26,7 +26,7 @@ const (
 var typeNames = [...]string{
 	TypeHello: "Hello", TypeWelcome: "Welcome", TypeOpen: "Open", TypeOpened: "Opened",
 	TypeStartEpoch: "StartEpoch", TypeBatchReady: "BatchReady", TypeRelease: "Release",
-	TypeEpochEnd: "EpochEnd", TypeError: "Error", TypeGoodbye: "Goodbye",
+	TypeEpochEnd: "EpochEnd", TypeError: "Error", TypeGoodbye: "Goodbye", TypeSeeds: "Seeds",
 }
 
 func (t Type) String() string {
@@ -61,6 +61,8 @@ func newMsg(t Type) Msg {
 		return new(Error)
 	case TypeGoodbye:
 		return new(Goodbye)
+	case TypeSeeds:
+		return new(Seeds)
 	}
 	return newRingMsg(t) // ring_msgs.go
 }

@@ -39,6 +39,7 @@ type session struct {
 
 	open     *ipc.Open
 	seeds    []int64
+	custom   []int64 // from a Seeds message (seeds.go), for Open.Split == ipc.CustomSplit
 	sampler  *sampler.Sampler
 	ring     slotRing
 	admitted int64
@@ -78,6 +79,11 @@ func (ss *session) run(ctx context.Context) {
 	defer stop()
 	for {
 		m, fds, err := ss.conn.ReadMsg()
+		if err == nil && m.Type() == ipc.TypeSeeds {
+			if err, fds = ss.takeSeeds(m.(*ipc.Seeds), fds), nil; err == nil { // seeds.go; closes the memfd
+				continue
+			}
+		}
 		ipc.CloseFDs(fds)
 		if err != nil {
 			switch {
@@ -190,6 +196,11 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	cfg := ss.srv.cfg
 	d := ss.srv.src.Data
 	seeds, ok := d.Splits[m.Split]
+	if m.Split == ipc.CustomSplit {
+		if seeds, ok = ss.custom, true; seeds == nil {
+			return perrf(ipc.CodeBadRequest, "split %q needs a Seeds message before Open", ipc.CustomSplit)
+		}
+	}
 	if !ok {
 		var names []string
 		for _, s := range datasets.SplitNames {
