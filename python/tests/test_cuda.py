@@ -105,7 +105,8 @@ class CudaLoaderTest(unittest.TestCase):
         to that client, the daemon and a trainer already on the GPU carry on."""
         n = torch.cuda.device_count()
         with self.loader("cuda:0") as good:
-            first = next(iter(good))
+            it = iter(good)
+            first = next(it)
             x0 = first.x.clone()
             for device, kw, code in [("cuda:7", {}, "bad_request"), (f"cuda:{n}", {}, "bad_request"),
                                      ("cuda:1", {}, "bad_request"),
@@ -116,7 +117,7 @@ class CudaLoaderTest(unittest.TestCase):
                 print(f"\n{device} {kw}: {cm.exception}", file=sys.stderr)
             self.assertTrue(torch.equal(first.x.cpu(), x0.cpu()))
             k = 1
-            for _ in good:
+            for _ in it:
                 k += 1
             self.assertEqual(k, len(good))
         self.assertIsNone(self.daemon.proc.poll(), "loaderd died")
