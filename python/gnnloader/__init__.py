@@ -6,11 +6,16 @@ Only torch and numpy are needed. Two entry points:
   script switches with one line (docs/pyg.md);
 * ``Loader``: the protocol's own vocabulary (split, fanouts, rank, slots).
 
+``gnnloader.allreduce(tensor)`` sums gradients through loaderd's ring
+all-reduce (after ``gnnloader.allreduce.init(...)``; ``ddp_comm_hook`` for
+DistributedDataParallel).
+
 ``connect(socket)`` returns the served dataset's facts (a ``Remote``), which
 can stand in for PyG's ``data``."""
 
+from . import allreduce  # gnnloader.allreduce(tensor); gnnloader.allreduce.init(...), .ddp_comm_hook
 from .loader import Batch, Loader, LoaderError
 from .pyg import NeighborLoader, Remote, connect
 
-__all__ = ["Loader", "Batch", "LoaderError", "NeighborLoader", "Remote", "connect"]
+__all__ = ["Loader", "Batch", "LoaderError", "NeighborLoader", "Remote", "connect", "allreduce"]
 __version__ = "0.1.0"

@@ -1,0 +1,374 @@
+"""Gradients summed by loaderd's ring all-reduce (docs/protocol.md,
+"Gradient exchange"; docs/ring.md).
+
+A trainer opens a gradient connection once::
+
+    import gnnloader.allreduce as ar
+    ar.init("/run/gnnloader.sock", job="sage", rank=rank, world_size=world,
+            nbytes=100 << 20, device=f"cuda:{rank}")   # or device="cpu"
+    ar.allreduce(tensor)              # in place, sum; op="avg" averages
+    ddp.register_comm_hook(None, ar.ddp_comm_hook)   # DDP's buckets through loaderd
+
+loaderd allocates each rank's buffer (shared memory for "cpu", GPU memory
+shared by a CUDA IPC handle for "cuda:N": the trainer never exports its own
+memory). ``allreduce`` copies the tensor into the buffer, asks for the
+all-reduce and copies the result back. On CUDA everything stays on the GPU and
+on the current stream: the copy in is followed by an IPC event loaderd waits
+on, and the copy out waits on loaderd's completion event; the call returns
+once loaderd has enqueued the ring (the socket round trip), not when the GPU
+has finished. Every rank gets the same bytes. float32, bfloat16 and float16.
+
+The frames of the four messages are encoded here with the same helpers as
+``gnnloader.protocol`` (which does not know them: this connection never
+carries batch messages).
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import dataclasses
+import mmap
+import os
+import socket
+import struct
+import threading
+from typing import List, Optional, Tuple
+
+from . import protocol as P
+
+__all__ = [
+    "TYPE_REGISTER_GRAD", "TYPE_GRAD_REGISTERED", "TYPE_ALL_REDUCE", "TYPE_ALL_REDUCE_DONE",
+    "RegisterGrad", "GradRegistered", "AllReduce", "AllReduceDone", "encode", "decode",
+    "GradClient", "init", "allreduce", "ddp_comm_hook", "AllReduceError",
+]
+
+TYPE_REGISTER_GRAD = 12
+TYPE_GRAD_REGISTERED = 13
+TYPE_ALL_REDUCE = 14
+TYPE_ALL_REDUCE_DONE = 15
+
+_DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+class AllReduceError(RuntimeError):
+    """The daemon refused or broke the gradient exchange (its Error message)."""
+
+
+@dataclasses.dataclass
+class RegisterGrad:
+    job: str = ""
+    rank: int = 0
+    world_size: int = 1
+    device: str = "cpu"
+    bytes: int = 0
+
+
+@dataclasses.dataclass
+class GradRegistered:
+    memory: str = ""
+    bytes: int = 0
+    cuda_device: int = 0
+    mem_handle: bytes = b""
+    ready: bytes = b""
+    done: bytes = b""
+    links: List[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class AllReduce:
+    seq: int = 0
+    count: int = 0
+    dtype: str = "float32"
+    op: str = "sum"
+
+
+@dataclasses.dataclass
+class AllReduceDone:
+    seq: int = 0
+
+
+_TYPES = {RegisterGrad: TYPE_REGISTER_GRAD, GradRegistered: TYPE_GRAD_REGISTERED,
+          AllReduce: TYPE_ALL_REDUCE, AllReduceDone: TYPE_ALL_REDUCE_DONE}
+
+
+def encode(m) -> bytes:
+    """One complete frame for m (u32 length | u16 type | u16 flags | payload)."""
+    w = P._Writer()
+    if isinstance(m, RegisterGrad):
+        w.str("job", m.job)
+        w.u32(m.rank)
+        w.u32(m.world_size)
+        w.str("device", m.device)
+        w.u64(m.bytes)
+    elif isinstance(m, GradRegistered):
+        w.str("memory", m.memory)
+        w.u64(m.bytes)
+        w.u32(m.cuda_device)
+        for what, h in (("mem_handle", m.mem_handle), ("ready", m.ready), ("done", m.done)):
+            if len(h) not in (0, P.HANDLE_SIZE):
+                raise P.ProtocolError(P.Code.BAD_MESSAGE, f"{what} of {len(h)} bytes")
+            w.count(what, len(h))
+            w.raw(bytes(h))
+        w.count("links", len(m.links))
+        for link in m.links:
+            w.str("link", link)
+    elif isinstance(m, AllReduce):
+        w.u64(m.seq)
+        w.u64(m.count)
+        w.str("dtype", m.dtype)
+        w.str("op", m.op)
+    elif isinstance(m, AllReduceDone):
+        w.u64(m.seq)
+    else:
+        return P.marshal(m)
+    payload = bytes(w.b)
+    return struct.pack("<IHH", 4 + len(payload), _TYPES[type(m)], 0) + payload
+
+
+def decode(frame: bytes, limits: P.Limits = P.DEFAULT_LIMITS):
+    """The message of one complete frame: a gradient message, or any
+    ``gnnloader.protocol`` message (Welcome, Error, Goodbye)."""
+    if len(frame) < P.HEADER_SIZE:
+        raise P.ProtocolError(P.Code.BAD_FRAME, "short frame")
+    _, typ, _ = struct.unpack_from("<IHH", frame)
+    if typ not in (TYPE_REGISTER_GRAD, TYPE_GRAD_REGISTERED, TYPE_ALL_REDUCE, TYPE_ALL_REDUCE_DONE):
+        return P.unmarshal(frame, limits)
+    r = P._Reader(frame[P.HEADER_SIZE:], limits)
+    if typ == TYPE_REGISTER_GRAD:
+        m = RegisterGrad(r.str("job"), r.u32(), r.u32(), r.str("device"), r.u64())
+    elif typ == TYPE_GRAD_REGISTERED:
+        m = GradRegistered(r.str("memory"), r.u64(), r.u32())
+        for what in ("mem_handle", "ready", "done"):
+            n = r.count(what, P.HANDLE_SIZE, 1)
+            if n not in (0, P.HANDLE_SIZE):
+                raise P.ProtocolError(P.Code.BAD_MESSAGE, f"{what} of {n} bytes")
+            setattr(m, what, r.next(n))
+        m.links = [r.str("link") for _ in range(r.count("links", limits.max_list, 2))]
+    elif typ == TYPE_ALL_REDUCE:
+        m = AllReduce(r.u64(), r.u64(), r.str("dtype"), r.str("op"))
+    else:
+        m = AllReduceDone(r.u64())
+    if r.left():
+        raise P.ProtocolError(P.Code.BAD_MESSAGE, f"{r.left()} trailing bytes")
+    return m
+
+
+def _recv_frame(sock: socket.socket) -> Tuple[bytes, List[int]]:
+    """One frame and the descriptors that came with it."""
+    fds: List[int] = []
+    buf = bytearray()
+    need = 4
+    while len(buf) < need:
+        data, anc, _, _ = sock.recvmsg(need - len(buf), socket.CMSG_SPACE(P.MAX_FDS * 4))
+        for level, kind, cdata in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                a = array.array("i")
+                a.frombytes(cdata[: len(cdata) - len(cdata) % 4])
+                fds.extend(a)
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            raise EOFError("loaderd closed the gradient connection")
+        buf += data
+        if need == 4 and len(buf) >= 4:
+            need = 4 + struct.unpack_from("<I", buf)[0]
+            if need - 4 > P.DEFAULT_LIMITS.max_frame:
+                raise P.ProtocolError(P.Code.LIMIT, f"frame of {need} bytes")
+    return bytes(buf), fds
+
+
+class _CudaRT:
+    """The few CUDA runtime calls the CUDA path needs, on the runtime PyTorch loaded."""
+
+    def __init__(self) -> None:
+        import torch  # noqa: F401  (loads libcudart)
+
+        lib = None
+        for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+            try:
+                lib = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+                break
+            except OSError:
+                continue
+        if lib is None:
+            raise AllReduceError("cannot load the CUDA runtime (libcudart)")
+        self.lib = lib
+        for f in ("cudaIpcOpenMemHandle", "cudaIpcOpenEventHandle", "cudaEventRecord", "cudaStreamWaitEvent"):
+            getattr(lib, f).restype = ctypes.c_int
+
+    def check(self, op: str, r: int) -> None:
+        if r != 0:
+            raise AllReduceError(f"{op}: CUDA error {r}")
+
+    def open_mem(self, h: bytes) -> int:
+        p = ctypes.c_void_p()
+        hb = (ctypes.c_char * 64).from_buffer_copy(h)
+        self.check("cudaIpcOpenMemHandle", self.lib.cudaIpcOpenMemHandle(ctypes.byref(p), hb, ctypes.c_uint(1)))
+        return p.value or 0
+
+    def open_event(self, h: bytes) -> int:
+        e = ctypes.c_void_p()
+        hb = (ctypes.c_char * 64).from_buffer_copy(h)
+        self.check("cudaIpcOpenEventHandle", self.lib.cudaIpcOpenEventHandle(ctypes.byref(e), hb))
+        return e.value or 0
+
+
+class _CudaBuf:
+    """A device pointer exposed to torch (__cuda_array_interface__), as bytes."""
+
+    def __init__(self, ptr: int, nbytes: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 2}
+
+
+class GradClient:
+    """One rank's gradient connection to loaderd."""
+
+    def __init__(self, socket_path: str, job: str, rank: int, world_size: int, nbytes: int,
+                 device: str = "cpu", timeout: Optional[float] = None, name: str = "") -> None:
+        self.device = device
+        self.rank, self.world_size = rank, world_size
+        self._lock = threading.Lock()
+        self._seq = 0
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(socket_path)
+        P.send_msg(self.sock, P.Hello(version=P.VERSION, pid=os.getpid(), name=name or f"allreduce rank {rank}"))
+        m, fds = P.recv_msg(self.sock)
+        for fd in fds:
+            os.close(fd)
+        if not isinstance(m, P.Welcome):
+            raise AllReduceError(f"expected Welcome, got {m}")
+        self.sock.sendall(encode(RegisterGrad(job, rank, world_size, device, nbytes)))
+        reg, fds = self._recv()
+        if not isinstance(reg, GradRegistered):
+            raise AllReduceError(f"expected GradRegistered, got {reg}")
+        self.registered = reg
+        self.links = list(reg.links)
+        self.nbytes = reg.bytes
+        if reg.memory == P.MEMORY_SHM:
+            if len(fds) != 1:
+                raise AllReduceError(f"GradRegistered came with {len(fds)} fds")
+            try:
+                self._mem = mmap.mmap(fds[0], reg.bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            finally:
+                os.close(fds[0])
+            self._cuda = None
+        else:
+            import torch
+
+            for fd in fds:
+                os.close(fd)
+            self._rt = _CudaRT()
+            dev = torch.device("cuda", reg.cuda_device)
+            with torch.cuda.device(dev):
+                ptr = self._rt.open_mem(reg.mem_handle)
+                self._ready = self._rt.open_event(reg.ready)
+                self._done = self._rt.open_event(reg.done)
+                self._cuda = torch.as_tensor(_CudaBuf(ptr, reg.bytes), device=dev)
+            self._mem = None
+
+    def _recv(self):
+        frame, fds = _recv_frame(self.sock)
+        m = decode(frame)
+        if isinstance(m, P.Error):
+            for fd in fds:
+                os.close(fd)
+            raise AllReduceError(f"loaderd: {m.message} ({m.code})")
+        return m, fds
+
+    def allreduce(self, tensor, op: str = "sum"):
+        """All-reduce ``tensor`` in place across the job's ranks (sum or avg)
+        and return it. It must fit the buffer (``nbytes``)."""
+        import torch
+
+        dtype = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(tensor.dtype)
+        if dtype is None:
+            raise TypeError(f"allreduce: dtype {tensor.dtype} (want float32, bfloat16 or float16)")
+        n = tensor.numel()
+        nbytes = n * tensor.element_size()
+        if nbytes > self.nbytes:
+            raise ValueError(f"allreduce: {nbytes} bytes, the buffer has {self.nbytes}")
+        with self._lock:
+            flat = tensor.reshape(-1) if tensor.is_contiguous() else tensor.contiguous().reshape(-1)
+            if self._cuda is not None:
+                buf = self._cuda[:nbytes].view(tensor.dtype)
+                stream = torch.cuda.current_stream(self._cuda.device)
+                buf.copy_(flat)
+                self._rt.check("cudaEventRecord", self._rt.lib.cudaEventRecord(
+                    ctypes.c_void_p(self._ready), ctypes.c_void_p(stream.cuda_stream)))
+            else:
+                buf = torch.frombuffer(self._mem, dtype=tensor.dtype, count=n)
+                buf.copy_(flat.detach().cpu())
+            seq = self._seq
+            self.sock.sendall(encode(AllReduce(seq, n, dtype, op)))
+            m, fds = self._recv()
+            for fd in fds:
+                os.close(fd)
+            if not isinstance(m, AllReduceDone) or m.seq != seq:
+                raise AllReduceError(f"expected AllReduceDone({seq}), got {m}")
+            self._seq += 1
+            if self._cuda is not None:
+                self._rt.check("cudaStreamWaitEvent", self._rt.lib.cudaStreamWaitEvent(
+                    ctypes.c_void_p(stream.cuda_stream), ctypes.c_void_p(self._done), ctypes.c_uint(0)))
+            if flat.data_ptr() == tensor.data_ptr() and tensor.is_contiguous():
+                flat.copy_(buf)
+            else:
+                tensor.copy_(buf.view(tensor.shape))
+        return tensor
+
+    def close(self) -> None:
+        try:
+            P.send_msg(self.sock, P.Goodbye(reason="done"))
+        except OSError:
+            pass
+        self.sock.close()
+        if self._mem is not None:
+            try:
+                self._mem.close()
+            except BufferError:
+                pass  # a tensor still views it; the mapping goes with it
+
+
+_default: Optional[GradClient] = None
+
+
+def init(socket_path: str, job: str, rank: int, world_size: int, nbytes: int, device: str = "cpu",
+         timeout: Optional[float] = None) -> GradClient:
+    """Opens this process's gradient connection (what ``allreduce`` uses)."""
+    global _default
+    _default = GradClient(socket_path, job, rank, world_size, nbytes, device, timeout)
+    return _default
+
+
+def allreduce(tensor, op: str = "sum", client: Optional[GradClient] = None):
+    """``gnnloader.allreduce(tensor)``: all-reduce in place through loaderd."""
+    c = client or _default
+    if c is None:
+        raise AllReduceError("gnnloader.allreduce: call gnnloader.allreduce.init(...) first")
+    return c.allreduce(tensor, op)
+
+
+def ddp_comm_hook(state, bucket):
+    """A ``DistributedDataParallel.register_comm_hook`` hook: averages the
+    bucket's gradients through loaderd (``state``: a GradClient, or None for
+    the one ``init`` opened)."""
+    import torch
+
+    t = bucket.buffer()
+    allreduce(t, op="avg", client=state)
+    fut = torch.futures.Future()
+    fut.set_result(t)
+    return fut
+
+
+class _CallableModule(type(os)):
+    """``gnnloader.allreduce(tensor)`` calls ``allreduce`` of this module."""
+
+    def __call__(self, tensor, op: str = "sum", client: Optional[GradClient] = None):
+        return allreduce(tensor, op, client)
+
+
+import sys as _sys  # noqa: E402
+
+_sys.modules[__name__].__class__ = _CallableModule
