@@ -26,7 +26,6 @@ carries batch messages).
 from __future__ import annotations
 
 import array
-import ctypes
 import dataclasses
 import mmap
 import os
@@ -178,49 +177,6 @@ def _recv_frame(sock: socket.socket) -> Tuple[bytes, List[int]]:
     return bytes(buf), fds
 
 
-class _CudaRT:
-    """The few CUDA runtime calls the CUDA path needs, on the runtime PyTorch loaded."""
-
-    def __init__(self) -> None:
-        import torch  # noqa: F401  (loads libcudart)
-
-        lib = None
-        for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
-            try:
-                lib = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
-                break
-            except OSError:
-                continue
-        if lib is None:
-            raise AllReduceError("cannot load the CUDA runtime (libcudart)")
-        self.lib = lib
-        for f in ("cudaIpcOpenMemHandle", "cudaIpcOpenEventHandle", "cudaEventRecord", "cudaStreamWaitEvent"):
-            getattr(lib, f).restype = ctypes.c_int
-
-    def check(self, op: str, r: int) -> None:
-        if r != 0:
-            raise AllReduceError(f"{op}: CUDA error {r}")
-
-    def open_mem(self, h: bytes) -> int:
-        p = ctypes.c_void_p()
-        hb = (ctypes.c_char * 64).from_buffer_copy(h)
-        self.check("cudaIpcOpenMemHandle", self.lib.cudaIpcOpenMemHandle(ctypes.byref(p), hb, ctypes.c_uint(1)))
-        return p.value or 0
-
-    def open_event(self, h: bytes) -> int:
-        e = ctypes.c_void_p()
-        hb = (ctypes.c_char * 64).from_buffer_copy(h)
-        self.check("cudaIpcOpenEventHandle", self.lib.cudaIpcOpenEventHandle(ctypes.byref(e), hb))
-        return e.value or 0
-
-
-class _CudaBuf:
-    """A device pointer exposed to torch (__cuda_array_interface__), as bytes."""
-
-    def __init__(self, ptr: int, nbytes: int) -> None:
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 2}
-
-
 class GradClient:
     """One rank's gradient connection to loaderd."""
 
@@ -257,15 +213,17 @@ class GradClient:
         else:
             import torch
 
+            from .cuda import _CudaArray, find_runtime  # the runtime calls the CUDA slots use
+
             for fd in fds:
                 os.close(fd)
-            self._rt = _CudaRT()
+            self._rt = find_runtime()
             dev = torch.device("cuda", reg.cuda_device)
             with torch.cuda.device(dev):
-                ptr = self._rt.open_mem(reg.mem_handle)
-                self._ready = self._rt.open_event(reg.ready)
-                self._done = self._rt.open_event(reg.done)
-                self._cuda = torch.as_tensor(_CudaBuf(ptr, reg.bytes), device=dev)
+                self._ptr = self._rt.open_mem(bytes(reg.mem_handle))
+                self._ready = self._rt.open_event(bytes(reg.ready))
+                self._done = self._rt.open_event(bytes(reg.done))
+                self._cuda = torch.as_tensor(_CudaArray(self._ptr, (reg.bytes,), "|u1"), device=dev)
             self._mem = None
 
     def _recv(self):
@@ -295,8 +253,8 @@ class GradClient:
                 buf = self._cuda[:nbytes].view(tensor.dtype)
                 stream = torch.cuda.current_stream(self._cuda.device)
                 buf.copy_(flat)
-                self._rt.check("cudaEventRecord", self._rt.lib.cudaEventRecord(
-                    ctypes.c_void_p(self._ready), ctypes.c_void_p(stream.cuda_stream)))
+                with torch.cuda.device(self._cuda.device):
+                    self._rt.record(self._ready, stream.cuda_stream)
             else:
                 buf = torch.frombuffer(self._mem, dtype=tensor.dtype, count=n)
                 buf.copy_(flat.detach().cpu())
@@ -309,8 +267,8 @@ class GradClient:
                 raise AllReduceError(f"expected AllReduceDone({seq}), got {m}")
             self._seq += 1
             if self._cuda is not None:
-                self._rt.check("cudaStreamWaitEvent", self._rt.lib.cudaStreamWaitEvent(
-                    ctypes.c_void_p(stream.cuda_stream), ctypes.c_void_p(self._done), ctypes.c_uint(0)))
+                with torch.cuda.device(self._cuda.device):
+                    self._rt.wait(stream.cuda_stream, self._done)
             if flat.data_ptr() == tensor.data_ptr() and tensor.is_contiguous():
                 flat.copy_(buf)
             else:
@@ -323,6 +281,15 @@ class GradClient:
         except OSError:
             pass
         self.sock.close()
+        if self._cuda is not None:
+            import torch
+
+            with torch.cuda.device(self._cuda.device):
+                torch.cuda.current_stream(self._cuda.device).synchronize()
+                self._rt.destroy_event(self._ready)
+                self._rt.destroy_event(self._done)
+                self._cuda = None
+                self._rt.close_mem(self._ptr)
         if self._mem is not None:
             try:
                 self._mem.close()
