@@ -31,8 +31,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import gnnloader  # noqa: E402  (the installed package, or the repository's copy)
+# An installed gnnloader (pip install ./python) comes first; else the repository's copy.
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import gnnloader  # noqa: E402
 from train_sage import SAGE  # noqa: E402  (PyG's SAGEConv when installed, else the same layer)
 
 
