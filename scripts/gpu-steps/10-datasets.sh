@@ -5,7 +5,7 @@
 # - pyarrow (installed there, not here) reads a dataset written by loaderd.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-bin=.gpu/bin
+bin=${GPU_BIN:-.gpu/bin}
 echo "== cores: $(nproc), memory: $(free -g | awk '/Mem:/{print $2}') GiB"
 if [ -x $bin/datasets.test ]; then
 	(cd datasets && GNNLOADER_GEN_SCALE1=1 ../$bin/datasets.test -test.run 'GenPapersScale1' -test.v -test.timeout 9m)

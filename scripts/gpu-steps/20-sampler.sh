@@ -3,7 +3,7 @@
 # papers100M-shaped graph at scale 0.1 and at scale 1 (graph only).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-bin=.gpu/bin
+bin=${GPU_BIN:-.gpu/bin}
 for scale in 0.1 1; do
 	GOMAXPROCS=16 $bin/loaderd bench sample --dataset synthetic:papers100M:$scale:1 --duration 5s 2>&1 | grep -v level=INFO
 done
