@@ -1,0 +1,145 @@
+package pingpong
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+type slotState uint8
+
+const (
+	slotFree slotState = iota
+	slotFilling
+	slotHeld
+)
+
+// Tag names the batch a held slot carries.
+type Tag struct{ Epoch, Index uint32 }
+
+// ErrClosed is returned by a closed ring.
+var ErrClosed = errors.New("pingpong: ring closed")
+
+// slotStates is the slot lifecycle of a ring: free, filling (acquired by the
+// gather stage) or held (announced to the trainer). Only a release by the
+// trainer returns a held slot to free. Safe for concurrent use.
+type slotStates struct {
+	mu     sync.Mutex
+	state  []slotState
+	tags   []Tag
+	freed  chan struct{}
+	done   chan struct{}
+	closed bool
+}
+
+func newSlotStates(n int) slotStates {
+	return slotStates{state: make([]slotState, n), tags: make([]Tag, n),
+		freed: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (s *slotStates) len() int { return len(s.state) }
+
+func (s *slotStates) acquire(ctx context.Context) (int, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return -1, ErrClosed
+		}
+		for i, st := range s.state {
+			if st == slotFree {
+				s.state[i] = slotFilling
+				s.mu.Unlock()
+				return i, nil
+			}
+		}
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		case <-s.freed:
+		case <-s.done:
+		}
+	}
+}
+
+func (s *slotStates) publish(i int, tag Tag) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state[i] != slotFilling {
+		panic(fmt.Sprintf("pingpong: publish of slot %d in state %d", i, s.state[i]))
+	}
+	s.state[i], s.tags[i] = slotHeld, tag
+}
+
+func (s *slotStates) abandon(i int) {
+	s.mu.Lock()
+	if s.state[i] == slotFilling {
+		s.state[i] = slotFree
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *slotStates) release(i int, tag Tag) error {
+	s.mu.Lock()
+	if i < 0 || i >= len(s.state) {
+		s.mu.Unlock()
+		return fmt.Errorf("release of slot %d: there are %d slots", i, len(s.state))
+	}
+	if s.state[i] != slotHeld || s.tags[i] != tag {
+		st, tg := s.state[i], s.tags[i]
+		s.mu.Unlock()
+		if st != slotHeld {
+			return fmt.Errorf("release of slot %d, which is not held by the trainer", i)
+		}
+		return fmt.Errorf("release of slot %d for batch %d of epoch %d, but it holds batch %d of epoch %d", i, tag.Index, tag.Epoch, tg.Index, tg.Epoch)
+	}
+	s.state[i] = slotFree
+	s.mu.Unlock()
+	s.signal()
+	return nil
+}
+
+func (s *slotStates) releaseAll() {
+	s.mu.Lock()
+	for i, st := range s.state {
+		if st == slotHeld {
+			s.state[i] = slotFree
+		}
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *slotStates) held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, st := range s.state {
+		if st == slotHeld {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *slotStates) signal() {
+	select {
+	case s.freed <- struct{}{}:
+	default:
+	}
+}
+
+// close marks the states closed; it reports whether this call closed them.
+func (s *slotStates) close() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.closed = true
+	close(s.done)
+	return true
+}
