@@ -167,7 +167,7 @@ class _SeedsLoader(Loader):
         try:
             return super()._open(req)
         except LoaderError as e:
-            if e.code != "error":
+            if e.code not in ("error", "closed"):
                 raise
             # Sending Open failed: the daemon refused Seeds and closed. Its
             # Error frame, if any, says why (e.g. an older loaderd).
@@ -175,7 +175,7 @@ class _SeedsLoader(Loader):
                 self._sock.settimeout(2.0)
                 self._recv()
             except LoaderError as why:
-                if why.code != "error":
+                if why.code not in ("error", "closed"):
                     raise why from None
             raise
 
@@ -183,7 +183,7 @@ class _SeedsLoader(Loader):
         try:
             p.send_msg(self._sock, msg, fds=[fd])
         except OSError as e:
-            raise LoaderError(f"connection to loaderd lost: {e}") from e
+            raise LoaderError(f"connection to loaderd lost: {e}", code="closed") from e
 
 
 class NeighborLoader:
@@ -227,8 +227,9 @@ class NeighborLoader:
             non-default values loaderd does not implement (``replace=True``,
             ``disjoint=True``, temporal sampling, ...) raise ValueError.
         Other keyword arguments of :class:`gnnloader.Loader` (``slots``,
-        ``job``, ``release``, ``start_epoch``, ``pyg``, ``timeout`` in
-        seconds on the socket) pass through.
+        ``job``, ``release``, ``start_epoch``, ``start_batch``, ``pyg``,
+        ``timeout`` in seconds on the socket, ``reconnect``) pass through; on
+        a reconnect custom seeds are sent again.
 
     Iterating runs one epoch; ``len()`` is the number of batches per epoch.
     Batch tensors are views of a loaderd slot that is reused once the next
@@ -243,7 +244,8 @@ class NeighborLoader:
                  device: Union[str, torch.device] = "cpu", seed: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  transform: Optional[Callable[[Any], Any]] = None, **kwargs: Any):
-        loader_kw = {k: kwargs.pop(k) for k in ("slots", "job", "release", "start_epoch", "pyg", "timeout")
+        loader_kw = {k: kwargs.pop(k) for k in ("slots", "job", "release", "start_epoch", "start_batch", "pyg",
+                                                     "timeout", "reconnect")
                      if k in kwargs}
         for k, v in kwargs.items():
             if k in _IGNORED:

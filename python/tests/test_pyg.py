@@ -136,6 +136,14 @@ class NeighborLoaderTest(unittest.TestCase):
         with self.nl(torch.arange(3)) as ld:
             self.assertEqual(len(ld), 1)
 
+    def test_daemon_checks_seeds(self):
+        # Past the client's own checks, loaderd refuses an id outside the graph
+        # and the loader reports the daemon's reason.
+        bad = lambda ds: torch.tensor([0, ds.num_nodes])  # noqa: E731
+        with self.assertRaisesRegex(gnnloader.LoaderError, r"position 1 is outside \[0, 2708\)") as cm:
+            gnnloader.pyg._SeedsLoader(self.daemon.socket, bad, batch_size=4, fanouts=[2])
+        self.assertEqual(cm.exception.code, "bad_request")
+
     def test_rank_from_torch_distributed(self):
         with mock.patch("gnnloader.pyg._dist_rank_world", return_value=(1, 2)):
             with self.nl(seed=None) as ld:
