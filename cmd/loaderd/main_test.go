@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = run(context.Background(), args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestHelpForEveryCommand(t *testing.T) {
+	code, out, _ := runCmd(t, "help")
+	if code != 0 {
+		t.Fatalf("help exited %d", code)
+	}
+	for name, c := range commands {
+		if !strings.Contains(out, name) {
+			t.Errorf("loaderd help does not list %s", name)
+		}
+		if name == "bench" {
+			continue
+		}
+		code, _, errOut := runCmd(t, name, "-h")
+		if code != 0 || !strings.Contains(errOut, "usage: loaderd "+name) || (c.example != "" && !strings.Contains(errOut, "example:")) {
+			t.Errorf("loaderd %s -h: exit %d, output:\n%s", name, code, errOut)
+		}
+	}
+	if code, _, errOut := runCmd(t, "bench", "-h"); code != 0 || !strings.Contains(errOut, "sample") {
+		t.Errorf("loaderd bench -h: exit %d\n%s", code, errOut)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"nope"},
+		{"gen", "--like", "products"}, // no --out
+		{"gen", "--like", "products", "--out", "x", "--dtype", "int8"},
+		{"import", "npz"}, // no input
+		{"serve", "--memory-budget", "lots"},
+		{"bench", "nope"},
+	} {
+		if code, _, errOut := runCmd(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (usage)\n%s", args, code, errOut)
+		}
+	}
+}
+
+func TestGenVerifyAndBadImport(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "cora")
+	if code, _, errOut := runCmd(t, "gen", "--like", "cora", "--scale", "0.2", "--seed", "3", "--out", out); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, errOut)
+	}
+	code, stdout, errOut := runCmd(t, "verify", out)
+	if code != 0 || !strings.Contains(stdout, "ok: 7 files") {
+		t.Fatalf("verify: exit %d\n%s%s", code, stdout, errOut)
+	}
+	// A file that changed after the write: verify names it and fails.
+	f := filepath.Join(out, "labels.arrow")
+	b, _ := os.ReadFile(f)
+	b[len(b)/2] ^= 1
+	os.WriteFile(f, b, 0o644)
+	if code, _, errOut := runCmd(t, "verify", out); code != 1 || !strings.Contains(errOut, "labels.arrow: checksum mismatch") {
+		t.Fatalf("verify of a corrupt dataset: exit %d\n%s", code, errOut)
+	}
+	// A truncated input: a clear error, exit 1, nothing written.
+	bad := filepath.Join(dir, "bad.npz")
+	cora, err := os.ReadFile("../../testdata/cora.npz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(bad, cora[:len(cora)/2], 0o644)
+	dst := filepath.Join(dir, "out")
+	if code, _, errOut := runCmd(t, "import", "npz", bad, "--out", dst); code != 1 || !strings.Contains(errOut, "bad.npz") {
+		t.Fatalf("import of a truncated npz: exit %d\n%s", code, errOut)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Fatalf("a failed import left files behind: %v", ents)
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"8GiB": 8 << 30, "512MiB": 512 << 20, "1.5GB": 1.5e9, "1024": 1024} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	if _, err := parseBytes("-3GiB"); err == nil {
+		t.Error("negative size accepted")
+	}
+}
