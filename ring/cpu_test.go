@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+
+	"github.com/gnnloader/gnnloader/cudaext"
 )
 
 var dtypes = []DType{Float32, BFloat16, Float16}
@@ -197,5 +199,28 @@ func TestPlan(t *testing.T) {
 	}
 	if p := g.Plan(8<<20/4, Float32); p.Rounds != 1 {
 		t.Fatalf("8 MiB: %+v, want one round", p)
+	}
+}
+
+func TestTopoRing(t *testing.T) {
+	// 4 GPUs: NVLink 0-2, 2-1, 1-3, 3-0; all have peer access.
+	nv := map[int][]int{0: {2, 3}, 1: {2, 3}, 2: {0, 1}, 3: {0, 1}}
+	var si cudaext.SystemInfo
+	for i := 0; i < 4; i++ {
+		si.Devices = append(si.Devices, cudaext.DeviceInfo{Ordinal: i, NVLinkPeers: nv[i], PeerAccess: []int{0, 1, 2, 3}})
+	}
+	links := TopoRing(si)
+	if len(links) != 4 {
+		t.Fatal(links)
+	}
+	for _, l := range links {
+		if l.Via != "NVLink" {
+			t.Fatalf("%v: want every step over NVLink", links)
+		}
+	}
+	// Two GPUs without peer access or NVLink: through host memory.
+	si = cudaext.SystemInfo{Devices: []cudaext.DeviceInfo{{Ordinal: 0}, {Ordinal: 1}}}
+	if l := TopoRing(si); len(l) != 2 || l[0].Via != "host (pinned memory)" || l[0].String() != "GPU 1 -> GPU 0: host (pinned memory)" {
+		t.Fatal(l)
 	}
 }

@@ -1,5 +1,11 @@
 package ring
 
+import (
+	"fmt"
+
+	"github.com/gnnloader/gnnloader/cudaext"
+)
+
 // Order chooses the ring order of n devices: a cycle in which consecutive
 // devices are linked (linked(a, b): an NVLink, or at least peer access, from
 // the topology NVML reports), preferring the ordinal order when it is one.
@@ -52,4 +58,70 @@ func Order(n int, linked func(a, b int) bool) []int {
 		return path
 	}
 	return ord
+}
+
+// TopoLink is one step of the ring over a host's GPUs, as the topology
+// describes it: the GPU a rank reads from (From) and the one that reads (To).
+type TopoLink struct {
+	From, To int    // device ordinals
+	Via      string // "NVLink", "peer (PCIe)", "host (pinned memory)" or "same device"
+}
+
+func (l TopoLink) String() string { return fmt.Sprintf("GPU %d -> GPU %d: %s", l.From, l.To, l.Via) }
+
+// Linked is the `linked` of Order for a host described by si: two GPUs are
+// linked when NVML reports an active NVLink between them, or (where the host
+// has no NVLink at all) when they have peer access.
+func Linked(si cudaext.SystemInfo) func(a, b int) bool {
+	nv, peer := map[[2]int]bool{}, map[[2]int]bool{}
+	anyNV := false
+	for _, d := range si.Devices {
+		for _, p := range d.NVLinkPeers {
+			nv[[2]int{d.Ordinal, p}], anyNV = true, true
+		}
+		for _, p := range d.PeerAccess {
+			peer[[2]int{d.Ordinal, p}] = true
+		}
+	}
+	return func(a, b int) bool {
+		if a == b {
+			return true
+		}
+		if anyNV {
+			return nv[[2]int{a, b}] || nv[[2]int{b, a}]
+		}
+		return peer[[2]int{a, b}] && peer[[2]int{b, a}]
+	}
+}
+
+// TopoRing is the ring the daemon would run over every GPU of si (one rank
+// per GPU, in Order), and how each step moves data: what `loaderd info`
+// prints.
+func TopoRing(si cudaext.SystemInfo) []TopoLink {
+	n := len(si.Devices)
+	if n < 2 {
+		return nil
+	}
+	ord := Order(n, Linked(si))
+	has := func(list []int, x int) bool {
+		for _, v := range list {
+			if v == x {
+				return true
+			}
+		}
+		return false
+	}
+	var out []TopoLink
+	for i := range ord {
+		from, to := ord[(i-1+n)%n], ord[i]
+		via := "host (pinned memory)"
+		switch {
+		case has(si.Devices[to].NVLinkPeers, from):
+			via = "NVLink"
+		case has(si.Devices[to].PeerAccess, from):
+			via = "peer (PCIe)"
+		}
+		out = append(out, TopoLink{From: from, To: to, Via: via})
+	}
+	return out
 }

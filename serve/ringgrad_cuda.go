@@ -28,13 +28,11 @@ func newGradCUDA(devs []int, bytes int64) (gradBackend, error) {
 	g := &gradCUDA{ctxs: make([]*cudaext.Context, n), bufs: make([]cudaext.DevicePtr, n),
 		ready: make([]*cudaext.Event, n), done: make([]*cudaext.Event, n)}
 	fail := func(err error) (gradBackend, error) { g.close(); return nil, err }
-	byDev := map[int]*cudaext.Device{}
 	for r, dev := range devs {
 		d, err := cudaext.GetDevice(dev)
 		if err != nil {
 			return fail(err)
 		}
-		byDev[dev] = &d
 		c, err := d.RetainPrimaryContext()
 		if err != nil {
 			return fail(err)
@@ -57,13 +55,8 @@ func newGradCUDA(devs []int, bytes int64) (gradBackend, error) {
 			return fail(fmt.Errorf("rank %d on GPU %d: %w", r, dev, err))
 		}
 	}
-	g.pos = ring.Order(n, func(a, b int) bool {
-		if devs[a] == devs[b] {
-			return true
-		}
-		ok, err := byDev[devs[a]].CanAccessPeer(*byDev[devs[b]])
-		return err == nil && ok
-	})
+	linked := ring.Linked(cudaext.Info()) // NVLink from NVML, else peer access
+	g.pos = ring.Order(n, func(a, b int) bool { return linked(devs[a], devs[b]) })
 	ctxs := make([]*cudaext.Context, n)
 	for p, r := range g.pos {
 		ctxs[p] = g.ctxs[r]

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/ring"
 )
 
 func init() {
@@ -34,6 +35,9 @@ type hostInfo struct {
 	// and the pipe directory it was looked for in.
 	MPS     bool   `json:"mps"`
 	MPSPipe string `json:"mps_pipe_directory"`
+	// Ring is the gradient ring over every GPU and the link each step uses
+	// (ring.TopoRing: NVLink, peer over PCIe, or pinned host memory).
+	Ring []ring.TopoLink `json:"ring,omitempty"`
 }
 
 func runInfo(ctx context.Context, e *env, args []string) error {
@@ -51,6 +55,7 @@ func runInfo(ctx context.Context, e *env, args []string) error {
 	}
 	hi := hostInfo{SystemInfo: cudaext.Info(), TransparentHugePages: thpMode()}
 	hi.MPS, hi.MPSPipe = mpsRunning()
+	hi.Ring = ring.TopoRing(hi.SystemInfo)
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
@@ -59,6 +64,9 @@ func runInfo(ctx context.Context, e *env, args []string) error {
 	fmt.Fprint(e.stdout, hi.SystemInfo.String())
 	if !hi.GPU {
 		fmt.Fprintln(e.stdout)
+	}
+	for _, l := range hi.Ring {
+		fmt.Fprintf(e.stdout, "ring all-reduce step: %s\n", l)
 	}
 	fmt.Fprintf(e.stdout, "transparent huge pages: %s\n", hi.TransparentHugePages)
 	if hi.MPS {
