@@ -7,9 +7,9 @@
 #   3. both tables side by side (markdown).
 # NVLink multicast stays off: NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 # NVSHMEM_DISABLE_NVLS=1.
-# Build here first: go test -c -ldflags=-s\ -w -o .gpu-ring/ring.test ./ring
-# then run(command: "scripts/ring-bench.sh", carry: [".gpu-ring"]).
-# Env: RING_TEST (test binary, default .gpu-ring/ring.test), OUT (output folder),
+# Build here first: go test -c -ldflags="-s -w" -o .gpu/ring/ring.test ./ring
+# then run(command: "scripts/ring-bench.sh", carry: [".gpu/ring"]).
+# Env: RING_TEST (test binary, default .gpu/ring/ring.test), OUT (output folder),
 # RING_BENCH_MAX (largest size in bytes, default 1 GiB).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ root=$PWD
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/ring-bench}
 mkdir -p "$OUT"
-bin=${RING_TEST:-$root/.gpu-ring/ring.test}
+bin=${RING_TEST:-$root/.gpu/ring/ring.test}
 max=${RING_BENCH_MAX:-1073741824}
 n=$(nvidia-smi -L | grep -c '^GPU')
 [ "$max" -lt 1073741824 ] && export GNNLOADER_BENCH_SCALE=small
