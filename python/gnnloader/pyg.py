@@ -205,7 +205,10 @@ class NeighborLoader:
             (``"train"``, ``"valid"``/``"val"``, ``"test"``), a boolean mask
             of length ``num_nodes`` (e.g. ``data.train_mask``) or a tensor of
             node ids. Tensors travel to loaderd once, in a memfd.
-        batch_size: seeds per batch.
+        input_time: PyG's temporal seed times; only None is supported.
+        batch_size: seeds per batch. This and every later argument is
+            keyword-only, as in PyG (where they reach DataLoader through
+            ``**kwargs``).
         shuffle: reshuffle the seeds every epoch.
         drop_last: drop the last incomplete batch.
         socket: the loaderd socket when ``data`` does not name it.
@@ -239,8 +242,8 @@ class NeighborLoader:
     """
 
     def __init__(self, data: Any, num_neighbors: Union[Sequence[int], Dict[Any, Any]],
-                 input_nodes: Union[None, str, torch.Tensor, Sequence[int]] = None, batch_size: int = 1,
-                 shuffle: bool = False, drop_last: bool = False, *, socket: Optional[str] = None,
+                 input_nodes: Union[None, str, torch.Tensor, Sequence[int]] = None, input_time: Any = None,
+                 *, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False, socket: Optional[str] = None,
                  device: Union[str, torch.device] = "cpu", seed: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  transform: Optional[Callable[[Any], Any]] = None, **kwargs: Any):
@@ -256,6 +259,8 @@ class NeighborLoader:
                                      f"(loaderd samples uniformly without replacement, homogeneous graphs)")
             else:
                 raise TypeError(f"gnnloader.NeighborLoader got an unexpected keyword argument {k!r}")
+        if input_time is not None:
+            raise ValueError("gnnloader.NeighborLoader does not support input_time (temporal sampling)")
         if isinstance(num_neighbors, dict):
             raise ValueError("num_neighbors as a dict (heterogeneous graphs) is not supported by loaderd")
         fanouts = [int(f) for f in num_neighbors]

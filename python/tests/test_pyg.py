@@ -82,6 +82,8 @@ class NeighborLoaderTest(unittest.TestCase):
             self.assertTrue(any(f"ignores {k}=" in m for m in msgs), msgs)
         with self.assertRaisesRegex(ValueError, "replace=True"):
             self.nl(replace=True)
+        with self.assertRaisesRegex(ValueError, "input_time"):
+            self.nl(input_time=torch.zeros(2708))
         with self.assertRaisesRegex(ValueError, "disjoint"):
             self.nl(disjoint=True)
         with self.assertRaises(TypeError):
