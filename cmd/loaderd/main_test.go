@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,5 +96,24 @@ func TestParseBytes(t *testing.T) {
 	}
 	if _, err := parseBytes("-3GiB"); err == nil {
 		t.Error("negative size accepted")
+	}
+}
+
+func TestInfoJSONParses(t *testing.T) {
+	code, out, errOut := runCmd(t, "info", "--json")
+	if code != 0 {
+		t.Fatalf("info --json: exit %d\n%s", code, errOut)
+	}
+	var info struct {
+		GPU     bool              `json:"gpu"`
+		Reason  string            `json:"reason"`
+		Devices []json.RawMessage `json:"devices"`
+		THP     string            `json:"transparent_hugepages"`
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatalf("info --json is not JSON: %v\n%s", err, out)
+	}
+	if info.GPU == (info.Reason != "") || info.GPU != (len(info.Devices) > 0) {
+		t.Fatalf("inconsistent: gpu=%v reason=%q devices=%d", info.GPU, info.Reason, len(info.Devices))
 	}
 }
