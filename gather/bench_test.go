@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gnnloader/gnnloader/cudaext/cudatest"
 	"github.com/gnnloader/gnnloader/pinned"
 )
 
@@ -47,7 +48,7 @@ func TestBenchGather(t *testing.T) {
 	if os.Getenv("GNNLOADER_BENCH") != "1" {
 		t.Skip("set GNNLOADER_BENCH=1 to run the gather benchmark")
 	}
-	c := needGPU(t)
+	c := cudatest.Context(t)
 	var w io.Writer = os.Stdout
 	if p := os.Getenv("GNNLOADER_BENCH_OUT"); p != "" {
 		f, err := os.Create(p)

@@ -7,38 +7,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/cudaext/cudatest"
 	"github.com/gnnloader/gnnloader/pinned"
 )
-
-// needGPU skips without a usable driver and device, unless
-// GNNLOADER_REQUIRE_GPU=1 (scripts/gpu-check.sh), where that is a failure.
-func needGPU(t testing.TB) *cudaext.Context {
-	t.Helper()
-	n, err := cudaext.DeviceCount()
-	if err == nil && n == 0 {
-		err = cudaext.ErrNoDevice
-	}
-	if err != nil {
-		if os.Getenv("GNNLOADER_REQUIRE_GPU") == "1" {
-			t.Fatalf("GNNLOADER_REQUIRE_GPU=1 but: %v", err)
-		}
-		t.Skipf("no CUDA driver: %v", err)
-	}
-	d, err := cudaext.GetDevice(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := d.RetainPrimaryContext()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Release() })
-	return c
-}
 
 // dtype is a feature type: its size and a generator of random values' bits.
 type dtype struct {
@@ -86,7 +60,7 @@ func randomBatch(r *rand.Rand, n int, rows int64, unique bool) []int64 {
 const poison = 0xA5
 
 func TestCUDAGatherMatchesCPU(t *testing.T) {
-	c := needGPU(t)
+	c := cudatest.Context(t)
 	r := rand.New(rand.NewPCG(1, 2))
 	cases := []struct {
 		dt  dtype
@@ -179,7 +153,7 @@ func checkGather(t *testing.T, c *cudaext.Context, g *CUDA, tab Table, nid []int
 }
 
 func TestCUDASweepMatchesCPU(t *testing.T) {
-	c := needGPU(t)
+	c := cudatest.Context(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, tc := range []struct {
 		dt  dtype
@@ -269,7 +243,7 @@ func sweepRounds(t *testing.T, c *cudaext.Context, st *pinned.Store, opt *CUDAOp
 }
 
 func TestCUDARejectsBadInput(t *testing.T) {
-	c := needGPU(t)
+	c := cudatest.Context(t)
 	st, err := pinned.Load(make([]byte, 64*100), 64, 100, &pinned.Options{Context: c})
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +267,7 @@ func TestCUDARejectsBadInput(t *testing.T) {
 }
 
 func TestCUDACopyIn(t *testing.T) {
-	c := needGPU(t)
+	c := cudatest.Context(t)
 	st, err := pinned.Load(make([]byte, 64*100), 64, 100, &pinned.Options{Context: c})
 	if err != nil {
 		t.Fatal(err)

@@ -4,37 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/cudaext/cudatest"
 )
-
-// needGPU skips without a usable driver and device, unless
-// GNNLOADER_REQUIRE_GPU=1 (scripts/gpu-check.sh), where that is a failure.
-func needGPU(t testing.TB) *cudaext.Context {
-	t.Helper()
-	n, err := cudaext.DeviceCount()
-	if err == nil && n == 0 {
-		err = cudaext.ErrNoDevice
-	}
-	if err != nil {
-		if os.Getenv("GNNLOADER_REQUIRE_GPU") == "1" {
-			t.Fatalf("GNNLOADER_REQUIRE_GPU=1 but: %v", err)
-		}
-		t.Skipf("no CUDA driver: %v", err)
-	}
-	d, err := cudaext.GetDevice(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := d.RetainPrimaryContext()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Release() })
-	return c
-}
 
 // The slot lifecycle of the CUDA ring needs no GPU.
 func TestSlotStates(t *testing.T) {
@@ -78,7 +52,7 @@ func TestSlotStates(t *testing.T) {
 }
 
 func TestCUDARingAllocates(t *testing.T) {
-	c := needGPU(t)
+	c := cudatest.Context(t)
 	l := testLayout(t)
 	r, err := NewCUDARing(c, 3, l, 0)
 	if err != nil {
@@ -107,7 +81,7 @@ func TestCUDARingAllocates(t *testing.T) {
 }
 
 func TestCUDARingTooBig(t *testing.T) {
-	c := needGPU(t)
+	c := cudatest.Context(t)
 	var total int64
 	c.Do(func() (err error) { _, total, err = cudaext.MemGetInfo(); return err })
 	l, err := NewLayout(total/512+1, 0, 1, 128, "float32", 512)
@@ -131,7 +105,7 @@ func TestCUDARingTooBig(t *testing.T) {
 // it before overwriting the slot. The trainer's late read must see the old
 // contents.
 func TestCUDARingWaitsForRelease(t *testing.T) {
-	c := needGPU(t)
+	c := cudatest.Context(t)
 	l, err := NewLayout(1<<16, 0, 1, 64, "float32", 256) // 16 MiB of x
 	if err != nil {
 		t.Fatal(err)

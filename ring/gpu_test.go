@@ -9,38 +9,8 @@ import (
 	"testing"
 
 	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/cudaext/cudatest"
 )
-
-// gpus skips without a usable driver and device, unless GNNLOADER_REQUIRE_GPU=1
-// (the GPU machine), where that is a failure. It returns every device's
-// retained primary context.
-func gpus(t testing.TB) []*cudaext.Context {
-	t.Helper()
-	n, err := cudaext.DeviceCount()
-	if err == nil && n == 0 {
-		err = cudaext.ErrNoDevice
-	}
-	if err != nil {
-		if os.Getenv("GNNLOADER_REQUIRE_GPU") == "1" {
-			t.Fatalf("GNNLOADER_REQUIRE_GPU=1 but: %v", err)
-		}
-		t.Skipf("no CUDA driver: %v", err)
-	}
-	var out []*cudaext.Context
-	for i := 0; i < n; i++ {
-		d, err := cudaext.GetDevice(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := d.RetainPrimaryContext()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Release() })
-		out = append(out, c)
-	}
-	return out
-}
 
 // gpuCase runs ops all-reduces of fresh random data through g (ranks on
 // ctxs), back to back without waiting in between, and checks each against
@@ -137,7 +107,7 @@ func placements(ctxs []*cudaext.Context) [][]*cudaext.Context {
 }
 
 func TestGPUMatchesCPU(t *testing.T) {
-	all := gpus(t)
+	all := cudatest.Contexts(t)
 	t.Logf("%d GPUs", len(all))
 	sizes := []int64{1, 7, 8, 100, 1023, 4099, 65536*3 + 5, 1<<20 + 3, 3<<20 + 1}
 	for _, ctxs := range placements(all) {
@@ -187,7 +157,7 @@ func TestBenchRing(t *testing.T) {
 	if os.Getenv("GNNLOADER_BENCH") != "1" {
 		t.Skip("set GNNLOADER_BENCH=1")
 	}
-	all := gpus(t)
+	all := cudatest.Contexts(t)
 	cfg := BenchConfig{MaxBytes: 1 << 30}
 	if v := os.Getenv("GNNLOADER_BENCH_SCALE"); v == "small" {
 		cfg.MaxBytes = 64 << 20

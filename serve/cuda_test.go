@@ -3,28 +3,14 @@ package serve
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/cudaext/cudatest"
 	"github.com/gnnloader/gnnloader/ipc"
 )
-
-// needGPU skips without a usable driver and device, unless
-// GNNLOADER_REQUIRE_GPU=1 (scripts/gpu-check.sh), where that is a failure.
-func needGPU(t *testing.T) int {
-	t.Helper()
-	n, err := ProbeGPU()
-	if err != nil {
-		if os.Getenv("GNNLOADER_REQUIRE_GPU") == "1" {
-			t.Fatalf("GNNLOADER_REQUIRE_GPU=1 but: %v", err)
-		}
-		t.Skipf("no CUDA driver: %v", err)
-	}
-	return n
-}
 
 // gpuServer serves a small generated dataset with the GPU path on.
 func gpuServer(t *testing.T, cfg Config, g GPUConfig) (*Server, *Source) {
@@ -100,7 +86,7 @@ func copySlot(t *testing.T, c *client, r *cudaRing, slot uint32) {
 // request and seed, get the same batches byte for byte, and the GPU ones are
 // checked against the dataset like the CPU ones.
 func TestCUDASlotsMatchCPU(t *testing.T) {
-	needGPU(t)
+	cudatest.Devices(t)
 	srv, src := gpuServer(t, Config{}, GPUConfig{})
 	cpu, gpu := dial(t, srv), dial(t, srv)
 	req := openReq()
@@ -161,7 +147,7 @@ func TestCUDASlotsMatchCPU(t *testing.T) {
 // told to use, slots over the GPU slot memory: each gets an Error, and a
 // trainer already on the GPU carries on.
 func TestCUDABadRequests(t *testing.T) {
-	n := needGPU(t)
+	n := cudatest.Devices(t)
 	srv, src := gpuServer(t, Config{}, GPUConfig{Devices: []int{0}, SlotMemory: 64 << 20})
 	good := dial(t, srv)
 	req := openReq()
