@@ -28,6 +28,17 @@ func Alloc(n int64) ([]byte, error) {
 		return nil, fmt.Errorf("pinned: Alloc(%d): size must be positive", n)
 	}
 	size := (n + HugePage - 1) &^ (HugePage - 1)
+	if shareAllocs.Load() {
+		mem, err := allocShared(size)
+		if err != nil {
+			return nil, err
+		}
+		_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
+		allocMu.Lock()
+		mappings[uintptr(unsafe.Pointer(&mem[0]))] = mem
+		allocMu.Unlock()
+		return mem[:n:n], nil
+	}
 	// Over-map by one huge page, then trim the head and tail so the start is aligned.
 	raw, err := unix.Mmap(-1, 0, int(size+HugePage), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
@@ -80,6 +91,7 @@ func Free(b []byte) error {
 	if !ok {
 		return fmt.Errorf("pinned: Free of memory not from Alloc")
 	}
+	defer closeShared(p)
 	return munmap(p, uintptr(len(mem)))
 }
 

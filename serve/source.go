@@ -35,7 +35,11 @@ const DefaultSource = "synthetic:arxiv:0.1:0"
 // spec "synthetic:NAME[:SCALE[:SEED]]" (NAME as in `loaderd gen --like`).
 // Opening a directory verifies its checksums unless skipChecksums is set.
 func OpenSource(spec string, skipChecksums bool, progress datasets.Progress, log *slog.Logger) (*Source, error) {
-	return openSource(spec, skipChecksums, progress, log, nil)
+	var alloc func(int64) ([]byte, error)
+	if pinned.Shared() {
+		alloc = pinned.Alloc // a generated table in a memfd, to share (table.go)
+	}
+	return openSource(spec, skipChecksums, progress, log, alloc)
 }
 
 // openSource opens spec; a synthetic table is generated into alloc's memory

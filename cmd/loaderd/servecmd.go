@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gnnloader/gnnloader/pinned"
 	"github.com/gnnloader/gnnloader/serve"
 )
 
@@ -39,6 +40,7 @@ type serveArgs struct {
 	gpuReserve    string
 	gpuSlotMemory string
 	metricsAddr   string
+	tableSocket   string
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -65,6 +67,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&a.gpuCfg.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
 		fs.StringVar(&a.gpuReserve, "gpu-reserve", "1GiB", "GPU memory slots never take, left to the trainers")
 		fs.StringVar(&a.gpuSlotMemory, "gpu-slot-memory", "0", "most memory for slots on one GPU (0 = its free memory less --gpu-reserve)")
+		fs.StringVar(&a.tableSocket, "table-socket", "", "also share the feature table read-only (a memfd, SCM_RIGHTS) with trainers connecting to this socket, for baselines that gather features themselves (empty = off)")
 		fs.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 		fs.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	})
@@ -120,6 +123,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			open, useGPU = serve.OpenSourcePinned, true
 		}
 	}
+	if a.tableSocket != "" {
+		pinned.SetShared(true) // the table goes into a memfd it can share
+	}
 	src, err := open(a.dataset, a.skipChecksums, p, log)
 	p.Finish()
 	if err != nil {
@@ -136,6 +142,16 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	if err := srv.Listen(); err != nil {
 		return err
+	}
+	if a.tableSocket != "" {
+		if _, err := src.TableFD(); err != nil {
+			return fmt.Errorf("--table-socket: %w", err)
+		}
+		go func() {
+			if err := srv.ServeTable(ctx, a.tableSocket); err != nil {
+				log.Error("table socket failed", "err", err)
+			}
+		}()
 	}
 	if a.metricsAddr != "" {
 		stop, err := serveMetrics(a.metricsAddr, srv.Registry(), log)

@@ -1,0 +1,161 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gnnloader/gnnloader/gather"
+	"github.com/gnnloader/gnnloader/ipc"
+	"github.com/gnnloader/gnnloader/pingpong"
+	"github.com/gnnloader/gnnloader/pinned"
+	"github.com/gnnloader/gnnloader/sampler"
+)
+
+// The table socket and structure-only slots are what a trainer needs to run
+// its own feature path over loaderd's sampler (the issue-6 baselines: a CPU
+// gather with index_select, or the whole table copied into GPU memory) with
+// no second copy of the table in host memory:
+//
+//   - ServeTable listens on a second Unix socket. Every accepted peer (same
+//     SO_PEERCRED check as trainers) gets one JSON line describing the
+//     feature table and, with it, the table's memfd (SCM_RIGHTS). It maps the
+//     fd read-only. The table must be in shared memory: pinned.SetShared(true)
+//     before the source is opened (loaderd serve --table-socket does that).
+//   - A trainer that opens with FeatureDType "none" on the CPU path gets slots
+//     filled with everything but the features (y, n_id, edge_index): the
+//     sampler and the batches are the same as everyone else's, x is left
+//     untouched (and unmapped pages cost no memory).
+
+// NoFeatures is the Open.FeatureDType asking for batches without features.
+const NoFeatures = "none"
+
+// TableInfo is the JSON line sent with the table's fd.
+type TableInfo struct {
+	Dataset      string `json:"dataset"`
+	NumRows      int64  `json:"num_rows"`
+	RowBytes     int    `json:"row_bytes"`
+	FeatureDim   int    `json:"feature_dim"`
+	FeatureDType string `json:"feature_dtype"`
+	Bytes        int64  `json:"bytes"` // rows x row_bytes; the fd may be longer (rounded to 2 MiB)
+	Offset       int64  `json:"offset"`
+	NumClasses   int    `json:"num_classes"`
+	// DatasetBytes is the dataset's own bytes in memory: features, CSR
+	// (indptr and indices), labels and splits.
+	DatasetBytes int64 `json:"dataset_bytes"`
+}
+
+// DatasetBytes is the bytes of the dataset's arrays: features, CSR, labels
+// and splits (what the daemon's resident memory is measured against).
+func (s *Source) DatasetBytes() int64 {
+	d := s.Data
+	n := int64(len(d.Features)) + 8*int64(len(d.Graph.Indptr)) + 4*int64(len(d.Graph.Indices32)) +
+		8*int64(len(d.Graph.Indices64)) + 4*int64(len(d.Labels))
+	for _, ids := range d.Splits {
+		n += 8 * int64(len(ids))
+	}
+	return n
+}
+
+// TableFD returns the memfd holding the source's feature table, or an error
+// saying why the table cannot be shared.
+func (s *Source) TableFD() (int, error) {
+	fd, ok := pinned.SharedFD(s.Data.Features)
+	if !ok {
+		return -1, errors.New("the feature table is not in shared memory (start loaderd with --table-socket, with a synthetic dataset or on the GPU path)")
+	}
+	return fd, nil
+}
+
+// ServeTable listens on path (mode 0600, or the trainer socket's mode) and
+// hands every allowed peer the feature table's fd, until ctx ends. It fails
+// at once when the table is not shareable.
+func (s *Server) ServeTable(ctx context.Context, path string) error {
+	fd, err := s.src.TableFD()
+	if err != nil {
+		return err
+	}
+	d := s.src.Data
+	info := TableInfo{Dataset: d.Name, NumRows: d.Graph.NumNodes, RowBytes: d.RowBytes(), FeatureDim: d.FeatureDim,
+		FeatureDType: string(d.FeatureDType), Bytes: int64(len(d.Features)), NumClasses: d.NumClasses,
+		DatasetBytes: s.src.DatasetBytes()}
+	line, _ := json.Marshal(info)
+	line = append(line, '\n')
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	os.Remove(path)
+	old := umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	umask(old)
+	if err != nil {
+		return err
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(path, s.cfg.SocketMode); err != nil {
+		ln.Close()
+		return err
+	}
+	s.log.Info("sharing the feature table", "socket", path, "bytes", info.Bytes)
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		pid, uid, gid, err := (*s.peerCred.Load())(c)
+		if err != nil || !(uid == os.Getuid() || slices.Contains(s.cfg.AllowUIDs, uid) || slices.Contains(s.cfg.AllowGIDs, gid)) {
+			s.log.Warn("table socket: refused peer", "pid", pid, "uid", uid, "gid", gid, "err", err)
+			c.Close()
+			continue
+		}
+		if _, _, err := c.WriteMsgUnix(line, unix.UnixRights(fd), nil); err != nil {
+			s.log.Warn("table socket: sending the table failed", "pid", pid, "err", err)
+		} else {
+			s.log.Info("feature table shared", "pid", pid)
+		}
+		c.Close()
+	}
+}
+
+// newStructRing makes CPU slots filled without features (FeatureDType "none").
+func (s *Server) newStructRing(m *ipc.Open, slots int, l pingpong.Layout) (slotRing, error) {
+	if dev, _ := ipc.ParseDevice(m.Device); dev >= 0 {
+		return nil, perrf(ipc.CodeBadRequest, "feature_dtype %q (batches without features) is served on device \"cpu\" only, not %q", NoFeatures, m.Device)
+	}
+	r, err := pingpong.NewShmRing(fmt.Sprintf("gnnloader-rank%d-nox", m.Rank), slots, l)
+	if err != nil {
+		return nil, perrf(ipc.CodeInternal, "%v", err)
+	}
+	return &structRing{shmRing{ShmRing: r, src: s.src, gather: gather.CPU{Workers: s.cfg.SamplerThreads}}}, nil
+}
+
+// structRing is a shmRing whose Fill writes y, n_id and edge_index only.
+type structRing struct{ shmRing }
+
+func (r *structRing) Fill(slot int, b *sampler.Batch) error {
+	labels := r.src.Data.Labels
+	y := int64s(r.Region(slot, "y"))
+	for i, v := range b.NID {
+		y[i] = int64(labels[v])
+	}
+	copy(int64s(r.Region(slot, "n_id")), b.NID)
+	ei := int64s(r.Region(slot, "edge_index"))
+	e := len(b.Src)
+	for j := 0; j < e; j++ {
+		ei[j] = int64(b.Src[j])
+		ei[e+j] = int64(b.Dst[j])
+	}
+	return nil
+}
