@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Issue 6, the whole measurement in one command on a GPU machine: build a
+# papers100M-sized dataset in memory inside loaderd, then one epoch of
+# GraphSAGE [15,10,5] batch 1024 through the real Python client, next to the
+# loader's ceiling, the CPU-gather pipeline and the GPU-resident table, and the
+# MPS / SM-cap variants; prints the table (docs/training.md reads it).
+#
+#   scripts/bench-train.sh [SCALE [SEED]]          # default 1 0
+#   run(command: "scripts/bench-train.sh", carry: [".gpu"], kind: nvidia-h200)
+#
+# Build the daemon here first (the GPU machine has no Go):
+#   go build -ldflags="-s -w" -o .gpu/bin/loaderd ./cmd/loaderd
+#
+# Phases, in priority order; one that would not fit the time left is skipped
+# and says so (BUDGET_S, default 525 s, counts from the start, build included):
+#   main    loaderd (default 16-SM gather cap, no MPS) with --table-socket:
+#           pcie, loader only, loaderd training, resident (c), CPU gather (b)
+#   mps     a new loaderd and the trainer under our own MPS control daemon:
+#           loader only and loaderd training, PHASE_BATCHES batches each
+#   allsms  a new loaderd with --gather-sms -1 (no cap): the same
+# Every daemon build counts (a new daemon regenerates the dataset).
+# Output in $OUT (default /tmp/bench-train): table.md, main.json, mps.json,
+# allsms.json, meta.json, logs.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+SCALE=${1:-1}
+SEED=${2:-0}
+BUDGET_S=${BUDGET_S:-525}
+PHASE_BATCHES=${PHASE_BATCHES:-300}
+OUT=${OUT:-/tmp/bench-train}
+PY=${PYTHON:-python3}
+LOADERD=${LOADERD:-}
+if [ -z "$LOADERD" ]; then
+	if [ -x .gpu/bin/loaderd ]; then LOADERD=$root/.gpu/bin/loaderd; else LOADERD=$root/bin/loaderd; fi
+fi
+mkdir -p "$OUT"
+t_start=$(date +%s)
+t_end=$((t_start + BUDGET_S))
+work=$(mktemp -d /tmp/gnnloader-bt.XXXXXX)
+logs=$OUT/logs.txt
+: > "$logs"
+spec=synthetic:papers100M:$SCALE:$SEED
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+dpid=""
+mps_dir=""
+
+log() { echo "[bench-train $(($(date +%s) - t_start))s] $*" | tee -a "$logs"; }
+left() { echo $((t_end - $(date +%s))); }
+
+cleanup() {
+	stop_daemon
+	stop_mps
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# start_daemon NAME PORT FLAGS...: starts loaderd, waits for its socket,
+# sets dpid and build_s (launch to listening: generation, pinning, start).
+start_daemon() {
+	local name=$1 port=$2
+	shift 2
+	rm -f "$work/$name.sock" "$work/$name.table"
+	local t0
+	t0=$(date +%s.%N)
+	"$LOADERD" serve --dataset "$spec" --socket "$work/$name.sock" --table-socket "$work/$name.table" \
+		--metrics-addr "127.0.0.1:$port" --memory-budget 64GiB "$@" > "$work/$name.log" 2>&1 &
+	dpid=$!
+	while [ ! -S "$work/$name.sock" ] || [ ! -S "$work/$name.table" ]; do
+		if ! kill -0 "$dpid" 2> /dev/null; then
+			log "loaderd ($name) exited before listening:"
+			tail -20 "$work/$name.log" | tee -a "$logs"
+			dpid=""
+			return 1
+		fi
+		if [ "$(left)" -le 0 ]; then
+			log "loaderd ($name) not listening before the time limit"
+			return 1
+		fi
+		sleep 0.2
+	done
+	build_s=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN {printf "%.1f", a - b}')
+	log "loaderd ($name) listening after ${build_s} s (pid $dpid)"
+	grep -E "dataset ready|feature table pinned|GPU ready" "$work/$name.log" | tee -a "$logs"
+}
+
+stop_daemon() {
+	if [ -n "$dpid" ]; then
+		kill -TERM "$dpid" 2> /dev/null
+		wait "$dpid" 2> /dev/null
+		dpid=""
+	fi
+}
+
+stop_mps() {
+	if [ -n "$mps_dir" ]; then
+		echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe nvidia-cuda-mps-control > /dev/null 2>&1
+		sleep 1
+		cat "$mps_dir"/log/*.log >> "$logs" 2> /dev/null
+		rm -rf "$mps_dir"
+		mps_dir=""
+		unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+	fi
+}
+
+# bench NAME PORT ARGS...: the Python trainer against daemon NAME.
+bench() {
+	local name=$1 port=$2
+	shift 2
+	$PY examples/bench_train.py --socket "$work/$name.sock" --table-socket "$work/$name.table" \
+		--metrics-url "http://127.0.0.1:$port/metrics" --daemon-pid "$dpid" --json-out "$OUT/$name.json" \
+		--hard-end "$((t_end - 10))" "$@" 2>&1 | cut -c1-2000 | tee -a "$logs"
+}
+
+{
+	echo "command: scripts/bench-train.sh $SCALE $SEED (BUDGET_S=$BUDGET_S PHASE_BATCHES=$PHASE_BATCHES)"
+	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo "host: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM"
+	nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2> /dev/null
+	echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2> /dev/null); shmem THP: $(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled 2> /dev/null)"
+	$PY -c 'import torch; print("torch", torch.__version__)' 2> /dev/null
+} | tee -a "$logs"
+
+# --- main phase -------------------------------------------------------------
+main_build=""
+if start_daemon main 9471; then
+	main_build=$build_s
+	pinned=$(grep -o 'msg="feature table pinned" bytes=[0-9]*' "$work/main.log" | grep -o '[0-9]*$')
+	bench main 9471 --variants pcie,loader,loaderd,resident,cpu
+	hwm=$(awk '/VmHWM/ {print $2 * 1024}' "/proc/$dpid/status" 2> /dev/null)
+	stop_daemon
+	cat "$work/main.log" >> "$logs"
+else
+	cat "$work/main.log" >> "$logs" 2> /dev/null
+fi
+printf '{"meta": {"build_s": %s, "pinned_bytes": %s, "daemon_hwm": %s, "spec": "%s"}}\n' \
+	"${main_build:-null}" "${pinned:-null}" "${hwm:-null}" "$spec" > "$OUT/meta.json"
+
+# --- (d): MPS, and the gather's SM cap off ------------------------------------
+need=$(awk -v b="${main_build:-60}" 'BEGIN {printf "%d", b + 60}')
+if [ "$(left)" -gt "$need" ] && command -v nvidia-cuda-mps-control > /dev/null; then
+	mps_dir=$(mktemp -d /tmp/gnnloader-mps.XXXXXX)
+	mkdir -p "$mps_dir/pipe" "$mps_dir/log"
+	export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
+	if nvidia-cuda-mps-control -d; then
+		log "MPS control daemon started"
+		if start_daemon mps 9472; then
+			bench mps 9472 --label mps --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval
+			echo get_server_list | nvidia-cuda-mps-control 2>&1 | sed 's/^/MPS servers: /' | tee -a "$logs"
+			stop_daemon
+			cat "$work/mps.log" >> "$logs"
+		fi
+	else
+		log "MPS control daemon did not start"
+	fi
+	stop_mps
+else
+	log "mps phase skipped: $(left) s left, a daemon build and the runs need about $need s"
+fi
+if [ "$(left)" -gt "$need" ]; then
+	if start_daemon allsms 9473 --gather-sms -1; then
+		bench allsms 9473 --label allsms --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval
+		stop_daemon
+		cat "$work/allsms.log" >> "$logs"
+	fi
+else
+	log "allsms phase skipped: $(left) s left, a daemon build and the runs need about $need s"
+fi
+
+log "done"
+$PY examples/bench_train.py --render "$OUT/meta.json" "$OUT/main.json" "$OUT/mps.json" "$OUT/allsms.json" 2>&1 |
+	tee "$OUT/table.md"
