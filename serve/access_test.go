@@ -97,3 +97,21 @@ func TestRequestLimits(t *testing.T) {
 		})
 	}
 }
+
+func TestListenDoesNotReplaceAFile(t *testing.T) {
+	src, err := OpenSource("synthetic:cora:0.1:1", true, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	path := filepath.Join(t.TempDir(), "precious.txt")
+	os.WriteFile(path, []byte("keep me"), 0o644)
+	srv := New(src, Config{Socket: path}, nil)
+	if err := srv.Listen(); err == nil {
+		srv.ln.Close()
+		t.Fatal("Listen replaced a regular file")
+	}
+	if b, _ := os.ReadFile(path); string(b) != "keep me" {
+		t.Fatal("the file was changed")
+	}
+}

@@ -28,8 +28,6 @@ type slotRing interface {
 	Abandon(slot int)
 	// Release takes a published slot back; the tag must match.
 	Release(slot int, tag pingpong.Tag) error
-	// ReleaseAll takes back every published slot.
-	ReleaseAll()
 	// Describe fills the memory fields of Opened and returns the file
 	// descriptors to send with it (owned by the ring).
 	Describe(o *ipc.Opened) []int

@@ -21,7 +21,7 @@ import (
 )
 
 // testServer serves a small generated dataset on a socket in a temp dir.
-func testServer(t *testing.T, cfg Config) (*Server, *Source) {
+func testServer(t *testing.T, cfg Config, setup ...func(*Server)) (*Server, *Source) {
 	t.Helper()
 	src, err := OpenSource("synthetic:cora:0.5:3", false, nil, nil)
 	if err != nil {
@@ -29,6 +29,9 @@ func testServer(t *testing.T, cfg Config) (*Server, *Source) {
 	}
 	cfg.Socket = filepath.Join(t.TempDir(), "loaderd.sock")
 	srv := New(src, cfg, nil)
+	for _, f := range setup {
+		f(srv)
+	}
 	if err := srv.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -424,12 +427,27 @@ func TestMemoryBudgetAndTrainerLimit(t *testing.T) {
 	b.send(&o)
 	b.expectError(ipc.CodeBusy, "limit 1")
 
+	// Slots that can never fit are a limit; slots that do not fit now,
+	// beside another trainer's, make the daemon busy.
 	srv2, _ := testServer(t, Config{MemoryBudget: 1024})
 	c := dial(t, srv2)
 	c.send(&ipc.Hello{Version: ipc.Version})
 	c.recv()
 	c.send(&o)
-	c.expectError(ipc.CodeBusy, "memory budget")
+	c.expectError(ipc.CodeLimit, "exceed the whole memory budget")
+
+	probe, _ := testServer(t, Config{})
+	p := dial(t, probe)
+	p.handshake(openReq())
+	one := probe.SlotBytes()
+	srv3, _ := testServer(t, Config{MemoryBudget: one + one/2})
+	first := dial(t, srv3)
+	first.handshake(openReq())
+	second := dial(t, srv3)
+	second.send(&ipc.Hello{Version: ipc.Version})
+	second.recv()
+	second.send(&o)
+	second.expectError(ipc.CodeBusy, "do not fit the memory budget")
 }
 
 func TestShutdownSaysGoodbyeAndRemovesSocket(t *testing.T) {

@@ -137,7 +137,10 @@ func (s *Server) Listen() error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	if _, err := os.Lstat(path); err == nil {
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("serve: %s exists and is not a socket: not replacing it", path)
+		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			c.Close()
 			return fmt.Errorf("serve: %s: another daemon is listening there", path)
@@ -179,15 +182,24 @@ func (s *Server) Serve(ctx context.Context) error {
 		<-ctx.Done()
 		s.ln.Close()
 	}()
-	var err error
+	backoff := 5 * time.Millisecond
 	for {
 		c, aerr := s.ln.AcceptUnix()
 		if aerr != nil {
-			if ctx.Err() == nil {
-				err = aerr
+			if ctx.Err() != nil || errors.Is(aerr, net.ErrClosed) {
+				break
 			}
-			break
+			// Out of file descriptors, an aborted connection: wait and go
+			// on, as net/http does; the trainers already served carry on.
+			s.log.Warn("accept failed; retrying", "err", aerr, "backoff", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
 		}
+		backoff = 5 * time.Millisecond
 		s.stats.Connections.Add(1)
 		s.metrics.connections.Inc()
 		sess := s.newSession(c)
@@ -200,7 +212,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	cancel()
 	s.wg.Wait()
 	s.log.Info("stopped", "socket", s.cfg.Socket)
-	return err
+	return nil
 }
 
 // admit reserves slot memory for a session, within the trainer and memory
@@ -210,6 +222,9 @@ func (s *Server) admit(sess *session, bytes int64) error {
 	defer s.mu.Unlock()
 	if len(s.sessions) >= s.cfg.MaxTrainers {
 		return perrf(ipc.CodeBusy, "daemon already serves %d trainers (limit %d)", len(s.sessions), s.cfg.MaxTrainers)
+	}
+	if bytes > s.cfg.MemoryBudget {
+		return perrf(ipc.CodeLimit, "slots of %d bytes exceed the whole memory budget of %d bytes: lower batch_size, fanouts or slots", bytes, s.cfg.MemoryBudget)
 	}
 	if s.slotMem+bytes > s.cfg.MemoryBudget {
 		return perrf(ipc.CodeBusy, "slots of %d bytes do not fit the memory budget (%d of %d bytes in use)", bytes, s.slotMem, s.cfg.MemoryBudget)

@@ -331,8 +331,8 @@ func (ss *session) close() {
 // startEpoch starts the pipeline of one epoch in the background.
 func (ss *session) startEpoch(ctx context.Context, epoch uint32) {
 	ss.stopEpoch()
-	ss.ring.ReleaseAll() // slots of an earlier epoch are no longer read
-	ss.heldSlots.Store(0)
+	// Slots the trainer still holds stay its own across the epoch boundary
+	// (docs/protocol.md): only its Release frees them.
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	ss.epochCancel, ss.epochDone = cancel, done
@@ -363,9 +363,11 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	n := plan.NumBatches()
-	// A trainer that reconnects resumes its first epoch after the last batch
-	// it released (Open.StartEpoch/StartBatch); every later epoch is whole.
+	// A trainer that reconnects resumes its first epoch at Open.StartBatch,
+	// the batch after the last one it consumed; every later epoch is whole.
 	first := 0
 	if ss.resumeBatch > 0 && epoch == ss.open.StartEpoch {
 		first = ss.resumeBatch
@@ -410,7 +412,13 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 			}
 		}()
 	}
-	defer wg.Wait()
+	// On the way out (done, or a sampling or fill error) the sampler
+	// goroutines must stop before the wait, or an error would leave them
+	// blocked on their channels and the trainer without its Error frame.
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	for i := first; i < n; i++ {
 		b, ok := <-outs[(i-first)%k]
 		if !ok {
