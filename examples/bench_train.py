@@ -156,25 +156,55 @@ def gpu_free(dev):
     return torch.cuda.mem_get_info(dev)[0]
 
 
+_CUDART = None
+
+
+def _cudart():
+    """The CUDA runtime library torch has loaded (ctypes), or None."""
+    global _CUDART
+    if _CUDART is None:
+        import ctypes
+        paths = []
+        try:
+            with open("/proc/self/maps") as f:
+                paths = sorted({ln.split()[-1] for ln in f if "libcudart.so" in ln})
+        except OSError:
+            pass
+        for path in paths:
+            try:
+                lib = ctypes.CDLL(path)
+                lib.cudaHostRegister.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+                lib.cudaHostUnregister.argtypes = [ctypes.c_void_p]
+                _CUDART = lib
+                break
+            except (OSError, AttributeError):
+                continue
+        if _CUDART is None:
+            _CUDART = False
+    return _CUDART or None
+
+
 def host_register(ptr, nbytes, read_only=False):
-    """cudaHostRegister through torch's cudart binding; True when it worked."""
-    try:
-        rt = torch.cuda.cudart()
-        flags = 0x08 if read_only else 0  # cudaHostRegisterReadOnly
-        err = rt.cudaHostRegister(ptr, nbytes, flags)
-        if int(err) != 0 and read_only:
-            err = rt.cudaHostRegister(ptr, nbytes, 0)
-        return int(err) == 0
-    except Exception as e:  # noqa: BLE001
-        print(f"cudaHostRegister: {e}", file=sys.stderr)
+    """cudaHostRegister (ctypes on torch's libcudart); True when it worked.
+    A failure's error is cleared (cudaGetLastError) so torch's next launch
+    check does not see it."""
+    lib = _cudart()
+    if lib is None:
+        print("cudaHostRegister: no libcudart mapped", file=sys.stderr)
         return False
+    flags = 0x08 if read_only else 0  # cudaHostRegisterReadOnly
+    rc = lib.cudaHostRegister(ptr, nbytes, flags)
+    if rc != 0:
+        lib.cudaGetLastError()
+        print(f"cudaHostRegister({nbytes} bytes, flags {flags}) failed: error {rc}", file=sys.stderr)
+        return False
+    return True
 
 
 def host_unregister(ptr):
-    try:
-        torch.cuda.cudart().cudaHostUnregister(ptr)
-    except Exception:  # noqa: BLE001
-        pass
+    lib = _cudart()
+    if lib is not None and lib.cudaHostUnregister(ptr) != 0:
+        lib.cudaGetLastError()
 
 
 class Timer:
@@ -357,8 +387,9 @@ class ResidentFeed(_StructFeed):
 
 
 def copy_table_to_gpu(table, dev):
-    """The whole host table into GPU memory: registered (DMA) when
-    cudaHostRegister works on the read-only mapping, else pageable chunks."""
+    """The whole host table into GPU memory: DMA straight from the mapping
+    when it can be registered read-only, else through two pinned staging
+    buffers (CPU copy of one chunk while the other is copied H2D)."""
     t0 = time.perf_counter()
     x = table.x
     if dev.type != "cuda":
@@ -367,9 +398,22 @@ def copy_table_to_gpu(table, dev):
     ptr, nbytes = x.data_ptr(), x.numel() * x.element_size()
     reg = host_register(ptr, nbytes, read_only=True)
     t1 = time.perf_counter()
-    rows = max(1, (1 << 30) // (x.size(1) * x.element_size()))
-    for s in range(0, x.size(0), rows):
-        gpu_x[s:s + rows].copy_(x[s:s + rows], non_blocking=reg)
+    rows = max(1, (256 << 20) // (x.size(1) * x.element_size()))
+    if reg:
+        for s in range(0, x.size(0), rows):
+            gpu_x[s:s + rows].copy_(x[s:s + rows], non_blocking=True)
+    else:
+        stage = [torch.empty((rows, x.size(1)), dtype=x.dtype, pin_memory=True) for _ in range(2)]
+        done = [None, None]
+        for i, s in enumerate(range(0, x.size(0), rows)):
+            k = i % 2
+            if done[k] is not None:
+                done[k].synchronize()
+            n = min(rows, x.size(0) - s)
+            stage[k][:n].copy_(x[s:s + n])
+            gpu_x[s:s + n].copy_(stage[k][:n], non_blocking=True)
+            done[k] = torch.cuda.Event()
+            done[k].record()
     torch.cuda.synchronize(dev)
     t2 = time.perf_counter()
     if reg:
