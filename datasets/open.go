@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // OpenOptions control Open. A nil *OpenOptions means the defaults.
@@ -141,57 +139,10 @@ func Open(dir string, opts *OpenOptions) (ds *Dataset, err error) {
 		}
 		d.Splits[s] = asInt64s(c.data)
 	}
-	if err := validateParallel(d, opts.Workers); err != nil {
+	if err := d.validate(workersOr(opts.Workers)); err != nil {
 		return nil, fmt.Errorf("dataset %s: %w", dir, err)
 	}
 	return ds, nil
-}
-
-// validateParallel is Data.Validate with the O(edges) index check split over
-// workers, for graphs with billions of edges.
-func validateParallel(d *Data, workers int) error {
-	g := d.Graph
-	if g.NumEdges() < 1<<22 {
-		return d.Validate()
-	}
-	// Everything but the indices' range through Validate, on a copy whose
-	// graph is an edgeless shell; then the indices in parallel.
-	if err := checkIndptr(g.Indptr); err != nil {
-		return err
-	}
-	shallow := *d
-	shallow.Graph = Graph{NumNodes: g.NumNodes, Indptr: make([]int64, g.NumNodes+1)}
-	if err := shallow.Validate(); err != nil {
-		return err
-	}
-	e := g.NumEdges()
-	var eg errgroup.Group
-	w := int64(workersOr(workers))
-	per := (e + w - 1) / w
-	for lo := int64(0); lo < e; lo += per {
-		hi := min(lo+per, e)
-		eg.Go(func() error {
-			for i := lo; i < hi; i++ {
-				if v := g.Neighbor(i); v < 0 || v >= g.NumNodes {
-					return fmt.Errorf("graph: indices[%d] = %d out of range [0, %d)", i, v, g.NumNodes)
-				}
-			}
-			return nil
-		})
-	}
-	return eg.Wait()
-}
-
-func checkIndptr(p []int64) error {
-	if len(p) == 0 || p[0] != 0 {
-		return errors.New("graph: indptr must start at 0")
-	}
-	for i := 1; i < len(p); i++ {
-		if p[i] < p[i-1] {
-			return fmt.Errorf("graph: indptr decreases at row %d (%d < %d)", i, p[i], p[i-1])
-		}
-	}
-	return nil
 }
 
 // Close unmaps the files. The Dataset's slices must not be used afterwards.

@@ -3,6 +3,7 @@ package datasets
 import (
 	"fmt"
 	"math"
+	"sync"
 )
 
 // FormatVersion is the version of the on-disk layout written by this package.
@@ -85,9 +86,12 @@ func (g *Graph) Neighbor(i int64) int64 {
 func Wide(numNodes int64) bool { return numNodes > math.MaxInt32 }
 
 // Validate checks the CSR invariants: len(Indptr) == NumNodes+1, Indptr starts
-// at 0 and never decreases, and every index lies in [0, NumNodes). It names
-// the first offending position.
-func (g *Graph) Validate() error {
+// at 0 and never decreases, it ends at the number of indices, and every index
+// lies in [0, NumNodes). It names the first offending position.
+func (g *Graph) Validate() error { return g.validate(1) }
+
+// validate is Validate with the O(edges) range check split over workers.
+func (g *Graph) validate(workers int) error {
 	if g.NumNodes < 0 {
 		return fmt.Errorf("graph: negative node count %d", g.NumNodes)
 	}
@@ -113,24 +117,37 @@ func (g *Graph) Validate() error {
 		if int64(len(g.Indices32)) != e {
 			return fmt.Errorf("graph: indices has %d entries, indptr ends at %d", len(g.Indices32), e)
 		}
-		n := int32(g.NumNodes)
-		for i, v := range g.Indices32 {
-			if v < 0 || v >= n {
-				return fmt.Errorf("graph: indices[%d] = %d out of range [0, %d)", i, v, n)
-			}
-		}
 	case g.Indices64 != nil:
 		if int64(len(g.Indices64)) != e {
 			return fmt.Errorf("graph: indices has %d entries, indptr ends at %d", len(g.Indices64), e)
 		}
-		for i, v := range g.Indices64 {
-			if v < 0 || v >= g.NumNodes {
-				return fmt.Errorf("graph: indices[%d] = %d out of range [0, %d)", i, v, g.NumNodes)
-			}
-		}
 	default:
 		if e != 0 {
 			return fmt.Errorf("graph: indptr ends at %d but no indices", e)
+		}
+		return nil
+	}
+	// The range check, in parallel over chunks for graphs with billions of
+	// edges; the first bad index of the lowest chunk is reported.
+	chunks := min(int64(workers), max(e>>22, 1))
+	errs := make([]error, chunks)
+	var wg sync.WaitGroup
+	for c := int64(0); c < chunks; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := c * e / chunks; i < (c+1)*e/chunks; i++ {
+				if v := g.Neighbor(i); v < 0 || v >= g.NumNodes {
+					errs[c] = fmt.Errorf("graph: indices[%d] = %d out of range [0, %d)", i, v, g.NumNodes)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -164,8 +181,10 @@ func (d *Data) Row(v int64) []byte {
 
 // Validate checks that every array agrees with the others: CSR invariants,
 // feature size, labels in [0, NumClasses) or -1, split ids in range.
-func (d *Data) Validate() error {
-	if err := d.Graph.Validate(); err != nil {
+func (d *Data) Validate() error { return d.validate(1) }
+
+func (d *Data) validate(workers int) error {
+	if err := d.Graph.validate(workers); err != nil {
 		return err
 	}
 	n := d.Graph.NumNodes

@@ -20,7 +20,7 @@ type WriteOptions struct {
 	Overwrite bool
 	// Workers hashes files on this many goroutines; 0 = GOMAXPROCS.
 	Workers int
-	// Progress counts bytes written, then bytes hashed.
+	// Progress counts the bytes written.
 	Progress Progress
 }
 
@@ -95,14 +95,19 @@ func WriteContext(ctx context.Context, dir string, d *Data, opts *WriteOptions) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if opts.Overwrite {
-		if _, err := os.Lstat(dir); err == nil {
-			old := filepath.Join(parent, fmt.Sprintf(".%s.old-%d", base, os.Getpid()))
-			if err := os.Rename(dir, old); err != nil {
-				return err
-			}
-			defer os.RemoveAll(old)
+	if _, err := os.Lstat(dir); err == nil && opts.Overwrite {
+		// Move the old dataset aside, put the new one in place, and only
+		// then delete the old one; if the second rename fails, the old one
+		// goes back.
+		old := filepath.Join(parent, fmt.Sprintf(".%s.old-%d", base, os.Getpid()))
+		if err := os.Rename(dir, old); err != nil {
+			return err
 		}
+		if err := os.Rename(tmp, dir); err != nil {
+			return errors.Join(err, os.Rename(old, dir))
+		}
+		os.RemoveAll(old)
+		return syncDir(parent)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return err
