@@ -213,7 +213,7 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	if len(seeds) == 0 {
 		return perrf(ipc.CodeBadRequest, "split %q of dataset %s is empty", m.Split, d.Name)
 	}
-	if m.FeatureDType != "" && m.FeatureDType != string(d.FeatureDType) {
+	if m.FeatureDType != "" && m.FeatureDType != string(d.FeatureDType) && m.FeatureDType != NoFeatures {
 		return perrf(ipc.CodeBadRequest, "feature dtype %q: dataset %s stores %s and the daemon does not convert", m.FeatureDType, d.Name, d.FeatureDType)
 	}
 	slots := int(m.Slots)
@@ -252,7 +252,11 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 		return err
 	}
 	ss.admitted = bytes
-	ring, err := ss.srv.newRing(m, slots, layout)
+	newRing := ss.srv.newRing
+	if m.FeatureDType == NoFeatures {
+		newRing = ss.srv.newStructRing // batches without features (table.go)
+	}
+	ring, err := newRing(m, slots, layout)
 	if err != nil {
 		return err
 	}
