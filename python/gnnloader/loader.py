@@ -264,10 +264,12 @@ class Loader:
         self._start_batch = 0
         while True:
             try:
-                msg = self._recv()
+                # Release the previous batch before waiting for the next: the
+                # daemon may need that very slot (with one slot, it always does).
                 if self._release_mode == "auto" and last is not None:
                     self._release_slot(last)
                     last = None
+                msg = self._recv()
             except LoaderError as e:
                 if not (self._reconnect_for > 0 and e.code in _RECONNECTABLE):
                     raise

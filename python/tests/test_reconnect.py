@@ -81,3 +81,18 @@ class ReconnectTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OneSlotTest(unittest.TestCase):
+    def test_one_slot_does_not_deadlock(self):
+        """With auto release the previous batch is released before the next is
+        awaited, so even a single slot keeps the stream going."""
+        if not os.path.exists(LOADERD):
+            self.skipTest(f"{LOADERD} not built")
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Daemon("synthetic:cora:1:0", socket_path=os.path.join(tmp, "s.sock"))
+            try:
+                with gnnloader.Loader(d.socket, batch_size=64, fanouts=[5, 5], slots=1, timeout=20) as ld:
+                    self.assertEqual(sum(1 for _ in ld), len(ld))
+            finally:
+                d.stop()
