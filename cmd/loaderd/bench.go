@@ -89,7 +89,7 @@ func parseFanouts(s string) ([]int, error) {
 
 // benchGraph loads the graph and a seed split for sampling benchmarks: a
 // dataset directory, or a synthetic spec generated without features.
-func benchGraph(spec, split string, e *env) (*datasets.Data, func(), error) {
+func benchGraph(spec string, e *env) (*datasets.Data, func(), error) {
 	start := time.Now()
 	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
 		opts, err := serve.ParseSynthetic(rest)
@@ -128,14 +128,17 @@ func benchSample(ctx context.Context, e *env, args []string) error {
 		fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "time per run")
 		fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the shuffle and the sampling")
 	})
-	if _, err := parseInterspersed(fs, args); err != nil {
+	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 {
+		if err == nil {
+			err = usageError{fmt.Sprintf("unexpected argument %q", pos[0])}
+		}
 		return err
 	}
 	var err error
 	if cfg.Fanouts, err = parseFanouts(fanouts); err != nil {
 		return usageError{err.Error()}
 	}
-	d, done, err := benchGraph(spec, split, e)
+	d, done, err := benchGraph(spec, e)
 	if err != nil {
 		return err
 	}
@@ -165,7 +168,10 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&cfg.Prefetch, "prefetch", 2, "batches sampled ahead per trainer")
 		fs.IntVar(&cfg.Slots, "slots", 2, "slots per trainer")
 	})
-	if _, err := parseInterspersed(fs, args); err != nil {
+	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 {
+		if err == nil {
+			err = usageError{fmt.Sprintf("unexpected argument %q", pos[0])}
+		}
 		return err
 	}
 	fo, err := parseFanouts(fanouts)

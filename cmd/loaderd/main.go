@@ -50,6 +50,10 @@ func (e usageError) Error() string { return e.msg }
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first signal cancels the work (the daemon drains and exits 0); a
+	// second one, e.g. during a long checksum or generation that cannot stop
+	// half-way, kills the process the default way.
+	context.AfterFunc(ctx, stop)
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -101,6 +101,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return usageError{"--gpus: " + err.Error()}
 		}
 	}
+	if a.cfg.Slots < 1 || a.cfg.Slots > a.cfg.MaxSlots {
+		return usageError{fmt.Sprintf("--slots %d must be between 1 and --max-slots %d", a.cfg.Slots, a.cfg.MaxSlots)}
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
 		return usageError{"--log-level: " + err.Error()}
@@ -140,6 +143,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	} else {
 		srv.DisableGPU(noGPU)
 	}
+	if a.metricsAddr != "" { // before Listen: a bad address leaves no socket behind
+		stop, err := serveMetrics(a.metricsAddr, srv.Registry(), log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if err := srv.Listen(); err != nil {
 		return err
 	}
@@ -152,13 +162,6 @@ func runServe(ctx context.Context, e *env, args []string) error {
 				log.Error("table socket failed", "err", err)
 			}
 		}()
-	}
-	if a.metricsAddr != "" {
-		stop, err := serveMetrics(a.metricsAddr, srv.Registry(), log)
-		if err != nil {
-			return err
-		}
-		defer stop()
 	}
 	return srv.Serve(ctx)
 }
