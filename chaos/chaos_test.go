@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -95,6 +96,21 @@ func (h *harness) logPath(rank int) string {
 	return filepath.Join(h.dir, fmt.Sprintf("rank%d.log", rank))
 }
 
+// killTrainer SIGKILLs a trainer; a trainer that had already exited on its
+// own (it gave up, or failed a check) fails the test.
+func (h *harness) killTrainer(r int) {
+	h.t.Helper()
+	err := kill(h.trainers[r], syscall.SIGKILL)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			return
+		}
+	}
+	msg, _ := os.ReadFile(filepath.Join(h.dir, fmt.Sprintf("trainer%d.err", r)))
+	h.t.Fatalf("trainer %d had exited on its own (%v):\n%s", r, err, msg)
+}
+
 func kill(cmd *exec.Cmd, sig syscall.Signal) error {
 	cmd.Process.Signal(sig)
 	return cmd.Wait()
@@ -138,7 +154,7 @@ func TestChaos(t *testing.T) {
 		switch x := rng.IntN(10); {
 		case x < 6: // kill a trainer
 			r := rng.IntN(world)
-			kill(h.trainers[r], syscall.SIGKILL)
+			h.killTrainer(r)
 			h.kills["trainer SIGKILL"]++
 			h.startTrainer(r)
 		case x < 8 && os.Getenv("GNNLOADER_CHAOS_DAEMON") != "keep": // kill the daemon, SIGKILL or SIGTERM
@@ -167,7 +183,7 @@ func TestChaos(t *testing.T) {
 		longest, flatFirst, flatLast = life, h.rss[1], h.rss[len(h.rss)-1]
 	}
 	for r := 0; r < world; r++ {
-		kill(h.trainers[r], syscall.SIGKILL)
+		h.killTrainer(r)
 	}
 	// With every trainer gone the daemon must free every slot ring.
 	deadline := time.Now().Add(2 * time.Second)

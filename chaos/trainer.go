@@ -83,9 +83,13 @@ func RunTrainer(cfg TrainerConfig) error {
 	backoff := 10 * time.Millisecond
 	deadline := time.Now().Add(60 * time.Second)
 	for epoch < cfg.Epochs {
+		before := [2]int{epoch, next}
 		done, err := session(cfg, logf, &epoch, &next)
 		if err == nil && done {
 			return nil
+		}
+		if [2]int{epoch, next} != before { // progress: the daemon is back
+			backoff, deadline = 10*time.Millisecond, time.Now().Add(60*time.Second)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("rank %d: gave up reconnecting: %v", cfg.Rank, err)
@@ -131,10 +135,14 @@ func session(cfg TrainerConfig, logf *os.File, epoch, next *int) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if e, ok := m.(*ipc.Error); ok {
-		return false, e.AsError()
+	opened, ok := m.(*ipc.Opened)
+	if !ok { // an Error, or a Goodbye from a daemon that is stopping
+		ipc.CloseFDs(fds)
+		if e, isErr := m.(*ipc.Error); isErr {
+			return false, e.AsError()
+		}
+		return false, fmt.Errorf("daemon answered Open with %T", m)
 	}
-	opened := m.(*ipc.Opened)
 	mem, err := mapSlots(fds[0], opened)
 	ipc.CloseFDs(fds)
 	if err != nil {
@@ -157,7 +165,10 @@ func session(cfg TrainerConfig, logf *os.File, epoch, next *int) (bool, error) {
 			if _, ok := m.(*ipc.EpochEnd); ok {
 				break
 			}
-			b := m.(*ipc.BatchReady)
+			b, ok := m.(*ipc.BatchReady)
+			if !ok {
+				return false, fmt.Errorf("rank %d: unexpected %T inside an epoch", cfg.Rank, m)
+			}
 			if int(b.Epoch) != *epoch || int(b.Index) != *next {
 				return false, fmt.Errorf("rank %d: got batch %d/%d, want %d/%d", cfg.Rank, b.Epoch, b.Index, *epoch, *next)
 			}
