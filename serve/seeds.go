@@ -34,6 +34,12 @@ func (ss *session) takeSeeds(m *ipc.Seeds, fds []int) error {
 	case m.Count > uint64(n):
 		return perrf(ipc.CodeLimit, "%d seeds for a graph of %d nodes", m.Count, n)
 	}
+	// The copy counts against the memory budget like slots do, so
+	// connections cannot pile up seed lists the daemon holds.
+	if err := ss.srv.reserve(int64(8 * m.Count)); err != nil {
+		return err
+	}
+	ss.seedBytes = int64(8 * m.Count)
 	ids := make([]int64, m.Count)
 	buf := make([]byte, 8*min(len(ids), seedsChunk))
 	for at := 0; at < len(ids); {

@@ -156,3 +156,18 @@ func TestCustomSeedsRefused(t *testing.T) {
 		t.Fatalf("served %v", got)
 	}
 }
+
+// A custom seed list counts against the memory budget: many connections
+// cannot make the daemon hold seed lists beyond it.
+func TestCustomSeedsChargedToTheBudget(t *testing.T) {
+	srv, _ := testServer(t, Config{MemoryBudget: 1000})
+	ids := make([]int64, 200) // 1600 bytes
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	c := dial(t, srv)
+	c.hello()
+	c.sendSeeds(uint64(len(ids)), seedsFD(t, ids, 8*len(ids)))
+	c.expectError(ipc.CodeBusy, "seeds do not fit the memory budget")
+	waitFor(t, func() bool { return srv.SlotBytes() == 0 })
+}

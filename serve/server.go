@@ -234,6 +234,24 @@ func (s *Server) admit(sess *session, bytes int64) error {
 	return nil
 }
 
+// reserve takes bytes of the memory budget for something other than slots
+// (a trainer's custom seed list); unreserve gives them back.
+func (s *Server) reserve(bytes int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.slotMem+bytes > s.cfg.MemoryBudget {
+		return perrf(ipc.CodeBusy, "%d bytes of seeds do not fit the memory budget (%d of %d bytes in use)", bytes, s.slotMem, s.cfg.MemoryBudget)
+	}
+	s.slotMem += bytes
+	return nil
+}
+
+func (s *Server) unreserve(bytes int64) {
+	s.mu.Lock()
+	s.slotMem -= bytes
+	s.mu.Unlock()
+}
+
 func (s *Server) leave(sess *session, bytes int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -37,12 +37,13 @@ type session struct {
 	mu    sync.Mutex
 	state ipc.State
 
-	open     *ipc.Open
-	seeds    []int64
-	custom   []int64 // from a Seeds message (seeds.go), for Open.Split == ipc.CustomSplit
-	sampler  *sampler.Sampler
-	ring     slotRing
-	admitted int64
+	open      *ipc.Open
+	seeds     []int64
+	custom    []int64 // from a Seeds message (seeds.go), for Open.Split == ipc.CustomSplit
+	seedBytes int64   // memory budget taken by custom
+	sampler   *sampler.Sampler
+	ring      slotRing
+	admitted  int64
 
 	queued        atomic.Int64       // batches sampled, not yet gathered
 	batchesServed prometheus.Counter // this trainer's gnnloader_batches_served_total
@@ -330,6 +331,7 @@ func (ss *session) close() {
 		ss.ring.Close()
 	}
 	ss.srv.leave(ss, ss.admitted)
+	ss.srv.unreserve(ss.seedBytes)
 }
 
 // startEpoch starts the pipeline of one epoch in the background.
