@@ -278,18 +278,26 @@ class _StructFeed:
                                release="manual", pyg=False)
         self.dev, self.table = dev, table
         self.cuda = dev.type == "cuda"
-        self.reg = None
+        self.reg = []
         if self.cuda:
-            ptr, n = self.ld.slot_memory()
-            if host_register(ptr, n):
-                self.reg = ptr
+            # Register each slot's y, n_id and edge_index (not its unused x
+            # region, which would then be allocated): copies out of the slots
+            # run at DMA speed and asynchronously.
+            base, _ = self.ld.slot_memory()
+            o = self.ld.opened
+            first = min(r.offset for r in o.regions if r.name != "x")
+            for k in range(o.slots):
+                lo = (base + k * o.slot_bytes + first) & ~4095
+                hi = (base + (k + 1) * o.slot_bytes + 4095) & ~4095
+                if host_register(lo, hi - lo):
+                    self.reg.append(lo)
 
     def __len__(self):
         return len(self.ld)
 
     def close(self):
-        if self.reg is not None:
-            host_unregister(self.reg)
+        for ptr in self.reg:
+            host_unregister(ptr)
         self.ld.close()
 
 
