@@ -593,6 +593,12 @@ def render(paths):
         print(f"- valid accuracy: loaderd {100 * ld['valid_acc']:.2f}%, resident {100 * res['valid_acc']:.2f}% "
               f"(difference {100 * (ld['valid_acc'] - res['valid_acc']):+.2f} points; chance "
               f"{100 / max(ds.get('num_classes', 1), 1):.2f}%)")
+    for lab in ("mps", "allsms"):
+        for v in ("loader", "loaderd"):
+            o, base = runs.get(f"{lab}:{v}", {}), runs.get(v, {})
+            if o.get("ms_per_batch") and base.get("ms_per_batch"):
+                print(f"- (d) {lab} {v}: {o['ms_per_batch']:.1f} ms/batch over {o['batches']} batches, against "
+                      f"{base['ms_per_batch']:.1f} in the main run ({o['ms_per_batch'] / base['ms_per_batch']:.2f}x)")
     if res.get("table_to_gpu"):
         t = res["table_to_gpu"]
         print(f"- resident: table to GPU in {f1(t.get('register_s', 0), 1)} s register + {f1(t.get('copy_s'), 1)} s copy")
