@@ -160,6 +160,7 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 	}
 	s.newCUDARing = b.newRing
 	s.gpuUnavailable = ""
+	s.registerGPUMetrics(b)
 	return nil
 }
 

@@ -187,3 +187,42 @@ func TestCUDABadRequests(t *testing.T) {
 		}
 	}
 }
+
+// The GPU path exports slot memory per GPU, the pinned table and NVML's
+// counters (docs/operations.md).
+func TestGPUMetrics(t *testing.T) {
+	cudatest.Devices(t)
+	srv, _ := gpuServer(t, Config{}, GPUConfig{})
+	c := dial(t, srv)
+	o := openReq()
+	o.Device = "cuda:0"
+	c.send(&ipc.Hello{Version: ipc.Version})
+	c.recv()
+	c.send(&o)
+	if _, ok := c.recv().(*ipc.Opened); !ok {
+		t.Fatal("no Opened")
+	}
+	mfs, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if g := m.GetGauge(); g != nil {
+				got[mf.GetName()] += g.GetValue()
+			}
+		}
+	}
+	for _, name := range []string{"gnnloader_gpu_slot_bytes", "gnnloader_pinned_bytes", "gnnloader_gpu_memory_used_bytes"} {
+		if got[name] <= 0 {
+			t.Errorf("%s = %v, want > 0 (metrics: %v)", name, got[name], got)
+		}
+	}
+	if _, ok := got["gnnloader_gpu_pcie_rx_bytes_per_second"]; !ok {
+		t.Error("no PCIe throughput metric")
+	}
+	if _, ok := got["gnnloader_gpu_utilization_ratio"]; !ok {
+		t.Error("no GPU utilisation metric")
+	}
+}

@@ -123,6 +123,49 @@ class CudaLoaderTest(unittest.TestCase):
         self.assertIsNone(self.daemon.proc.poll(), "loaderd died")
 
 
+class KilledCudaTrainerTest(unittest.TestCase):
+    """Issue 8 on the GPU: a trainer with CUDA slots killed with SIGKILL; within
+    a second loaderd frees its slots, and the GPU's memory returns to its level
+    before the trainer came."""
+
+    def test_gpu_memory_returns(self):
+        require_gpu()
+        import signal
+        import subprocess
+        import time
+        d = Daemon(DATASET, "--gpus", "0")
+        try:
+            torch.cuda.init()
+            time.sleep(0.5)
+            before = torch.cuda.mem_get_info(0)[0]  # free bytes, all processes
+            code = ("import os, sys, time; sys.path.insert(0, %r); import torch, gnnloader;"
+                    "ld = gnnloader.Loader(%r, batch_size=1024, fanouts=[15, 10, 5], device='cuda:0', slots=3);"
+                    "b = next(iter(ld)); torch.cuda.synchronize(); print('held', flush=True); time.sleep(60)"
+                    ) % (os.path.join(os.path.dirname(__file__), "..", "..", "python"), d.socket)
+            p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+            self.assertEqual(p.stdout.readline().strip(), "held")
+            during = torch.cuda.mem_get_info(0)[0]
+            self.assertLess(during, before - (64 << 20), "the trainer's slots should take GPU memory")
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            killed = time.monotonic()
+            while "trainer disconnected without goodbye" not in d.logs():
+                self.assertLess(time.monotonic() - killed, 1.0, "loaderd did not notice within 1 s")
+                time.sleep(0.01)
+            deadline = time.monotonic() + 10
+            while True:
+                after = torch.cuda.mem_get_info(0)[0]
+                if after >= before - (8 << 20):
+                    break
+                self.assertLess(time.monotonic(), deadline,
+                                f"GPU memory did not return: free {before} before, {during} with the trainer, {after} after")
+                time.sleep(0.05)
+            print(f"GPU free memory: {before >> 20} MiB before, {during >> 20} MiB with the trainer, "
+                  f"{after >> 20} MiB {time.monotonic() - killed:.2f} s after SIGKILL", file=sys.stderr)
+        finally:
+            self.assertEqual(d.stop(), 0)
+
+
 class DriverTooOldTest(unittest.TestCase):
     def test_kernels_the_driver_cannot_load_stop_loaderd_at_start(self):
         """Kernels newer than the driver (here: PTX of a version no driver

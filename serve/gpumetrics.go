@@ -1,0 +1,70 @@
+package serve
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gnnloader/gnnloader/cudaext"
+)
+
+// gpuCollector exports the GPU path's memory and NVML's counters per device
+// at scrape time (docs/operations.md).
+type gpuCollector struct {
+	b   *gpuBackend
+	mon *cudaext.Monitor // nil when NVML is unavailable
+
+	slotBytes, util, rx, tx, memUsed *prometheus.Desc
+}
+
+func newGPUCollector(b *gpuBackend, mon *cudaext.Monitor) *gpuCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, []string{"gpu"}, nil)
+	}
+	return &gpuCollector{b: b, mon: mon,
+		slotBytes: d("gnnloader_gpu_slot_bytes", "Bytes of trainers' slots allocated by loaderd on the GPU."),
+		util:      d("gnnloader_gpu_utilization_ratio", "Share of the last NVML sample period a kernel ran on the GPU (0..1)."),
+		rx:        d("gnnloader_gpu_pcie_rx_bytes_per_second", "PCIe host-to-device throughput NVML measured (all processes)."),
+		tx:        d("gnnloader_gpu_pcie_tx_bytes_per_second", "PCIe device-to-host throughput NVML measured (all processes)."),
+		memUsed:   d("gnnloader_gpu_memory_used_bytes", "GPU memory in use by all processes, from NVML."),
+	}
+}
+
+func (c *gpuCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.slotBytes, c.util, c.rx, c.tx, c.memUsed} {
+		ch <- d
+	}
+}
+
+func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
+	c.b.mu.Lock()
+	for _, dev := range c.b.allowed {
+		ch <- prometheus.MustNewConstMetric(c.slotBytes, prometheus.GaugeValue, float64(c.b.used[dev]), strconv.Itoa(dev))
+	}
+	c.b.mu.Unlock()
+	if c.mon == nil {
+		return
+	}
+	for _, s := range c.mon.Sample() {
+		gpu := strconv.Itoa(s.Index)
+		ch <- prometheus.MustNewConstMetric(c.util, prometheus.GaugeValue, s.Utilization, gpu)
+		ch <- prometheus.MustNewConstMetric(c.rx, prometheus.GaugeValue, s.PCIeRxBytesSec, gpu)
+		ch <- prometheus.MustNewConstMetric(c.tx, prometheus.GaugeValue, s.PCIeTxBytesSec, gpu)
+		ch <- prometheus.MustNewConstMetric(c.memUsed, prometheus.GaugeValue, float64(s.MemUsed), gpu)
+	}
+}
+
+// registerGPUMetrics adds the GPU path's metrics: slot memory per GPU, the
+// pinned feature table, and NVML's utilisation, PCIe throughput and memory
+// (when NVML is there).
+func (s *Server) registerGPUMetrics(b *gpuBackend) {
+	mon, err := cudaext.NewMonitor()
+	if err != nil {
+		s.log.Info("no NVML metrics", "reason", err)
+		mon = nil
+	}
+	s.metrics.registry.MustRegister(newGPUCollector(b, mon))
+	s.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gnnloader_pinned_bytes", Help: "Bytes of host memory pinned (registered with CUDA) for the feature table.",
+	}, func() float64 { return float64(len(s.src.store.Rows)) }))
+}
