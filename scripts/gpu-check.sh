@@ -15,8 +15,10 @@
 #            several CUDA_MPS_ACTIVE_THREAD_PERCENTAGE shares (GPU_CHECK_MPS=0 skips)
 #   bench    the gather benchmark (GNNLOADER_BENCH_SCALE=small|full, default full;
 #            GPU_CHECK_BENCH=0 skips it)
-#   steps    every executable .gpu/steps/*.sh, in name order, with $OUT set:
-#            the place for later steps (Python client, sampler bench, generator)
+#   steps    scripts/gpu-steps/*.sh (papers100M generated at scale 1, pyarrow
+#            reading loaderd's files, the sampler and serve benchmarks on the
+#            machine's cores; GPU_CHECK_STEPS=0 skips them), then any
+#            executable .gpu/steps/*.sh, in name order, with $OUT set
 # Output under $OUT (at most 8 files come back): summary.txt, check.log,
 # bench.txt, mps.txt, steps.log, kernels/{gather.fatbin,gather.fatbin.sha256,ptxas.log}.
 set -uo pipefail
@@ -100,8 +102,12 @@ if [ "${GPU_CHECK_BENCH:-1}" != 0 ] && [ -x .gpu/bin/gather.test ]; then
 	step "bench gather (${GNNLOADER_BENCH_SCALE:-full})" bash -c "cd '$root/gather' && GNNLOADER_BENCH=1 GNNLOADER_BENCH_OUT='$OUT/bench.txt' '$root/.gpu/bin/gather.test' -test.run '^TestBenchGather\$' -test.v -test.timeout=6m"
 fi
 
-# steps
-for s in .gpu/steps/*.sh; do
+# steps: the committed ones (dataset, sampler and serve figures on the GPU
+# machine's cores; GPU_CHECK_STEPS=0 skips them, they take about 2 minutes),
+# then any local ones in .gpu/steps
+steps=(.gpu/steps/*.sh)
+[ "${GPU_CHECK_STEPS:-1}" = 0 ] || steps=(scripts/gpu-steps/*.sh "${steps[@]}")
+for s in "${steps[@]}"; do
 	if [ -x "$s" ]; then
 		echo "===== step $s" >> "$OUT/steps.log"
 		t0=$SECONDS
