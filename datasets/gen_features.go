@@ -3,6 +3,8 @@ package datasets
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/gnnloader/gnnloader/internal/half"
 )
 
 // features fills out with centroid[class] + noise, one row per node. Each
@@ -42,12 +44,12 @@ func (g *generator) features(out []byte, labels []int32, dt DType) {
 			case Float16:
 				row = row[:2*len(c)]
 				for j := range c {
-					binary.LittleEndian.PutUint16(row[2*j:], float32ToFloat16(c[j]+noise(&rng, scale)))
+					binary.LittleEndian.PutUint16(row[2*j:], half.Float32ToFloat16(c[j]+noise(&rng, scale)))
 				}
 			case BFloat16:
 				row = row[:2*len(c)]
 				for j := range c {
-					binary.LittleEndian.PutUint16(row[2*j:], float32ToBFloat16(c[j]+noise(&rng, scale)))
+					binary.LittleEndian.PutUint16(row[2*j:], half.Float32ToBFloat16(c[j]+noise(&rng, scale)))
 				}
 			}
 		}

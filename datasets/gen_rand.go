@@ -1,9 +1,6 @@
 package datasets
 
-import (
-	"math"
-	"math/bits"
-)
+import "math/bits"
 
 // The generator's randomness: splitmix64 hashes of (seed, stream, index)
 // seed per-item wyrand streams and Feistel permutations. Integer arithmetic
@@ -74,50 +71,4 @@ func (f *feistel) at(i uint64) uint64 {
 			return i
 		}
 	}
-}
-
-// float32ToFloat16 rounds f to the nearest IEEE binary16, ties to even.
-func float32ToFloat16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23) & 0xff
-	man := b & 0x7fffff
-	if exp == 0xff {
-		if man != 0 {
-			return sign | 0x7e00 // NaN
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15
-	switch {
-	case e >= 0x1f:
-		return sign | 0x7c00 // overflow to infinity
-	case e <= 0: // subnormal or zero
-		if e < -10 {
-			return sign
-		}
-		m := man | 0x800000
-		shift := uint32(14 - e)
-		rem, half := m&(1<<shift-1), uint32(1)<<(shift-1)
-		m >>= shift
-		if rem > half || rem == half && m&1 == 1 {
-			m++ // may carry into the smallest normal: still the right bits
-		}
-		return sign | uint16(m)
-	}
-	h := uint32(e)<<10 | man>>13
-	rem := man & 0x1fff
-	if rem > 0x1000 || rem == 0x1000 && h&1 == 1 {
-		h++ // may carry into the exponent, up to infinity: still right
-	}
-	return sign | uint16(h)
-}
-
-// float32ToBFloat16 rounds f to the nearest bfloat16, ties to even.
-func float32ToBFloat16(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 {
-		return uint16(b>>16) | 0x40 // quiet NaN
-	}
-	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }

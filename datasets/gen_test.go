@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gnnloader/gnnloader/internal/half"
 )
 
 func mustGenerate(t testing.TB, o GenOptions) *Data {
@@ -439,7 +441,7 @@ func TestFloat16Rounding(t *testing.T) {
 		if math.IsNaN(x) {
 			continue
 		}
-		if got := float32ToFloat16(float32(x)); got != uint16(h) {
+		if got := half.Float32ToFloat16(float32(x)); got != uint16(h) {
 			t.Fatalf("half %#04x (%g) -> %#04x", h, x, got)
 		}
 		if h&0x7fff >= 0x7bff { // no finite upper neighbour
@@ -454,25 +456,25 @@ func TestFloat16Rounding(t *testing.T) {
 		if h&1 == 1 {
 			even = uint16(h + 1)
 		}
-		if got := float32ToFloat16(float32(mid)); got != even {
+		if got := half.Float32ToFloat16(float32(mid)); got != even {
 			t.Fatalf("midpoint of %#04x and %#04x -> %#04x, want %#04x", h, h+1, got, even)
 		}
 		below := math.Nextafter32(float32(mid), float32(x))
 		above := math.Nextafter32(float32(mid), float32(up))
-		if got := float32ToFloat16(below); got != uint16(h) {
+		if got := half.Float32ToFloat16(below); got != uint16(h) {
 			t.Fatalf("just below the midpoint of %#04x -> %#04x", h, got)
 		}
-		if got := float32ToFloat16(above); got != uint16(h+1) {
+		if got := half.Float32ToFloat16(above); got != uint16(h+1) {
 			t.Fatalf("just above the midpoint of %#04x -> %#04x", h, got)
 		}
 	}
-	if got := float32ToFloat16(70000); got != 0x7c00 {
+	if got := half.Float32ToFloat16(70000); got != 0x7c00 {
 		t.Errorf("70000 -> %#04x, want +Inf", got)
 	}
-	if got := float32ToBFloat16(1 + 0x1p-8); got != 0x3f80 { // tie, to even
+	if got := half.Float32ToBFloat16(1 + 0x1p-8); got != 0x3f80 { // tie, to even
 		t.Errorf("bfloat16(1+2^-8) = %#04x", got)
 	}
-	if got := float32ToBFloat16(1 + 0x1p-8 + 0x1p-20); got != 0x3f81 {
+	if got := half.Float32ToBFloat16(1 + 0x1p-8 + 0x1p-20); got != 0x3f81 {
 		t.Errorf("bfloat16(1+2^-8+eps) = %#04x", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/internal/half"
 )
 
 var dtypes = []DType{Float32, BFloat16, Float16}
@@ -101,15 +102,15 @@ func TestLayout(t *testing.T) {
 func TestConversions(t *testing.T) {
 	// Every float16 and bfloat16 value survives float32 and back.
 	for h := 0; h < 1<<16; h++ {
-		f := float16ToFloat32(uint16(h))
-		if f == f && float32ToFloat16(f) != uint16(h) {
-			t.Fatalf("float16 %#04x -> %g -> %#04x", h, f, float32ToFloat16(f))
+		f := half.Float16ToFloat32(uint16(h))
+		if f == f && half.Float32ToFloat16(f) != uint16(h) {
+			t.Fatalf("float16 %#04x -> %g -> %#04x", h, f, half.Float32ToFloat16(f))
 		}
 	}
-	if float32ToFloat16(1+0x1p-11) != 0x3c00 || float32ToFloat16(1+3*0x1p-11) != 0x3c02 {
+	if half.Float32ToFloat16(1+0x1p-11) != 0x3c00 || half.Float32ToFloat16(1+3*0x1p-11) != 0x3c02 {
 		t.Fatal("float16 ties to even")
 	}
-	if float32ToBFloat16(1+0x1p-8) != 0x3f80 || float32ToBFloat16(1+3*0x1p-8) != 0x3f82 {
+	if half.Float32ToBFloat16(1+0x1p-8) != 0x3f80 || half.Float32ToBFloat16(1+3*0x1p-8) != 0x3f82 {
 		t.Fatal("bfloat16 ties to even")
 	}
 }
