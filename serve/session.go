@@ -115,6 +115,17 @@ func (ss *session) run(ctx context.Context) {
 
 var errGoodbye = errors.New("goodbye")
 
+// rankLabel is a trainer's rank as a metric label; ranks from maxRankLabel
+// up share one label, so clients cannot grow the registry without bound.
+func rankLabel(rank uint32) string {
+	if rank >= maxRankLabel {
+		return fmt.Sprintf("%d+", maxRankLabel)
+	}
+	return fmt.Sprint(rank)
+}
+
+const maxRankLabel = 1024
+
 // held is the number of slots the trainer holds.
 func (ss *session) held() int { return int(ss.heldSlots.Load()) }
 
@@ -263,7 +274,7 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	}
 	ss.open, ss.seeds, ss.sampler, ss.ring = m, seeds, smp, ring
 	ss.readyAt = make([]atomic.Int64, slots)
-	ss.batchesServed = ss.srv.metrics.batches.WithLabelValues(fmt.Sprint(m.Rank))
+	ss.batchesServed = ss.srv.metrics.batches.WithLabelValues(rankLabel(m.Rank))
 	opened := &ipc.Opened{
 		NumBatches: uint32(plan.NumBatches()),
 		Slots:      uint32(slots),
