@@ -73,6 +73,12 @@ func (r *shmRing) Fill(slot int, b *sampler.Batch) error {
 	if err := r.gather.Gather(r.Region(slot, "x"), r.src.Table, b.NID, b.Order); err != nil {
 		return err
 	}
+	r.fillStructure(slot, b)
+	return nil
+}
+
+// fillStructure writes a batch's labels, global ids and edge_index.
+func (r *shmRing) fillStructure(slot int, b *sampler.Batch) {
 	labels := r.src.Data.Labels
 	y := int64s(r.Region(slot, "y"))
 	for i, v := range b.NID {
@@ -85,7 +91,6 @@ func (r *shmRing) Fill(slot int, b *sampler.Batch) error {
 		ei[j] = int64(b.Src[j])
 		ei[e+j] = int64(b.Dst[j])
 	}
-	return nil
 }
 
 func int64s(b []byte) []int64 {

@@ -130,23 +130,36 @@ func (s *Server) Stats() *Stats { return &s.stats }
 // of a dead daemon removed (a live daemon is an error), mode narrowed before
 // any peer can connect.
 func (s *Server) Listen() error {
-	path := s.cfg.Socket
-	if path == "" {
+	if s.cfg.Socket == "" {
 		return errors.New("serve: no socket path")
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	ln, err := listenSocket(s.cfg.Socket, s.cfg.SocketMode)
+	if err != nil {
 		return err
+	}
+	s.ln = ln
+	return nil
+}
+
+// listenSocket creates a Unix socket at path with the given mode: its
+// directory if missing, a stale socket of a dead daemon replaced (a live
+// one, or a file that is not a socket, is an error), the mode narrowed
+// before any peer can connect. The socket is removed when the listener
+// closes.
+func listenSocket(path string, mode os.FileMode) (*net.UnixListener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
 	}
 	if st, err := os.Lstat(path); err == nil {
 		if st.Mode()&os.ModeSocket == 0 {
-			return fmt.Errorf("serve: %s exists and is not a socket: not replacing it", path)
+			return nil, fmt.Errorf("serve: %s exists and is not a socket: not replacing it", path)
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			c.Close()
-			return fmt.Errorf("serve: %s: another daemon is listening there", path)
+			return nil, fmt.Errorf("serve: %s: another daemon is listening there", path)
 		}
 		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("serve: removing stale socket: %w", err)
+			return nil, fmt.Errorf("serve: removing stale socket: %w", err)
 		}
 	}
 	// Create the socket with no permissions for anyone else, then open it
@@ -155,15 +168,14 @@ func (s *Server) Listen() error {
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	umask(old)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ln.SetUnlinkOnClose(true)
-	if err := os.Chmod(path, s.cfg.SocketMode); err != nil {
+	if err := os.Chmod(path, mode); err != nil {
 		ln.Close()
-		return err
+		return nil, err
 	}
-	s.ln = ln
-	return nil
+	return ln, nil
 }
 
 // Serve accepts trainers until ctx is cancelled, then tells every trainer

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -88,19 +86,16 @@ func (s *Server) ServeTable(ctx context.Context, path string) error {
 		DatasetBytes: s.src.DatasetBytes()}
 	line, _ := json.Marshal(info)
 	line = append(line, '\n')
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	os.Remove(path)
-	old := umask(0o177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	umask(old)
+	// Peers get a read-only open of the memfd, not the daemon's own
+	// read-write one: they can neither write the table nor resize it (a
+	// shrunk table would make the daemon's gather fault).
+	ro, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: a read-only descriptor of the feature table: %w", err)
 	}
-	ln.SetUnlinkOnClose(true)
-	if err := os.Chmod(path, s.cfg.SocketMode); err != nil {
-		ln.Close()
+	defer unix.Close(ro)
+	ln, err := listenSocket(path, s.cfg.SocketMode)
+	if err != nil {
 		return err
 	}
 	s.log.Info("sharing the feature table", "socket", path, "bytes", info.Bytes)
@@ -120,7 +115,7 @@ func (s *Server) ServeTable(ctx context.Context, path string) error {
 			c.Close()
 			continue
 		}
-		if _, _, err := c.WriteMsgUnix(line, unix.UnixRights(fd), nil); err != nil {
+		if _, _, err := c.WriteMsgUnix(line, unix.UnixRights(ro), nil); err != nil {
 			s.log.Warn("table socket: sending the table failed", "pid", pid, "err", err)
 		} else {
 			s.log.Info("feature table shared", "pid", pid)
@@ -145,17 +140,6 @@ func (s *Server) newStructRing(m *ipc.Open, slots int, l pingpong.Layout) (slotR
 type structRing struct{ shmRing }
 
 func (r *structRing) Fill(slot int, b *sampler.Batch) error {
-	labels := r.src.Data.Labels
-	y := int64s(r.Region(slot, "y"))
-	for i, v := range b.NID {
-		y[i] = int64(labels[v])
-	}
-	copy(int64s(r.Region(slot, "n_id")), b.NID)
-	ei := int64s(r.Region(slot, "edge_index"))
-	e := len(b.Src)
-	for j := 0; j < e; j++ {
-		ei[j] = int64(b.Src[j])
-		ei[e+j] = int64(b.Dst[j])
-	}
+	r.fillStructure(slot, b)
 	return nil
 }
