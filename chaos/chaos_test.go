@@ -62,6 +62,7 @@ func (h *harness) startDaemon() {
 	logf, _ := os.OpenFile(filepath.Join(h.dir, "loaderd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	cmd := exec.Command(h.loaderd, "serve", "--dataset", dataset, "--socket", h.socket, "--prefetch", "2")
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with an interrupted test
 	if err := cmd.Start(); err != nil {
 		h.t.Fatal(err)
 	}
@@ -86,6 +87,7 @@ func (h *harness) startTrainer(rank int) {
 	cmd.Env = append(os.Environ(), trainerEnv+"="+string(cfg))
 	logf, _ := os.OpenFile(filepath.Join(h.dir, fmt.Sprintf("trainer%d.err", rank)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		h.t.Fatal(err)
 	}
