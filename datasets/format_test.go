@@ -9,7 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -47,27 +47,45 @@ func smallData(t testing.TB, n int, dt DType, dim int, seed uint64) *Data {
 	return d
 }
 
-func sameData(t *testing.T, want *Data, got *Data) {
+// writeAndOpen writes d into a temporary directory and opens it again; the
+// dataset is closed when the test ends.
+func writeAndOpen(t *testing.T, d *Data) *Dataset {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "ds")
+	if err := Write(dir, d, nil); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ds.Close() })
+	return ds
+}
+
+// sameData compares two datasets fact by fact and array by array.
+func sameData(t *testing.T, want, got *Data) {
 	t.Helper()
 	if got.Name != want.Name || got.Directed != want.Directed || got.FeatureDim != want.FeatureDim ||
 		got.FeatureDType != want.FeatureDType || got.NumClasses != want.NumClasses {
 		t.Fatalf("facts differ: got %+v", got)
 	}
-	if !reflect.DeepEqual(got.Graph.Indptr, want.Graph.Indptr) {
-		t.Fatal("indptr differs")
-	}
-	if !reflect.DeepEqual(got.Graph.Indices32, want.Graph.Indices32) || !reflect.DeepEqual(got.Graph.Indices64, want.Graph.Indices64) {
-		t.Fatal("indices differ")
+	if got.Graph.NumNodes != want.Graph.NumNodes || !slices.Equal(got.Graph.Indptr, want.Graph.Indptr) ||
+		!slices.Equal(got.Graph.Indices32, want.Graph.Indices32) || !slices.Equal(got.Graph.Indices64, want.Graph.Indices64) {
+		t.Fatal("graphs differ")
 	}
 	if !bytes.Equal(got.Features, want.Features) {
 		t.Fatal("features differ")
 	}
-	if !reflect.DeepEqual(got.Labels, want.Labels) {
+	if !slices.Equal(got.Labels, want.Labels) {
 		t.Fatal("labels differ")
 	}
-	for _, s := range SplitNames {
-		if len(got.Splits[s]) != len(want.Splits[s]) || (len(want.Splits[s]) > 0 && !reflect.DeepEqual(got.Splits[s], want.Splits[s])) {
-			t.Fatalf("split %s differs: %v vs %v", s, got.Splits[s], want.Splits[s])
+	if want.ClassNames != nil && !slices.Equal(got.ClassNames, want.ClassNames) {
+		t.Fatalf("class names %q, want %q", got.ClassNames, want.ClassNames)
+	}
+	for _, sp := range SplitNames {
+		if !slices.Equal(got.Splits[sp], want.Splits[sp]) {
+			t.Fatalf("split %s differs: %v vs %v", sp, got.Splits[sp], want.Splits[sp])
 		}
 	}
 }
@@ -76,15 +94,8 @@ func TestWriteOpenRoundTrip(t *testing.T) {
 	for _, dt := range []DType{Float32, Float16, BFloat16} {
 		t.Run(string(dt), func(t *testing.T) {
 			d := smallData(t, 50, dt, 7, 3)
-			dir := filepath.Join(t.TempDir(), "ds")
-			if err := Write(dir, d, nil); err != nil {
-				t.Fatal(err)
-			}
-			ds, err := Open(dir, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ds.Close()
+			ds := writeAndOpen(t, d)
+			dir := ds.Dir
 			sameData(t, d, &ds.Data)
 			if ds.Manifest.NumNodes != 50 || ds.Manifest.FeatureDim != 7 || ds.Manifest.Splits[SplitTrain] != 2 {
 				t.Fatalf("manifest facts: %+v", ds.Manifest)
@@ -99,16 +110,7 @@ func TestWriteOpenRoundTrip(t *testing.T) {
 }
 
 func TestOpenIsZeroCopy(t *testing.T) {
-	d := smallData(t, 64, Float32, 16, 1)
-	dir := filepath.Join(t.TempDir(), "ds")
-	if err := Write(dir, d, nil); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ds.Close()
+	ds := writeAndOpen(t, smallData(t, 64, Float32, 16, 1))
 	// The features must point into the mapping of features.arrow.
 	inside := false
 	for _, m := range ds.maps {

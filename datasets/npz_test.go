@@ -90,40 +90,7 @@ func TestImportNPZRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "cora")
-	if err := Write(dir, d, nil); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ds.Close()
-	impSameData(t, d, &ds.Data)
-}
-
-// impSameData compares two datasets array by array.
-func impSameData(t *testing.T, want, got *Data) {
-	t.Helper()
-	if got.Graph.NumNodes != want.Graph.NumNodes || !slices.Equal(got.Graph.Indptr, want.Graph.Indptr) ||
-		!slices.Equal(got.Graph.Indices32, want.Graph.Indices32) || !slices.Equal(got.Graph.Indices64, want.Graph.Indices64) {
-		t.Errorf("graphs differ")
-	}
-	if got.Directed != want.Directed || got.FeatureDim != want.FeatureDim || got.FeatureDType != want.FeatureDType ||
-		string(got.Features) != string(want.Features) {
-		t.Errorf("features differ")
-	}
-	if got.NumClasses != want.NumClasses || !slices.Equal(got.Labels, want.Labels) {
-		t.Errorf("labels differ")
-	}
-	if want.ClassNames != nil && !slices.Equal(got.ClassNames, want.ClassNames) {
-		t.Errorf("class names %q, want %q", got.ClassNames, want.ClassNames)
-	}
-	for _, s := range SplitNames {
-		if !slices.Equal(got.Splits[s], want.Splits[s]) {
-			t.Errorf("split %s differs", s)
-		}
-	}
+	sameData(t, d, &writeAndOpen(t, d).Data)
 }
 
 // impU22 encodes strings as numpy <U22.

@@ -164,16 +164,7 @@ func TestImportOGBRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), "ds")
-	if err := Write(dir, d, nil); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ds.Close()
-	impSameData(t, d, &ds.Data)
+	sameData(t, d, &writeAndOpen(t, d).Data)
 }
 
 // impCopyDir copies a fixture directory into a temporary one.
