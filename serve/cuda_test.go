@@ -2,8 +2,6 @@ package serve
 
 import (
 	"bytes"
-	"context"
-	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -19,24 +17,10 @@ func gpuServer(t *testing.T, cfg Config, g GPUConfig) (*Server, *Source) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Socket = filepath.Join(t.TempDir(), "loaderd.sock")
-	srv := New(src, cfg, nil)
-	if err := srv.EnableGPU(g); err != nil {
-		src.Close()
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+	srv := serveSource(t, src, cfg, func(srv *Server) {
+		if err := srv.EnableGPU(g); err != nil {
+			t.Fatal(err)
 		}
-		src.Close()
 	})
 	return srv, src
 }

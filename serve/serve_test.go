@@ -27,8 +27,16 @@ func testServer(t *testing.T, cfg Config, setup ...func(*Server)) (*Server, *Sou
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveSource(t, src, cfg, setup...), src
+}
+
+// serveSource serves src on a socket in a temporary directory until the test
+// ends, then closes src. setup runs before the server listens.
+func serveSource(t *testing.T, src *Source, cfg Config, setup ...func(*Server)) *Server {
+	t.Helper()
 	cfg.Socket = filepath.Join(t.TempDir(), "loaderd.sock")
 	srv := New(src, cfg, nil)
+	t.Cleanup(func() { src.Close() }) // runs after the server below stopped
 	for _, f := range setup {
 		f(srv)
 	}
@@ -43,9 +51,8 @@ func testServer(t *testing.T, cfg Config, setup ...func(*Server)) (*Server, *Sou
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-		src.Close()
 	})
-	return srv, src
+	return srv
 }
 
 // client is a raw protocol client for tests.
