@@ -305,8 +305,8 @@ func (g *CUDA) Gather(ctx context.Context, dst Dest, nid []int64, order []int32)
 
 // staged is a batch's indices on the device.
 type staged struct {
-	rows, pos, offs, dlv cudaext.DevicePtr
-	n                    int64
+	rows, pos, first, extras cudaext.DevicePtr
+	n                        int64
 }
 
 // prepareGather uploads the batch's rows in reading order (uint32) and, with
@@ -463,14 +463,14 @@ func (g *CUDA) SweepPlanned(ctx context.Context, parts []SweepPart, pl *SweepPla
 
 // prepareSweep uploads the plan's compact arrays. Context current, g.mu held.
 func (g *CUDA) prepareSweep(pl *SweepPlan) (staged, error) {
-	host, dev, total, err := g.reserve(4*int64(len(pl.rows32)), 4*int64(len(pl.offs32)), 4*int64(len(pl.dlv)))
+	host, dev, total, err := g.reserve(4*int64(len(pl.rows32)), 4*int64(len(pl.first)), 4*int64(len(pl.extras)))
 	if err != nil {
 		return staged{}, err
 	}
 	copy(host[0], bytesOf(pl.rows32))
-	copy(host[1], bytesOf(pl.offs32))
-	copy(host[2], bytesOf(pl.dlv))
-	return staged{rows: dev[0], offs: dev[1], dlv: dev[2], n: int64(len(pl.rows32))}, g.upload(total)
+	copy(host[1], bytesOf(pl.first))
+	copy(host[2], bytesOf(pl.extras))
+	return staged{rows: dev[0], first: dev[1], extras: dev[2], n: int64(len(pl.rows32))}, g.upload(total)
 }
 
 // launchSweep enqueues the sweep kernel over staged indices.
@@ -485,11 +485,11 @@ func (g *CUDA) launchSweep(parts []SweepPart, align uint64, ix staged) error {
 	if wide {
 		const name = "gnn_sweep16"
 		return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, 0, g.stream,
-			g.dev, rb, ix.rows, ix.n, ix.offs, ix.dlv, bases, int32(shift))
+			g.dev, rb, ix.rows, ix.n, ix.first, ix.extras, bases, int32(shift))
 	}
 	const name = "gnn_sweep_any"
 	return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, g.shared(name), g.stream,
-		g.dev, rb, ix.rows, ix.n, ix.offs, ix.dlv, bases, int32(shift), g.mode())
+		g.dev, rb, ix.rows, ix.n, ix.first, ix.extras, bases, int32(shift), g.mode())
 }
 
 // Close waits for pending work and frees the stream, module and staging.

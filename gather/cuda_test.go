@@ -88,7 +88,8 @@ func TestCUDAGatherMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			for _, opt := range []*CUDAOptions{nil, {MaxSMs: 3}, {MaxSMs: -1}, {forceAny: true}, {forceAny: true, fullLines: true}} {
+			for _, opt := range []*CUDAOptions{nil, {MaxSMs: 3}, {MaxSMs: -1}, {forceAny: true}, {forceAny: true, fullLines: true},
+				{MaxSMs: 2, forceAny: true}} {
 				g, err := NewCUDA(c, st, opt)
 				if err != nil {
 					t.Fatal(err)
@@ -167,7 +168,7 @@ func TestCUDASweepMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			for _, opt := range []*CUDAOptions{nil, {forceAny: true, fullLines: true}} {
+			for _, opt := range []*CUDAOptions{nil, {forceAny: true, fullLines: true}, {forceAny: true}} {
 				sweepRounds(t, c, st, opt, r, rb)
 			}
 		})
@@ -183,18 +184,22 @@ func sweepRounds(t *testing.T, c *cudaext.Context, st *pinned.Store, opt *CUDAOp
 	defer g.Close()
 	tab := TableOf(st)
 	// Three overlapping batches (about half the table each), one
-	// without an order, one of them empty in the second round.
-	for round := range 2 {
+	// without an order, one of them empty in the second round; in the
+	// third, MaxSweepParts batches.
+	for round := range 3 {
 		var parts []SweepPart
 		var want [][]byte
-		for k := range 3 {
-			n := []int{2500, 2000, 1200}[k]
+		sizes := []int{2500, 2000, 1200}
+		if round == 2 {
+			sizes = []int{900, 10, 1, 3000, 77, 640, 2, 1500}[:MaxSweepParts]
+		}
+		for k, n := range sizes {
 			if round == 1 && k == 1 {
 				n = 0
 			}
 			nid := randomBatch(r, n, rows, true)
 			var order []int32
-			if k != 2 {
+			if k%3 != 2 {
 				order = SortOrder(nid)
 			}
 			w := bytes.Repeat([]byte{poison}, (n+1)*rb)
@@ -222,7 +227,11 @@ func sweepRounds(t *testing.T, c *cudaext.Context, st *pinned.Store, opt *CUDAOp
 			if err != nil {
 				return err
 			}
-			if pl.Delivered() != int64(len(parts[0].Nid)+len(parts[1].Nid)+len(parts[2].Nid)) || pl.Unique() >= pl.Delivered() {
+			total := 0
+			for _, p := range parts {
+				total += len(p.Nid)
+			}
+			if pl.Delivered() != int64(total) || pl.Unique() >= pl.Delivered() {
 				t.Errorf("plan: %d unique, %d delivered", pl.Unique(), pl.Delivered())
 			}
 			for k := range parts {
@@ -237,6 +246,94 @@ func sweepRounds(t *testing.T, c *cudaext.Context, st *pinned.Store, opt *CUDAOp
 			return nil
 		})
 		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCUDAStagingReuse enqueues many gathers, sweeps and copies back to back
+// with no wait between them, so the index staging is reused (and regrown)
+// while earlier work may still read it; each destination must still hold
+// exactly its own rows.
+func TestCUDAStagingReuse(t *testing.T) {
+	c := cudatest.Context(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	const rows, rb = 300_000, 512
+	st, err := pinned.Load(randomTable(t, dtypes[0], rb/4, rows, r), rb, rows, &pinned.Options{Context: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tab := TableOf(st)
+	for _, opt := range []*CUDAOptions{nil, {MaxSMs: 2}} {
+		g, err := NewCUDA(c, st, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const jobs = 12
+		type job struct {
+			nid   []int64
+			order []int32
+			label []byte
+			want  []byte
+			dst   cudaext.DevicePtr
+		}
+		js := make([]job, jobs)
+		for i := range js {
+			n := 1000 + i*15_000 // growing, so areas are regrown while in use
+			if i%4 == 3 {
+				n = 200
+			}
+			js[i].nid = randomBatch(r, n, rows, true)
+			js[i].order = SortOrder(js[i].nid)
+			js[i].label = bytes.Repeat([]byte{byte(i + 1)}, 4096+i)
+			js[i].want = make([]byte, n*rb)
+			if err := (&CPU{}).Gather(js[i].want, tab, js[i].nid, js[i].order); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err = c.Do(func() error {
+			for i := range js {
+				p, err := cudaext.MemAlloc(int64(len(js[i].want) + len(js[i].label)))
+				if err != nil {
+					return err
+				}
+				defer cudaext.MemFree(p)
+				js[i].dst = p
+			}
+			ctx := context.Background()
+			for i, j := range js {
+				if i%3 == 2 { // as part of a sweep with the previous job
+					prev := js[i-1]
+					parts := []SweepPart{{Dst: Dest{Device: prev.dst}, Nid: prev.nid, Order: prev.order}, {Dst: Dest{Device: j.dst}, Nid: j.nid, Order: j.order}}
+					if _, err := g.Sweep(ctx, parts); err != nil {
+						return err
+					}
+				} else if err := g.Gather(ctx, Dest{Device: j.dst}, j.nid, j.order); err != nil {
+					return err
+				}
+				if err := g.CopyIn(Copy{Dst: j.dst + cudaext.DevicePtr(len(j.want)), Src: j.label}); err != nil {
+					return err
+				}
+			}
+			for i, j := range js {
+				got := make([]byte, len(j.want)+len(j.label))
+				if err := cudaext.CopyToHost(got, j.dst, g.Stream()); err != nil {
+					return err
+				}
+				if !bytes.Equal(got[:len(j.want)], j.want) {
+					t.Errorf("options %+v: job %d (%d rows): rows differ from the CPU gather", opt, i, len(j.nid))
+				}
+				if !bytes.Equal(got[len(j.want):], j.label) {
+					t.Errorf("options %+v: job %d: copied bytes differ", opt, i)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,8 +2,10 @@ package gather
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -24,11 +26,96 @@ func TestPlanSweep(t *testing.T) {
 	if pl.Part[0] != 0 || pl.Pos[0] != 1 || pl.Part[1] != 3 || pl.Pos[1] != 0 {
 		t.Fatalf("part %v pos %v", pl.Part, pl.Pos)
 	}
+	// The kernels' form: 8 bytes a distinct row; row 1 (shared) and row 9
+	// (shared) keep their deliveries in extras.
+	d := func(part, pos uint32) uint32 { return part<<partShift | pos }
+	if !slices.Equal(pl.rows32, []uint32{1, 2, 5, 9}) ||
+		!slices.Equal(pl.first, []uint32{sharedRow | 0, d(1, 1), d(0, 0), sharedRow | 3}) ||
+		!slices.Equal(pl.extras, []uint32{2, d(0, 1), d(3, 0), 2, d(0, 2), d(1, 0)}) {
+		t.Fatalf("compact form: rows %v first %#x extras %#x", pl.rows32, pl.first, pl.extras)
+	}
 	if _, err := PlanSweep([]SweepPart{{Nid: []int64{10}}}, 10); err == nil {
 		t.Fatal("out of range accepted")
 	}
 }
 
+// TestPlanSweepCompactRoundTrip checks random plans, small and large enough
+// to be merged in several ranges, against a plain sort of every (row, part,
+// position) delivery, and decodes the kernels' form of each back into
+// deliveries, as the kernels do.
+func TestPlanSweepCompactRoundTrip(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(7)) // several ranges even on few cores
+	r := rand.New(rand.NewPCG(7, 8))
+	type dl struct {
+		row       int64
+		part, pos uint32
+	}
+	for trial := range 24 {
+		rows := int64(1 + r.IntN(5000))
+		maxN := 3000
+		if trial%4 == 3 {
+			rows, maxN = int64(50_000+r.IntN(400_000)), 200_000
+		}
+		parts := make([]SweepPart, 1+r.IntN(MaxSweepParts))
+		var want []dl
+		for k := range parts {
+			n := r.IntN(maxN)
+			for i := range n {
+				v := r.Int64N(rows)
+				parts[k].Nid = append(parts[k].Nid, v)
+				want = append(want, dl{v, uint32(k), uint32(i)})
+			}
+			if k%2 == 0 {
+				parts[k].Order = SortOrder(parts[k].Nid)
+			}
+		}
+		slices.SortFunc(want, func(a, b dl) int {
+			if a.row != b.row {
+				return cmp.Compare(a.row, b.row)
+			}
+			if a.part != b.part {
+				return cmp.Compare(a.part, b.part)
+			}
+			return cmp.Compare(a.pos, b.pos)
+		})
+		pl, err := PlanSweep(parts, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plain, got []dl
+		for u, v := range pl.Rows {
+			if u > 0 && v <= pl.Rows[u-1] {
+				t.Fatalf("trial %d: rows not strictly ascending at %d", trial, u)
+			}
+			for i := pl.Offs[u]; i < pl.Offs[u+1]; i++ {
+				plain = append(plain, dl{v, uint32(pl.Part[i]), uint32(pl.Pos[i])})
+			}
+		}
+		for u, f := range pl.first {
+			ds := []uint32{f}
+			if f&sharedRow != 0 {
+				i := f &^ sharedRow
+				ds = pl.extras[i+1 : i+1+pl.extras[i]]
+			}
+			for _, e := range ds {
+				got = append(got, dl{int64(pl.rows32[u]), e >> partShift, e & (1<<partShift - 1)})
+			}
+		}
+		if !slices.Equal(plain, want) || !slices.Equal(got, want) || int(pl.Delivered()) != len(want) {
+			t.Fatalf("trial %d (%d parts, %d deliveries): plan lists %d deliveries, compact form %d; they differ from a plain sort",
+				trial, len(parts), len(want), len(plain), len(got))
+		}
+	}
+}
+
+func TestPlanSweepRejectsBadOrder(t *testing.T) {
+	nid := []int64{4, 2, 9}
+	for _, order := range [][]int32{{0, 1, 2}, {1, 0, 7}, {1, 0}} {
+		if _, err := PlanSweep([]SweepPart{{Nid: nid, Order: order}}, 10); err == nil {
+			t.Errorf("order %v accepted", order)
+		}
+	}
+}
 func TestCPUBackend(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	tab := Table{Rows: make([]byte, 100*12), RowBytes: 12, NumRows: 100}

@@ -21,7 +21,8 @@
 
 #define GNN_WARP 32
 #define MAX_PARTS 8
-#define PART_SHIFT 29 // a sweep delivery is part << 29 | position
+#define PART_SHIFT 28 // a sweep delivery is part << 28 | position
+#define SHARED_ROW 0x80000000u // in first[u]: the row's deliveries are in extras
 
 // The destinations of a sweep's parts, passed by value.
 struct Bases {
@@ -77,13 +78,20 @@ gnn_gather16(const uint8_t *__restrict__ table, int64_t row_bytes,
 	}
 }
 
+// A sweep's deliveries, compact since they cross PCIe too: first[u] is row
+// rows[u]'s only delivery (part << PART_SHIFT | position) or, for a row shared
+// by several batches, SHARED_ROW | i, where extras[i] is the number of its
+// deliveries and extras[i+1 ..] are they.
+__device__ __forceinline__ uint8_t *delivery(const Bases &bases, uint32_t e, int64_t row_bytes) {
+	return reinterpret_cast<uint8_t *>(bases.p[e >> PART_SHIFT]) + (int64_t)(e & ((1u << PART_SHIFT) - 1)) * row_bytes;
+}
+
 // gnn_sweep16: one pass over sorted unique rows; row rows[u] is read once and
-// written to every delivery dlv[offs[u]] .. dlv[offs[u+1]-1], each naming a
-// part (its base in bases) and a position in it.
+// written to each of its deliveries.
 extern "C" __global__ void __launch_bounds__(1024)
 gnn_sweep16(const uint8_t *__restrict__ table, int64_t row_bytes,
-            const uint32_t *__restrict__ rows, int64_t n, const uint32_t *__restrict__ offs,
-            const uint32_t *__restrict__ dlv, Bases bases, int gshift) {
+            const uint32_t *__restrict__ rows, int64_t n, const uint32_t *__restrict__ first,
+            const uint32_t *__restrict__ extras, Bases bases, int gshift) {
 	const int G = 1 << gshift;
 	const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	const int lane = (int)(tid & (G - 1));
@@ -91,8 +99,13 @@ gnn_sweep16(const uint8_t *__restrict__ table, int64_t row_bytes,
 	const int64_t chunks = row_bytes >> 4;
 	for (int64_t u = tid >> gshift; u < n; u += ngroups) {
 		const uint8_t *src = table + (int64_t)rows[u] * row_bytes;
-		const uint32_t d0 = offs[u], d1 = offs[u + 1];
-		const uint32_t first = dlv[d0]; // every row has at least one delivery
+		uint32_t f = first[u];
+		const uint32_t *dl = &f;
+		uint32_t nd = 1;
+		if (f & SHARED_ROW) {
+			dl = extras + (f & ~SHARED_ROW);
+			nd = *dl++;
+		}
 		for (int64_t c0 = 0; c0 < chunks; c0 += (int64_t)G * UNROLL) {
 			uint4 v[UNROLL];
 #pragma unroll
@@ -100,10 +113,8 @@ gnn_sweep16(const uint8_t *__restrict__ table, int64_t row_bytes,
 				int64_t c = c0 + lane + (int64_t)q * G;
 				if (c < chunks) v[q] = ld16(src + (c << 4));
 			}
-			for (uint32_t d = d0; d < d1; d++) {
-				const uint32_t e = d == d0 ? first : dlv[d];
-				uint8_t *out = reinterpret_cast<uint8_t *>(bases.p[e >> PART_SHIFT]) +
-				               (int64_t)(e & ((1u << PART_SHIFT) - 1)) * row_bytes;
+			for (uint32_t d = 0; d < nd; d++) {
+				uint8_t *out = delivery(bases, dl[d], row_bytes);
 #pragma unroll
 				for (int q = 0; q < UNROLL; q++) {
 					int64_t c = c0 + lane + (int64_t)q * G;
@@ -136,10 +147,10 @@ __device__ __forceinline__ void emit(const uint8_t *buf, int64_t lo, int64_t hi,
 }
 
 // copy_row_any writes the row to dst0 or, when dst0 is null (a sweep), to
-// the destinations of deliveries dlv[d1 .. d2).
+// the destinations of deliveries dl[0 .. nd).
 __device__ __forceinline__ void copy_row_any(const uint8_t *__restrict__ table, int64_t row, int64_t row_bytes,
                                              uint8_t *buf, int lane, int wshift, int mode, uint8_t *dst0,
-                                             const uint32_t *dlv, uint32_t d1, uint32_t d2, const Bases *bases) {
+                                             const uint32_t *dl, uint32_t nd, const Bases *bases) {
 	const int64_t s = row * row_bytes, e = s + row_bytes;
 	const int64_t a0 = s & ~(int64_t)127;
 	const int64_t first = mode ? a0 : (s & ~(int64_t)15);
@@ -149,13 +160,8 @@ __device__ __forceinline__ void copy_row_any(const uint8_t *__restrict__ table, 
 		if (c >= first && c < end) *reinterpret_cast<uint4 *>(buf + lane * 16) = ld16(table + c);
 		__syncwarp();
 		const int64_t lo = p0 > s ? p0 : s, hi = (p0 + PIECE) < e ? (p0 + PIECE) : e;
-		const uint32_t nd = dst0 ? 1 : d2 - d1;
-		for (uint32_t j = 0; j < nd; j++) {
-			uint8_t *out = dst0;
-			if (out == nullptr) {
-				const uint32_t x = dlv[d1 + j];
-				out = reinterpret_cast<uint8_t *>(bases->p[x >> PART_SHIFT]) + (int64_t)(x & ((1u << PART_SHIFT) - 1)) * row_bytes;
-			}
+		for (uint32_t j = 0; j < (dst0 ? 1 : nd); j++) {
+			uint8_t *out = dst0 ? dst0 : delivery(*bases, dl[j], row_bytes);
 			switch (wshift) {
 			case 3: emit<8>(buf, lo, hi, p0, s, out, lane); break;
 			case 2: emit<4>(buf, lo, hi, p0, s, out, lane); break;
@@ -176,17 +182,25 @@ gnn_gather_any(const uint8_t *__restrict__ table, int64_t row_bytes,
 	const int64_t nwarps = (int64_t)gridDim.x * (blockDim.x / GNN_WARP);
 	for (int64_t k = (int64_t)blockIdx.x * (blockDim.x / GNN_WARP) + warp; k < n; k += nwarps) {
 		uint8_t *out = dst + (pos ? (int64_t)pos[k] : k) * row_bytes;
-		copy_row_any(table, rows[k], row_bytes, sbuf + warp * PIECE, lane, wshift, mode, out, nullptr, 0, 0, nullptr);
+		copy_row_any(table, rows[k], row_bytes, sbuf + warp * PIECE, lane, wshift, mode, out, nullptr, 0, nullptr);
 	}
 }
 
 extern "C" __global__ void __launch_bounds__(1024)
 gnn_sweep_any(const uint8_t *__restrict__ table, int64_t row_bytes,
-              const uint32_t *__restrict__ rows, int64_t n, const uint32_t *__restrict__ offs,
-              const uint32_t *__restrict__ dlv, Bases bases, int wshift, int mode) {
+              const uint32_t *__restrict__ rows, int64_t n, const uint32_t *__restrict__ first,
+              const uint32_t *__restrict__ extras, Bases bases, int wshift, int mode) {
 	extern __shared__ __align__(16) uint8_t sbuf[];
 	const int warp = threadIdx.x / GNN_WARP, lane = threadIdx.x % GNN_WARP;
 	const int64_t nwarps = (int64_t)gridDim.x * (blockDim.x / GNN_WARP);
-	for (int64_t u = (int64_t)blockIdx.x * (blockDim.x / GNN_WARP) + warp; u < n; u += nwarps)
-		copy_row_any(table, rows[u], row_bytes, sbuf + warp * PIECE, lane, wshift, mode, nullptr, dlv, offs[u], offs[u + 1], &bases);
+	for (int64_t u = (int64_t)blockIdx.x * (blockDim.x / GNN_WARP) + warp; u < n; u += nwarps) {
+		uint32_t f = first[u];
+		const uint32_t *dl = &f;
+		uint32_t nd = 1;
+		if (f & SHARED_ROW) {
+			dl = extras + (f & ~SHARED_ROW);
+			nd = *dl++;
+		}
+		copy_row_any(table, rows[u], row_bytes, sbuf + warp * PIECE, lane, wshift, mode, nullptr, dl, nd, &bases);
+	}
 }
