@@ -23,7 +23,10 @@ type BenchConfig struct {
 	BatchRows int
 	// SweepBatches is how many batches one sweep covers (0: no sweep).
 	SweepBatches int
-	// Reps is the number of timed repetitions (the median is reported); 0 means 7.
+	// SweepWidths adds sweeps over these numbers of batches (2 to
+	// MaxSweepParts), on the default backend only.
+	SweepWidths []int
+	// Reps is the number of timed repetitions (the median is reported); 0 means 11.
 	Reps int
 	// Caps adds runs of the sorted kernel and the sweep capped to these
 	// numbers of SMs (CUDAOptions.MaxSMs: -1 is every SM at full occupancy);
@@ -137,11 +140,17 @@ func SampleBatch(r *rand.Rand, n int, rows int64) []int64 {
 // each is the median after a warm-up. It prints a table to w.
 func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg BenchConfig, w io.Writer) ([]BenchResult, error) {
 	if cfg.Reps <= 0 {
-		cfg.Reps = 7
+		cfg.Reps = 11
 	}
 	rb := int64(st.RowBytes)
 	r := rand.New(rand.NewPCG(cfg.Seed, 0x9e37))
 	nb := max(cfg.SweepBatches, 1)
+	for _, w := range cfg.SweepWidths {
+		if w < 2 || w > MaxSweepParts {
+			return nil, fmt.Errorf("gather: sweep width %d not in [2, %d]", w, MaxSweepParts)
+		}
+		nb = max(nb, w)
+	}
 	batches := make([][]int64, nb)
 	orders := make([][]int32, nb)
 	for k := range batches {
@@ -258,7 +267,7 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 			parts[k] = SweepPart{Dst: Dest{Device: slots[k]}, Nid: batches[k], Order: orders[k]}
 		}
 		if cfg.SweepBatches > 1 {
-			if pl, err = PlanSweep(parts, st.NumRows); err != nil {
+			if pl, err = PlanSweep(parts[:cfg.SweepBatches], st.NumRows); err != nil {
 				return err
 			}
 		}
@@ -278,6 +287,15 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 			vs = append(vs, variant{", any-size kernel", &CUDAOptions{forceAny: true}},
 				variant{", any-size kernel, whole lines", &CUDAOptions{forceAny: true, fullLines: true}})
 		}
+		for _, w := range cfg.SweepWidths {
+			wp, err := PlanSweep(parts[:w], st.NumRows)
+			if err != nil {
+				return err
+			}
+			if err := measureSweep(g, evs, cfg.Reps, "", parts[:w], wp, add); err != nil {
+				return err
+			}
+		}
 		for _, v := range vs {
 			gv := g
 			if v.o != nil {
@@ -285,7 +303,7 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 					return err
 				}
 			}
-			err := measure(ctx, gv, timeOps, evs, cfg.Reps, v.label, dst0, batches[0], orders[0], parts, pl, n, add)
+			err := measure(gv, evs, cfg.Reps, v.label, dst0, batches[0], orders[0], parts[:max(cfg.SweepBatches, 1)], pl, n, add)
 			if gv != g {
 				err = errors.Join(err, gv.Close())
 			}
@@ -304,8 +322,7 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 
 // measure times, on g: the sorted kernel on one batch, with its index upload
 // and alone, and the sweep the same two ways. Called with the context current.
-func measure(ctx context.Context, g *CUDA, timeOps func(*cudaext.Stream, []*cudaext.Event, int, func() error) (time.Duration, error),
-	evs []*cudaext.Event, reps int, label string, dst0 Dest, nid []int64, order []int32, parts []SweepPart, pl *SweepPlan, n int64, add func(BenchResult)) error {
+func measure(g *CUDA, evs []*cudaext.Event, reps int, label string, dst0 Dest, nid []int64, order []int32, parts []SweepPart, pl *SweepPlan, n int64, add func(BenchResult)) error {
 	s := g.Stream()
 	d, err := timeOps(s, evs, reps, func() error {
 		ix, err := g.prepareGather(nid, order)
@@ -329,23 +346,32 @@ func measure(ctx context.Context, g *CUDA, timeOps func(*cudaext.Stream, []*cuda
 	if pl == nil {
 		return nil
 	}
+	return measureSweep(g, evs, reps, label, parts, pl, add)
+}
+
+// measureSweep times the sweep pl over parts on g, with its index upload and
+// alone. Called with the context current.
+func measureSweep(g *CUDA, evs []*cudaext.Event, reps int, label string, parts []SweepPart, pl *SweepPlan, add func(BenchResult)) error {
+	s := g.Stream()
 	align := uint64(0)
 	for _, p := range parts {
 		align |= uint64(p.Dst.Device)
 	}
 	note := fmt.Sprintf("%d rows shared", pl.Delivered()-pl.Unique())
-	if d, err = timeOps(s, evs, reps, func() error {
+	d, err := timeOps(s, evs, reps, func() error {
 		ix, err := g.prepareSweep(pl)
 		if err != nil {
 			return err
 		}
 		return g.launchSweep(parts, align, ix)
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	name := fmt.Sprintf("sorted sweep, %d batches%s", len(parts), label)
 	add(BenchResult{Name: name, RowsRead: pl.Unique(), RowsDelivered: pl.Delivered(), Time: d, Note: "incl. index upload; " + note})
-	if ix, err = g.prepareSweep(pl); err != nil {
+	ix, err := g.prepareSweep(pl)
+	if err != nil {
 		return err
 	}
 	if d, err = timeOps(s, evs, reps, func() error { return g.launchSweep(parts, align, ix) }); err != nil {
@@ -355,13 +381,15 @@ func measure(ctx context.Context, g *CUDA, timeOps func(*cudaext.Stream, []*cuda
 	return nil
 }
 
-// timeOps runs op back to back on s: one warm-up, then reps runs with an
+// timeOps runs op back to back on s: two warm-ups, then reps runs with an
 // event after each; it returns the median interval between events. The GPU
 // stays busy across the intervals as long as op's CPU part is shorter than
 // its GPU part, so each interval is one op's GPU time.
 func timeOps(s *cudaext.Stream, evs []*cudaext.Event, reps int, op func() error) (time.Duration, error) {
-	if err := op(); err != nil {
-		return 0, err
+	for range 2 {
+		if err := op(); err != nil {
+			return 0, err
+		}
 	}
 	if err := evs[0].Record(s); err != nil {
 		return 0, err

@@ -27,16 +27,16 @@ func benchTables(scale string) []benchTable {
 	if scale == "small" {
 		return []benchTable{
 			{"small 1M x 512 B", 1 << 20, 512, BenchConfig{BatchRows: 100_000, SweepBatches: 3, Caps: []int{-1}}},
-			{"small 1M x 400 B", 1 << 20, 400, BenchConfig{BatchRows: 100_000, SweepBatches: 3, Variants: true}},
+			{"small 1M x 400 B", 1 << 20, 400, BenchConfig{BatchRows: 100_000, SweepBatches: 3, SweepWidths: []int{4}, Variants: true}},
 		}
 	}
 	const m16 = 16 << 20
 	return []benchTable{
-		{"(a) 16M x 512 B (128 x float32)", m16, 512, BenchConfig{BatchRows: 600_000, SweepBatches: 3, Caps: []int{-1, 8, 24}}},
-		{"16M x 400 B (100 x float32)", m16, 400, BenchConfig{BatchRows: 600_000, SweepBatches: 3, Caps: []int{-1}, Variants: true}},
-		{"16M x 256 B (128 x float16)", m16, 256, BenchConfig{BatchRows: 600_000, SweepBatches: 3, Caps: []int{-1}}},
-		{"16M x 254 B (127 x float16)", m16, 254, BenchConfig{BatchRows: 600_000, SweepBatches: 3, Caps: []int{-1, 32}}},
-		{"(b) 111M x 512 B (128 x float32, papers100M)", 111_059_956, 512, BenchConfig{BatchRows: 700_000, SweepBatches: 3, Caps: []int{-1, 12, 20, 24}}},
+		{"(a) 16M x 512 B (128 x float32)", m16, 512, BenchConfig{BatchRows: 600_000, SweepBatches: 3, SweepWidths: []int{2, 4, 6, 8}, Caps: []int{-1, 8, 24}}},
+		{"16M x 400 B (100 x float32)", m16, 400, BenchConfig{BatchRows: 600_000, SweepBatches: 3, SweepWidths: []int{2, 4, 6, 8}, Caps: []int{-1}, Variants: true}},
+		{"16M x 256 B (128 x float16)", m16, 256, BenchConfig{BatchRows: 600_000, SweepBatches: 3, SweepWidths: []int{4, 8}, Caps: []int{-1}}},
+		{"16M x 254 B (127 x float16)", m16, 254, BenchConfig{BatchRows: 600_000, SweepBatches: 3, SweepWidths: []int{4, 8}, Caps: []int{-1, 32}}},
+		{"(b) 111M x 512 B (128 x float32, papers100M)", 111_059_956, 512, BenchConfig{BatchRows: 700_000, SweepBatches: 3, SweepWidths: []int{4, 6, 8}, Caps: []int{-1, 12, 24}}},
 	}
 }
 
