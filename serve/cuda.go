@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/gnnloader/gnnloader/cudaext"
@@ -34,6 +35,12 @@ type GPUConfig struct {
 	// SlotMemory caps the bytes of all slots on one GPU (0 = no cap beyond
 	// the device's free memory less Reserve).
 	SlotMemory int64
+	// SweepBatches caps the batches one gather pass may cover (a sorted
+	// sweep reads a row shared by them once): 0 means half the trainer's
+	// slots, at most gather.MaxSweepParts; 1 means one batch a pass. A
+	// sweep only grows while the trainer's earlier fills still run on the
+	// GPU, so a trainer that keeps up gets its batches one at a time.
+	SweepBatches int
 }
 
 // ProbeGPU returns the number of CUDA devices, or why none can be used (an
@@ -221,14 +228,20 @@ func (b *gpuBackend) newRing(dev int, m *ipc.Open, slots int, l pingpong.Layout)
 		}
 		return nil, perrf(ipc.CodeInternal, "%s: %v", m.Device, err)
 	}
-	return &cudaRing{CUDARing: ring, dev: dev, g: g, labels: b.labels, giveBack: giveBack}, nil
+	sweep := b.cfg.SweepBatches
+	if sweep <= 0 {
+		sweep = slots / 2
+	}
+	sweep = max(1, min(sweep, slots, gather.MaxSweepParts))
+	return &cudaRing{CUDARing: ring, dev: dev, g: g, labels: b.labels, giveBack: giveBack, sweep: sweep}, nil
 }
 
 // cudaRing is the GPU path: slots in GPU memory, filled on the trainer's own
-// non-blocking gather stream. Per fill, on that stream: wait for the slot's
-// "released" event, upload the row indices and gather the rows (in address
-// order), upload labels, n_id and edge_index through pinned staging, record
-// the slot's "ready" event. Nothing waits on the CPU except the staging.
+// non-blocking gather stream. Per fill, on that stream: wait for the slots'
+// "released" events, upload the row indices and gather the rows (in address
+// order; several batches in one sorted sweep), upload labels, n_id and
+// edge_index through pinned staging, record each slot's "ready" event.
+// Nothing waits on the CPU except the staging.
 type cudaRing struct {
 	*pingpong.CUDARing
 	dev      int
@@ -236,6 +249,8 @@ type cudaRing struct {
 	labels   []int32
 	scratch  []int64
 	giveBack func()
+	sweep    int         // most batches one fill may cover
+	busy     atomic.Bool // tests: Busy reports true whatever the stream does
 	once     sync.Once
 }
 
@@ -251,14 +266,59 @@ func (r *cudaRing) Describe(o *ipc.Opened) []int {
 }
 
 func (r *cudaRing) Fill(slot int, b *sampler.Batch) error {
+	return r.FillSweep([]int{slot}, []*sampler.Batch{b})
+}
+
+// SweepWidth is the most batches one FillSweep may take.
+func (r *cudaRing) SweepWidth() int { return r.sweep }
+
+// Busy reports whether fills enqueued earlier are still running on the GPU.
+func (r *cudaRing) Busy() bool {
+	if r.busy.Load() {
+		return true
+	}
+	var done bool
+	err := r.Context().Do(func() (err error) {
+		done, err = r.g.Stream().Done()
+		return err
+	})
+	return err == nil && !done
+}
+
+// FillSweep fills slots[j] with bs[j]: one gather kernel, or one sorted sweep
+// over all of them that reads each row they share once.
+func (r *cudaRing) FillSweep(slots []int, bs []*sampler.Batch) error {
 	s := r.g.Stream()
-	if err := r.Context().Do(func() error { return r.WaitReleased(slot, s) }); err != nil {
+	ctx := context.Background()
+	parts := make([]gather.SweepPart, len(bs))
+	for j, b := range bs {
+		if err := r.Context().Do(func() error { return r.WaitReleased(slots[j], s) }); err != nil {
+			return err
+		}
+		x, xn := r.Region(slots[j], "x")
+		parts[j] = gather.SweepPart{Dst: gather.Dest{Device: x, DeviceBytes: xn}, Nid: b.NID, Order: b.Order}
+	}
+	if len(parts) == 1 {
+		if err := r.g.Gather(ctx, parts[0].Dst, parts[0].Nid, parts[0].Order); err != nil {
+			return err
+		}
+	} else if _, err := r.g.Sweep(ctx, parts); err != nil {
 		return err
 	}
-	x, xn := r.Region(slot, "x")
-	if err := r.g.Gather(context.Background(), gather.Dest{Device: x, DeviceBytes: xn}, b.NID, b.Order); err != nil {
-		return err
+	for j, b := range bs {
+		if err := r.copyRest(slots[j], b); err != nil {
+			return err
+		}
+		if err := r.Context().Do(func() error { return r.RecordReady(slots[j], s) }); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// copyRest enqueues the copies of a batch's labels, n_id and edge_index
+// into its slot.
+func (r *cudaRing) copyRest(slot int, b *sampler.Batch) error {
 	n, e := len(b.NID), len(b.Src)
 	need := 2*n + 2*e
 	if cap(r.scratch) < need {
@@ -277,11 +337,8 @@ func (r *cudaRing) Fill(slot int, b *sampler.Batch) error {
 	yp, _ := r.Region(slot, "y")
 	np, _ := r.Region(slot, "n_id")
 	ep, _ := r.Region(slot, "edge_index")
-	if err := r.g.CopyIn(gather.Copy{Dst: yp, Src: int64Bytes(y)}, gather.Copy{Dst: np, Src: int64Bytes(nid)},
-		gather.Copy{Dst: ep, Src: int64Bytes(ei)}); err != nil {
-		return err
-	}
-	return r.Context().Do(func() error { return r.RecordReady(slot, s) })
+	return r.g.CopyIn(gather.Copy{Dst: yp, Src: int64Bytes(y)}, gather.Copy{Dst: np, Src: int64Bytes(nid)},
+		gather.Copy{Dst: ep, Src: int64Bytes(ei)})
 }
 
 func (r *cudaRing) Close() error {

@@ -71,17 +71,40 @@ func copySlot(t *testing.T, c *client, r *cudaRing, slot uint32) {
 // checked against the dataset like the CPU ones.
 func TestCUDASlotsMatchCPU(t *testing.T) {
 	cudatest.Devices(t)
-	srv, src := gpuServer(t, Config{}, GPUConfig{})
+	srv, n := compareWithCPU(t, 3, GPUConfig{}, false)
+	if swept := srv.Stats().SweptBatches.Load(); swept != 0 {
+		t.Errorf("%d batches swept with 3 slots (sweeps need 4)", swept)
+	}
+	t.Logf("%d batches identical on both paths", n)
+}
+
+// TestCUDASweepsMatchCPU: the same with 6 slots and the GPU reported busy,
+// so the daemon fills 3 batches at a time with one sorted sweep.
+func TestCUDASweepsMatchCPU(t *testing.T) {
+	cudatest.Devices(t)
+	srv, n := compareWithCPU(t, 6, GPUConfig{SweepBatches: 3}, true)
+	swept := srv.Stats().SweptBatches.Load()
+	if swept < int64(n)/2 {
+		t.Errorf("%d of %d batches filled in sweeps", swept, n)
+	}
+	t.Logf("%d batches identical on both paths, %d of them filled in sweeps", n, swept)
+}
+
+// compareWithCPU runs two epochs for a CPU trainer and a cuda:0 trainer with
+// the given slots, comparing every batch; busy makes the GPU ring report its
+// stream busy, so fills grow into sweeps.
+func compareWithCPU(t *testing.T, slots uint32, g GPUConfig, busy bool) (*Server, int) {
+	srv, src := gpuServer(t, Config{}, g)
 	cpu, gpu := dial(t, srv), dial(t, srv)
 	req := openReq()
-	req.Slots = 3
+	req.Slots = slots
 	cpu.handshake(req)
 	req.Device, req.Rank, req.WorldSize = "cuda:0", 0, 1
 	// A different rank would get other seeds: use the same rank, told apart
 	// by the job name.
 	req.Job = "gpu"
 	o := gpu.handshake(req)
-	if o.Memory != ipc.MemoryCUDA || o.CUDADevice != 0 || len(o.MemHandle) != ipc.HandleSize || len(o.Events) != 3 {
+	if o.Memory != ipc.MemoryCUDA || o.CUDADevice != 0 || len(o.MemHandle) != ipc.HandleSize || len(o.Events) != int(slots) {
 		t.Fatalf("opened: memory %q device %d, %d-byte handle, %d event pairs", o.Memory, o.CUDADevice, len(o.MemHandle), len(o.Events))
 	}
 	var ring *cudaRing
@@ -92,6 +115,7 @@ func TestCUDASlotsMatchCPU(t *testing.T) {
 		}
 	}
 	srv.mu.Unlock()
+	ring.busy.Store(busy)
 	batches := 0
 	for epoch := uint32(0); epoch < 2; epoch++ {
 		cpu.send(&ipc.StartEpoch{Epoch: epoch})
@@ -124,7 +148,7 @@ func TestCUDASlotsMatchCPU(t *testing.T) {
 			batches++
 		}
 	}
-	t.Logf("%d batches identical on both paths", batches)
+	return srv, batches
 }
 
 // TestCUDABadRequests: a device that does not exist, one the daemon was not

@@ -35,6 +35,20 @@ type slotRing interface {
 	Close() error
 }
 
+// sweepRing is a slotRing that can fill several slots in one pass over the
+// table (the GPU path: a sorted sweep reads each row the batches share once,
+// and the union of several sparse batches is read faster than each alone).
+type sweepRing interface {
+	slotRing
+	// FillSweep fills slots[j] with bs[j], like Fill for each.
+	FillSweep(slots []int, bs []*sampler.Batch) error
+	// SweepWidth is the most batches one FillSweep may take.
+	SweepWidth() int
+	// Busy reports whether earlier fills are still running: while they
+	// are, the session may gather more batches into the next sweep.
+	Busy() bool
+}
+
 // newRing makes the slot ring a trainer asked for.
 func (s *Server) newRing(m *ipc.Open, slots int, l pingpong.Layout) (slotRing, error) {
 	dev, err := ipc.ParseDevice(m.Device)

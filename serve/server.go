@@ -106,6 +106,7 @@ type Stats struct {
 	SampleNanos   atomic.Int64
 	GatherNanos   atomic.Int64
 	WaitNanos     atomic.Int64 // gather stage waiting for a free slot
+	SweptBatches  atomic.Int64 // batches filled in a sweep with others (GPU path)
 }
 
 // New makes a server for src. A nil logger discards logs.

@@ -391,9 +391,14 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 	}
 	ss.resumeBatch = 0
 	k := ss.srv.cfg.Prefetch
+	width := 1 // batches one fill may cover (a GPU sweep)
+	sweeper, _ := ss.ring.(sweepRing)
+	if sweeper != nil {
+		width = sweeper.SweepWidth()
+	}
 	outs := make([]chan *sampler.Batch, k)
-	pool := make(chan *sampler.Batch, 2*k)
-	for i := 0; i < 2*k; i++ {
+	pool := make(chan *sampler.Batch, 2*k+width)
+	for i := 0; i < 2*k+width; i++ {
 		pool <- new(sampler.Batch)
 	}
 	errc := make(chan error, k)
@@ -436,42 +441,124 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 		cancel()
 		wg.Wait()
 	}()
-	for i := first; i < n; i++ {
-		b, ok := <-outs[(i-first)%k]
+	// The fill loop takes batches in order. A fill covers one batch, or
+	// (sweepRing) up to width of them: while the trainer's earlier fills
+	// still run on the GPU, more sampled batches and freed slots join the
+	// next one; when the GPU is idle it goes at once.
+	var group []*sampler.Batch
+	var slots []int
+	defer func() {
+		for _, slot := range slots {
+			ss.ring.Abandon(slot)
+		}
+	}()
+	take := func(i int, wait time.Duration) (bool, error) { // batch i into group
+		var b *sampler.Batch
+		var ok bool
+		if wait < 0 {
+			b, ok = <-outs[(i-first)%k]
+		} else {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case b, ok = <-outs[(i-first)%k]:
+			case <-t.C:
+				return false, nil
+			}
+		}
 		if !ok {
 			select {
 			case err := <-errc:
-				return err
+				return false, err
 			default:
-				return ctx.Err()
+				return false, ctx.Err()
 			}
 		}
+		group = append(group, b)
+		return true, nil
+	}
+	acquire := func(wait time.Duration) (bool, error) { // one more slot
 		start := time.Now()
-		slot, err := ss.ring.Acquire(ctx)
+		actx := ctx
+		if wait >= 0 {
+			var cancel context.CancelFunc
+			actx, cancel = context.WithTimeout(ctx, wait)
+			defer cancel()
+		}
+		slot, err := ss.ring.Acquire(actx)
+		if err != nil {
+			if wait >= 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return false, nil
+			}
+			return false, err
+		}
+		took := time.Since(start)
+		ss.srv.stats.WaitNanos.Add(int64(took))
+		ss.srv.metrics.slotWait.Observe(seconds(took))
+		slots = append(slots, slot)
+		return true, nil
+	}
+	const poll = time.Millisecond
+	for i := first; i < n; {
+		if len(group) == 0 {
+			if _, err := take(i, -1); err != nil {
+				return err
+			}
+		}
+		if len(slots) == 0 {
+			if _, err := acquire(-1); err != nil {
+				return err
+			}
+		}
+		for len(slots) < width && i+len(slots) < n && sweeper.Busy() {
+			var err error
+			if len(group) == len(slots) {
+				_, err = take(i+len(group), poll)
+			} else {
+				_, err = acquire(poll)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		m := min(len(group), len(slots))
+		bs, ss2 := group[:m], slots[:m]
+		filled := time.Now()
+		ss.queued.Add(-int64(m))
+		var err error
+		if m == 1 {
+			err = ss.ring.Fill(ss2[0], bs[0])
+		} else {
+			err = sweeper.FillSweep(ss2, bs)
+		}
 		if err != nil {
 			return err
 		}
-		filled := time.Now()
-		ss.queued.Add(-1)
-		ss.srv.stats.WaitNanos.Add(int64(filled.Sub(start)))
-		ss.srv.metrics.slotWait.Observe(seconds(filled.Sub(start)))
-		if err := ss.ring.Fill(slot, b); err != nil {
-			ss.ring.Abandon(slot)
-			return err
+		took := time.Since(filled)
+		ss.srv.stats.GatherNanos.Add(int64(took))
+		if m > 1 {
+			ss.srv.stats.SweptBatches.Add(int64(m))
+			ss.srv.metrics.swept.Add(float64(m))
 		}
-		ss.srv.stats.GatherNanos.Add(int64(time.Since(filled)))
-		ss.srv.metrics.gather.Observe(seconds(time.Since(filled)))
-		ss.srv.metrics.gatherBytes.Add(float64(len(b.NID) * ss.srv.src.Data.RowBytes()))
-		ready := batchReady(slot, epoch, i, b)
-		pool <- b
-		ss.ring.Publish(slot, pingpong.Tag{Epoch: epoch, Index: uint32(i)})
-		ss.readyAt[slot].Store(time.Now().UnixNano())
-		ss.heldSlots.Add(1)
-		if err := ss.send(ready); err != nil {
-			return err
+		for j, b := range bs {
+			ss.srv.metrics.gather.Observe(seconds(took) / float64(m))
+			ss.srv.metrics.gatherBytes.Add(float64(len(b.NID) * ss.srv.src.Data.RowBytes()))
+			ready := batchReady(ss2[j], epoch, i+j, b)
+			pool <- b
+			ss.ring.Publish(ss2[j], pingpong.Tag{Epoch: epoch, Index: uint32(i + j)})
+			ss.readyAt[ss2[j]].Store(time.Now().UnixNano())
+			ss.heldSlots.Add(1)
+			if err := ss.send(ready); err != nil {
+				slots = slots[j+1:]
+				group = group[j+1:]
+				return err
+			}
+			ss.srv.stats.BatchesServed.Add(1)
+			ss.batchesServed.Inc()
 		}
-		ss.srv.stats.BatchesServed.Add(1)
-		ss.batchesServed.Inc()
+		group = append(group[:0], group[m:]...)
+		slots = append(slots[:0], slots[m:]...)
+		i += m
 	}
 	return ss.send(&ipc.EpochEnd{Epoch: epoch, NumBatches: uint32(n)})
 }

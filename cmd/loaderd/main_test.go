@@ -46,6 +46,8 @@ func TestUsageErrors(t *testing.T) {
 		{"gen", "--like", "products", "--out", "x", "--dtype", "int8"},
 		{"import", "npz"}, // no input
 		{"serve", "--memory-budget", "lots"},
+		{"serve", "--gpu-sweep", "9"},
+		{"serve", "--gpu-sweep", "-1"},
 		{"bench", "nope"},
 	} {
 		if code, _, errOut := runCmd(t, args...); code != 2 {

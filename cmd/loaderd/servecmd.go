@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/pinned"
 	"github.com/gnnloader/gnnloader/serve"
 )
@@ -65,6 +66,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.BoolVar(&a.gpu, "gpu", true, "serve trainers asking for cuda:N from GPU slots when a CUDA driver and device are usable (--gpu=false: CPU path only)")
 		fs.StringVar(&a.gpus, "gpus", "", "comma-separated GPU ordinals trainers may ask for (empty = every GPU)")
 		fs.IntVar(&a.gpuCfg.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
+		fs.IntVar(&a.gpuCfg.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass may cover while the GPU is busy (a sorted sweep reads a row they share once; 0 = half the trainer's slots, at most 8; 1 = one batch a pass)")
 		fs.StringVar(&a.gpuReserve, "gpu-reserve", "1GiB", "GPU memory slots never take, left to the trainers")
 		fs.StringVar(&a.gpuSlotMemory, "gpu-slot-memory", "0", "most memory for slots on one GPU (0 = its free memory less --gpu-reserve)")
 		fs.StringVar(&a.tableSocket, "table-socket", "", "also share the feature table read-only (a memfd, SCM_RIGHTS) with trainers connecting to this socket, for baselines that gather features themselves (empty = off)")
@@ -100,6 +102,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		if a.gpuCfg.Devices, err = parseInts(a.gpus); err != nil {
 			return usageError{"--gpus: " + err.Error()}
 		}
+	}
+	if a.gpuCfg.SweepBatches < 0 || a.gpuCfg.SweepBatches > gather.MaxSweepParts {
+		return usageError{fmt.Sprintf("--gpu-sweep %d must be between 0 (automatic) and %d", a.gpuCfg.SweepBatches, gather.MaxSweepParts)}
 	}
 	if a.cfg.Slots < 1 || a.cfg.Slots > a.cfg.MaxSlots {
 		return usageError{fmt.Sprintf("--slots %d must be between 1 and --max-slots %d", a.cfg.Slots, a.cfg.MaxSlots)}
