@@ -120,7 +120,8 @@ def daemon_stage_ms(before, after):
     return {"sample_ms": 1e3 * d("gnnloader_sample_seconds_sum") / n,
             "gather_fill_ms": 1e3 * d("gnnloader_gather_seconds_sum") / g,
             "slot_wait_ms": 1e3 * d("gnnloader_slot_wait_seconds_sum") / g,
-            "gather_bytes": d("gnnloader_gather_bytes_total")}
+            "gather_bytes": d("gnnloader_gather_bytes_total"),
+            "swept_batches": d("gnnloader_swept_batches_total"), "filled_batches": d("gnnloader_gather_seconds_count")}
 
 
 def proc_mem(pid):
@@ -593,12 +594,16 @@ def render(paths):
         print(f"- valid accuracy: loaderd {100 * ld['valid_acc']:.2f}%, resident {100 * res['valid_acc']:.2f}% "
               f"(difference {100 * (ld['valid_acc'] - res['valid_acc']):+.2f} points; chance "
               f"{100 / max(ds.get('num_classes', 1), 1):.2f}%)")
-    for lab in ("mps", "allsms"):
+    for lab in ("slots2", "mps", "allsms"):
         for v in ("loader", "loaderd"):
             o, base = runs.get(f"{lab}:{v}", {}), runs.get(v, {})
             if o.get("ms_per_batch") and base.get("ms_per_batch"):
                 print(f"- (d) {lab} {v}: {o['ms_per_batch']:.1f} ms/batch over {o['batches']} batches, against "
                       f"{base['ms_per_batch']:.1f} in the main run ({o['ms_per_batch'] / base['ms_per_batch']:.2f}x)")
+    for name, r in runs.items():
+        d = r.get("daemon", {}) if isinstance(r, dict) else {}
+        if d.get("filled_batches"):
+            print(f"- {name}: {d.get('swept_batches', 0):.0f} of {d['filled_batches']:.0f} batches filled in multi-batch sweeps")
     if res.get("table_to_gpu"):
         t = res["table_to_gpu"]
         print(f"- resident: table to GPU in {f1(t.get('register_s', 0), 1)} s register + {f1(t.get('copy_s'), 1)} s copy")

@@ -14,13 +14,17 @@
 # Phases, in priority order; one that would not fit the time left is skipped
 # and says so (BUDGET_S, default 525 s, counts from the start, build included):
 #   main    loaderd (default 16-SM gather cap, no MPS) with --table-socket:
-#           pcie, loader only, loaderd training, resident (c), CPU gather (b)
+#           pcie, loader only, loaderd training, resident (c), CPU gather (b);
+#           trainers ask for SLOTS slots (default 6: GPU fills sweep up to 3
+#           batches); MAIN_VARIANTS picks the runs
+#   slots2  the same daemon, trainers with 2 slots (one batch a GPU pass):
+#           loader only and loaderd training, PHASE_BATCHES batches each
 #   mps     a new loaderd and the trainer under our own MPS control daemon:
 #           loader only and loaderd training, PHASE_BATCHES batches each
 #   allsms  a new loaderd with --gather-sms -1 (no cap): the same
 # Every daemon build counts (a new daemon regenerates the dataset).
-# Output in $OUT (default /tmp/bench-train): table.md, main.json, mps.json,
-# allsms.json, meta.json, logs.txt.
+# Output in $OUT (default /tmp/bench-train): table.md, main.json, slots2.json,
+# mps.json, allsms.json, meta.json, logs.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -28,6 +32,8 @@ SCALE=${1:-1}
 SEED=${2:-0}
 BUDGET_S=${BUDGET_S:-525}
 PHASE_BATCHES=${PHASE_BATCHES:-300}
+SLOTS=${SLOTS:-6}
+MAIN_VARIANTS=${MAIN_VARIANTS:-pcie,loader,loaderd,resident,cpu}
 OUT=${OUT:-/tmp/bench-train}
 PY=${PYTHON:-python3}
 LOADERD=${LOADERD:-}
@@ -105,14 +111,15 @@ stop_mps() {
 	fi
 }
 
-# bench NAME PORT ARGS...: the Python trainer against daemon NAME.
+# bench NAME PORT ARGS...: the Python trainer against daemon NAME (results
+# in $OUT/NAME.json, or $OUT/$JSON_AS.json).
 bench() {
 	local name=$1 port=$2
 	shift 2
 	local table=(--table-socket "$work/$name.table")
 	[ -n "${NOTABLE:-}" ] && table=()
 	$PY examples/bench_train.py --socket "$work/$name.sock" "${table[@]}" \
-		--metrics-url "http://127.0.0.1:$port/metrics" --daemon-pid "$dpid" --json-out "$OUT/$name.json" \
+		--metrics-url "http://127.0.0.1:$port/metrics" --daemon-pid "$dpid" --json-out "$OUT/${JSON_AS:-$name}.json" \
 		--hard-end "$((t_end - 10))" "$@" 2>&1 | cut -c1-2000 | tee -a "$logs"
 }
 
@@ -130,8 +137,13 @@ main_build=""
 if start_daemon main 9471; then
 	main_build=$build_s
 	pinned=$(grep -o 'msg="feature table pinned" bytes=[0-9]*' "$work/main.log" | grep -o '[0-9]*$')
-	bench main 9471 --variants pcie,loader,loaderd,resident,cpu
+	bench main 9471 --variants "$MAIN_VARIANTS" --slots "$SLOTS"
 	hwm=$(awk '/VmHWM/ {print $2 * 1024}' "/proc/$dpid/status" 2> /dev/null)
+	if [ "$(left)" -gt 60 ]; then
+		JSON_AS=slots2 bench main 9471 --label slots2 --slots 2 --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval
+	else
+		log "slots2 phase skipped: $(left) s left"
+	fi
 	stop_daemon
 	cat "$work/main.log" >> "$logs"
 else
@@ -143,7 +155,7 @@ else
 		main_build=$build_s
 		NOTABLE=1
 		pinned=$(grep -o 'msg="feature table pinned" bytes=[0-9]*' "$work/main.log" | grep -o '[0-9]*$')
-		bench main 9471 --variants pcie,loader,loaderd
+		bench main 9471 --variants pcie,loader,loaderd --slots "$SLOTS"
 		hwm=$(awk '/VmHWM/ {print $2 * 1024}' "/proc/$dpid/status" 2> /dev/null)
 		stop_daemon
 		cat "$work/main.log" >> "$logs"
@@ -161,7 +173,7 @@ if [ "$(left)" -gt "$need" ] && command -v nvidia-cuda-mps-control > /dev/null; 
 	if nvidia-cuda-mps-control -d; then
 		log "MPS control daemon started"
 		if start_daemon mps 9472; then
-			bench mps 9472 --label mps --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval
+			bench mps 9472 --label mps --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval --slots "$SLOTS"
 			echo get_server_list | nvidia-cuda-mps-control 2>&1 | sed 's/^/MPS servers: /' | tee -a "$logs"
 			stop_daemon
 			cat "$work/mps.log" >> "$logs"
@@ -175,7 +187,7 @@ else
 fi
 if [ "$(left)" -gt "$need" ]; then
 	if start_daemon allsms 9473 --gather-sms -1; then
-		bench allsms 9473 --label allsms --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval
+		bench allsms 9473 --label allsms --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval --slots "$SLOTS"
 		stop_daemon
 		cat "$work/allsms.log" >> "$logs"
 	fi
@@ -184,5 +196,5 @@ else
 fi
 
 log "done"
-$PY examples/bench_train.py --render "$OUT/meta.json" "$OUT/main.json" "$OUT/mps.json" "$OUT/allsms.json" 2>&1 |
+$PY examples/bench_train.py --render "$OUT/meta.json" "$OUT/main.json" "$OUT/slots2.json" "$OUT/mps.json" "$OUT/allsms.json" 2>&1 |
 	tee "$OUT/table.md"
