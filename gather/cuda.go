@@ -32,22 +32,36 @@ type CUDAOptions struct {
 // the results are ready after Sync, or after an event recorded on Stream. A
 // CUDA may be used by several goroutines; calls are serialised.
 type CUDA struct {
-	mu      sync.Mutex
-	ctx     *cudaext.Context
-	tab     Table
-	dev     cudaext.DevicePtr // device address of the table's row 0
-	stream  *cudaext.Stream
-	mod     *cudaext.Module
-	fn      map[string]*cudaext.Function
-	grid    map[string]int // blocks per launch at full size
-	block   int
-	sms     int
-	opts    CUDAOptions
-	staging []byte            // pinned host staging for indices
-	stDev   cudaext.DevicePtr // device copy of the indices
-	stCap   int64
-	stEvent *cudaext.Event // the last upload from staging
-	closed  bool
+	mu     sync.Mutex
+	ctx    *cudaext.Context
+	tab    Table
+	dev    cudaext.DevicePtr // device address of the table's row 0
+	stream *cudaext.Stream
+	mod    *cudaext.Module
+	fn     map[string]*cudaext.Function
+	grid   map[string]int // blocks per launch at full size
+	block  int
+	sms    int
+	opts   CUDAOptions
+	areas  [stagingAreas]stagingArea
+	cur    int // the area reserve hands out next
+	closed bool
+}
+
+// stagingAreas is how many uploads (a batch's indices, or its labels and
+// structure) may be in flight: reusing an area waits for its previous
+// upload only, so the CPU can prepare the next fill while the GPU still runs
+// the current one. With one area, a fill's second upload waited for the
+// previous fill's kernel, and the GPU then idled while the CPU prepared.
+const stagingAreas = 4
+
+// stagingArea is pinned host memory for uploads and the device memory they
+// go to.
+type stagingArea struct {
+	host []byte
+	dev  cudaext.DevicePtr
+	cap  int64
+	done *cudaext.Event // recorded after the area's last upload
 }
 
 // DefaultSMs is the gather's default grid: this many blocks of 1024 threads.
@@ -125,8 +139,12 @@ func NewCUDA(ctx *cudaext.Context, store *pinned.Store, o *CUDAOptions) (g *CUDA
 		if g.stream, err = cudaext.NewStream(); err != nil {
 			return err
 		}
-		g.stEvent, err = cudaext.NewEvent(cudaext.EventDisableTiming)
-		return err
+		for i := range g.areas {
+			if g.areas[i].done, err = cudaext.NewEvent(cudaext.EventDisableTiming); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		g.Close()
@@ -161,22 +179,25 @@ func (g *CUDA) Sync() error {
 }
 
 // reserve returns pinned staging space for parts of the given sizes (each
-// 16-byte aligned) and their device addresses, once the previous upload has
-// left the staging memory. Fill the slices, then call upload. Called with the
+// 16-byte aligned) in the next staging area, and their device addresses, once
+// that area's previous upload has left its host memory. Fill the slices, then
+// call upload. Work on the stream that reads an area's device memory comes
+// before its next upload, since both are on the stream. Called with the
 // context current and g.mu held.
 func (g *CUDA) reserve(sizes ...int64) ([][]byte, []cudaext.DevicePtr, int64, error) {
 	var need int64
 	for _, n := range sizes {
 		need += (n + 15) &^ 15
 	}
-	if err := g.stEvent.Synchronize(); err != nil {
+	a := &g.areas[g.cur]
+	if err := a.done.Synchronize(); err != nil {
 		return nil, nil, 0, err
 	}
-	if need > g.stCap {
+	if need > a.cap {
 		if err := g.stream.Synchronize(); err != nil { // the device copy may still be read
 			return nil, nil, 0, err
 		}
-		if err := g.freeStaging(); err != nil {
+		if err := a.free(); err != nil {
 			return nil, nil, 0, err
 		}
 		c := max(need, 1<<20)
@@ -195,36 +216,47 @@ func (g *CUDA) reserve(sizes ...int64) ([][]byte, []cudaext.DevicePtr, int64, er
 			pinned.Free(h)
 			return nil, nil, 0, err
 		}
-		g.staging, g.stDev, g.stCap = h, d, c
+		a.host, a.dev, a.cap = h, d, c
 	}
 	host := make([][]byte, len(sizes))
 	dev := make([]cudaext.DevicePtr, len(sizes))
 	var off int64
 	for i, n := range sizes {
-		host[i] = g.staging[off : off+n]
-		dev[i] = g.stDev + cudaext.DevicePtr(off)
+		host[i] = a.host[off : off+n]
+		dev[i] = a.dev + cudaext.DevicePtr(off)
 		off += (n + 15) &^ 15
 	}
 	return host, dev, off, nil
 }
 
-// upload copies the first n staged bytes to the device on the stream.
+// upload copies the first n bytes of the area reserve handed out to the
+// device on the stream; the next reserve takes the next area.
 func (g *CUDA) upload(n int64) error {
+	a := &g.areas[g.cur]
+	g.cur = (g.cur + 1) % stagingAreas
 	if n > 0 {
-		if err := cudaext.MemcpyHtoDAsync(g.stDev, unsafe.Pointer(&g.staging[0]), n, g.stream); err != nil {
+		if err := cudaext.MemcpyHtoDAsync(a.dev, unsafe.Pointer(&a.host[0]), n, g.stream); err != nil {
 			return err
 		}
 	}
-	return g.stEvent.Record(g.stream)
+	return a.done.Record(g.stream)
 }
 
-func (g *CUDA) freeStaging() error {
-	if g.staging == nil {
+func (a *stagingArea) free() error {
+	if a.host == nil {
 		return nil
 	}
-	err := errors.Join(cudaext.MemFree(g.stDev), cudaext.HostUnregister(g.staging), pinned.Free(g.staging))
-	g.staging, g.stDev, g.stCap = nil, 0, 0
+	err := errors.Join(cudaext.MemFree(a.dev), cudaext.HostUnregister(a.host), pinned.Free(a.host))
+	a.host, a.dev, a.cap = nil, 0, 0
 	return err
+}
+
+// uint32s views 4-byte aligned bytes as uint32s.
+func uint32s(b []byte) []uint32 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), len(b)/4)
 }
 
 func bytesOf[T int64 | int32 | uint64 | uint32](s []T) []byte {
@@ -370,12 +402,38 @@ type Copy struct {
 // one host-to-device copy for all of them, then device-to-device copies to
 // each destination. The sources may be reused when CopyIn returns.
 func (g *CUDA) CopyIn(copies ...Copy) error {
-	sizes := make([]int64, len(copies))
-	var any bool
+	fills := make([]Fill, len(copies))
 	for i, c := range copies {
-		sizes[i] = int64(len(c.Src))
-		if len(c.Src) > 0 {
-			if c.Dst == 0 {
+		fills[i] = Fill{Dst: c.Dst, Bytes: int64(len(c.Src))}
+	}
+	return g.CopyInWith(fills, func(host [][]byte) error {
+		for i, c := range copies {
+			copy(host[i], c.Src)
+		}
+		return nil
+	})
+}
+
+// Fill is a destination of CopyInWith: Bytes bytes to device memory at Dst.
+type Fill struct {
+	Dst   cudaext.DevicePtr
+	Bytes int64
+}
+
+// CopyInWith is CopyIn for data the caller writes straight into the pinned
+// staging, saving a copy: fill gets host[i] (16-byte aligned, fills[i].Bytes
+// long) for each destination and must fill it before it returns. On an
+// error from fill nothing is enqueued.
+func (g *CUDA) CopyInWith(fills []Fill, fill func(host [][]byte) error) error {
+	sizes := make([]int64, len(fills))
+	var any bool
+	for i, f := range fills {
+		sizes[i] = f.Bytes
+		if f.Bytes < 0 {
+			return fmt.Errorf("gather: copy %d of %d bytes", i, f.Bytes)
+		}
+		if f.Bytes > 0 {
+			if f.Dst == 0 {
 				return fmt.Errorf("gather: copy %d has no destination", i)
 			}
 			any = true
@@ -394,15 +452,15 @@ func (g *CUDA) CopyIn(copies ...Copy) error {
 		if err != nil {
 			return err
 		}
-		for i, c := range copies {
-			copy(host[i], c.Src)
+		if err := fill(host); err != nil {
+			return err
 		}
 		if err := g.upload(total); err != nil {
 			return err
 		}
-		for i, c := range copies {
-			if len(c.Src) > 0 {
-				if err := cudaext.MemcpyDtoDAsync(c.Dst, dev[i], int64(len(c.Src)), g.stream); err != nil {
+		for i, f := range fills {
+			if f.Bytes > 0 {
+				if err := cudaext.MemcpyDtoDAsync(f.Dst, dev[i], f.Bytes, g.stream); err != nil {
 					return err
 				}
 			}
@@ -438,11 +496,8 @@ func (g *CUDA) SweepPlanned(ctx context.Context, parts []SweepPart, pl *SweepPla
 		}
 		align |= uint64(p.Dst.Device)
 	}
-	if len(pl.Rows) == 0 {
+	if pl.Unique() == 0 {
 		return nil
-	}
-	if pl.rows32 == nil {
-		return fmt.Errorf("gather: the sweep plan has no compact form (table of more than 2^32 rows)")
 	}
 	if len(parts) > MaxSweepParts {
 		return fmt.Errorf("gather: a sweep covers at most %d batches", MaxSweepParts)
@@ -463,14 +518,13 @@ func (g *CUDA) SweepPlanned(ctx context.Context, parts []SweepPart, pl *SweepPla
 
 // prepareSweep uploads the plan's compact arrays. Context current, g.mu held.
 func (g *CUDA) prepareSweep(pl *SweepPlan) (staged, error) {
-	host, dev, total, err := g.reserve(4*int64(len(pl.rows32)), 4*int64(len(pl.first)), 4*int64(len(pl.extras)))
+	n := pl.Unique()
+	host, dev, total, err := g.reserve(4*n, 4*n, 4*pl.extras())
 	if err != nil {
 		return staged{}, err
 	}
-	copy(host[0], bytesOf(pl.rows32))
-	copy(host[1], bytesOf(pl.first))
-	copy(host[2], bytesOf(pl.extras))
-	return staged{rows: dev[0], first: dev[1], extras: dev[2], n: int64(len(pl.rows32))}, g.upload(total)
+	pl.compact(uint32s(host[0]), uint32s(host[1]), uint32s(host[2]))
+	return staged{rows: dev[0], first: dev[1], extras: dev[2], n: n}, g.upload(total)
 }
 
 // launchSweep enqueues the sweep kernel over staged indices.
@@ -505,7 +559,10 @@ func (g *CUDA) Close() error {
 		if g.stream != nil {
 			errs = append(errs, g.stream.Synchronize())
 		}
-		errs = append(errs, g.freeStaging(), g.stEvent.Destroy(), g.stream.Destroy(), g.mod.Unload())
+		for i := range g.areas {
+			errs = append(errs, g.areas[i].free(), g.areas[i].done.Destroy())
+		}
+		errs = append(errs, g.stream.Destroy(), g.mod.Unload())
 		return errors.Join(errs...)
 	})
 }
