@@ -17,20 +17,20 @@ type SweepPart struct {
 	Order []int32
 }
 
-// SweepPlan is one sorted pass over the union of several batches' rows: row
-// Rows[u] (ascending, unique) goes to the parts and positions
-// Part[Offs[u]:Offs[u+1]], Pos[Offs[u]:Offs[u+1]].
+// SweepPlan is one sorted pass over the union of several batches' rows, in
+// the compact form the CUDA kernels take (8 bytes a distinct row, as it
+// crosses PCIe too), built in chunks of ascending row ids. In a chunk,
+// rows[u] is a row id; first[u] is its only delivery, part<<28 | position,
+// or sharedRow | i for a row shared by several parts, whose extras[i]
+// deliveries follow at extras[i+1:]. Deliveries lists it out.
 type SweepPlan struct {
-	Rows []int64
-	Offs []int64
-	Part []int32
-	Pos  []int32
+	chunks              []planChunk
+	unique, delivered   int64
+	uniqueOff, extraOff []int64 // where each chunk starts in the concatenation
+}
 
-	// The compact form the CUDA kernels take (8 bytes a distinct row, as
-	// it crosses PCIe too): row ids as uint32; first[u] is row u's only
-	// delivery, part<<28 | position, or sharedRow | i for a row shared by
-	// several parts, whose extras[i] deliveries follow at extras[i+1:].
-	rows32, first, extras []uint32
+type planChunk struct {
+	rows, first, extras []uint32
 }
 
 // MaxSweepParts is the most batches one sweep may cover; a part may hold up
@@ -42,10 +42,65 @@ const (
 )
 
 // Unique is the number of distinct rows (each read once).
-func (p *SweepPlan) Unique() int64 { return int64(len(p.Rows)) }
+func (p *SweepPlan) Unique() int64 { return p.unique }
 
 // Delivered is the number of rows written (a row shared by k parts counts k times).
-func (p *SweepPlan) Delivered() int64 { return int64(len(p.Pos)) }
+func (p *SweepPlan) Delivered() int64 { return p.delivered }
+
+// Deliveries lists the plan: row rows[u] (ascending, unique) goes to the
+// parts and positions part[offs[u]:offs[u+1]], pos[offs[u]:offs[u+1]].
+func (p *SweepPlan) Deliveries() (rows, offs []int64, part, pos []int32) {
+	offs = []int64{0}
+	add := func(e uint32) {
+		part, pos = append(part, int32(e>>partShift)), append(pos, int32(e&(1<<partShift-1)))
+	}
+	for _, c := range p.chunks {
+		for u, v := range c.rows {
+			rows = append(rows, int64(v))
+			if f := c.first[u]; f&sharedRow == 0 {
+				add(f)
+			} else {
+				i := f &^ sharedRow
+				for _, e := range c.extras[i+1 : i+1+c.extras[i]] {
+					add(e)
+				}
+			}
+			offs = append(offs, int64(len(pos)))
+		}
+	}
+	return rows, offs, part, pos
+}
+
+// compact writes the plan's concatenated form into rows, first and extras
+// (Unique, Unique and extraOff's total entries long).
+func (p *SweepPlan) compact(rows, first, extras []uint32) {
+	var g errgroup.Group
+	for c, ch := range p.chunks {
+		g.Go(func() error {
+			u0, e0 := p.uniqueOff[c], p.extraOff[c]
+			copy(rows[u0:], ch.rows)
+			copy(extras[e0:], ch.extras)
+			dst := first[u0 : u0+int64(len(ch.first))]
+			for i, f := range ch.first {
+				if f&sharedRow != 0 {
+					f += uint32(e0)
+				}
+				dst[i] = f
+			}
+			return nil
+		})
+	}
+	g.Wait()
+}
+
+// extras is the number of entries of the plan's extras.
+func (p *SweepPlan) extras() int64 {
+	if len(p.extraOff) == 0 {
+		return 0
+	}
+	last := len(p.chunks) - 1
+	return p.extraOff[last] + int64(len(p.chunks[last].extras))
+}
 
 // SortOrder returns the permutation that lists nid's positions in ascending id
 // order (ties by position), the order a Gather reads rows in.
@@ -68,10 +123,14 @@ func SortOrder(nid []int64) []int32 {
 
 // PlanSweep merges the parts' sorted rows into one plan: a k-way merge over
 // their orders, split by row id into ranges merged in parallel. Ids are
-// checked against numRows, and an order must sort its part's ids.
+// checked against numRows (at most 2^32: the plan keeps row ids in 32 bits),
+// and an order must sort its part's ids.
 func PlanSweep(parts []SweepPart, numRows int64) (*SweepPlan, error) {
 	if len(parts) > MaxSweepParts {
 		return nil, fmt.Errorf("gather: a sweep covers at most %d batches, not %d", MaxSweepParts, len(parts))
+	}
+	if numRows > 1<<32 {
+		return nil, fmt.Errorf("gather: a sweep takes tables of at most 2^32 rows, not %d", numRows)
 	}
 	total := 0
 	for k, p := range parts {
@@ -86,7 +145,7 @@ func PlanSweep(parts []SweepPart, numRows int64) (*SweepPlan, error) {
 	// Each part's ids in ascending order (reading nid through the order
 	// inside the merge would cost a cache miss a row).
 	orders := make([][]int32, len(parts))
-	sorted := make([][]int64, len(parts))
+	sorted := make([][]uint32, len(parts))
 	var g errgroup.Group
 	for k, p := range parts {
 		g.Go(func() error {
@@ -94,7 +153,7 @@ func PlanSweep(parts []SweepPart, numRows int64) (*SweepPlan, error) {
 			if ord == nil {
 				ord = SortOrder(p.Nid)
 			}
-			sk := make([]int64, len(p.Nid))
+			sk := make([]uint32, len(p.Nid))
 			prev := int64(-1)
 			for j, i := range ord {
 				if i < 0 || int(i) >= len(p.Nid) {
@@ -107,7 +166,7 @@ func PlanSweep(parts []SweepPart, numRows int64) (*SweepPlan, error) {
 				if v < prev {
 					return fmt.Errorf("gather: sweep part %d: its order does not sort its ids (nid[%d] = %d after %d)", k, i, v, prev)
 				}
-				sk[j], prev = v, v
+				sk[j], prev = uint32(v), v
 			}
 			orders[k], sorted[k] = ord, sk
 			return nil
@@ -129,107 +188,56 @@ func PlanSweep(parts []SweepPart, numRows int64) (*SweepPlan, error) {
 	cuts := make([]int64, 0, nr+1) // range r is [cuts[r], cuts[r+1])
 	cuts = append(cuts, 0)
 	for r := 1; r < nr; r++ {
-		if v := sorted[big][len(sorted[big])*r/nr]; v > cuts[len(cuts)-1] {
+		if v := int64(sorted[big][len(sorted[big])*r/nr]); v > cuts[len(cuts)-1] {
 			cuts = append(cuts, v)
 		}
 	}
 	cuts = append(cuts, math.MaxInt64)
-	nr = len(cuts) - 1
-	ranges := make([]planRange, nr)
-	d0 := 0
-	for r := range ranges {
-		rg := &ranges[r]
-		rg.d0 = d0
+	pl := &SweepPlan{chunks: make([]planChunk, len(cuts)-1), delivered: int64(total)}
+	for r := range pl.chunks {
+		var lo, hi [MaxSweepParts]int
 		for k := range parts {
-			lo, _ := slices.BinarySearch(sorted[k], cuts[r])
-			hi, _ := slices.BinarySearch(sorted[k], cuts[r+1])
-			if r == nr-1 {
-				hi = len(sorted[k])
+			lo[k], _ = slices.BinarySearch(sorted[k], uint32(cuts[r]))
+			hi[k] = len(sorted[k])
+			if cuts[r+1] <= math.MaxUint32 {
+				hi[k], _ = slices.BinarySearch(sorted[k], uint32(cuts[r+1]))
 			}
-			rg.lo[k], rg.hi[k] = lo, hi
-			d0 += hi - lo
 		}
-	}
-	pl := &SweepPlan{Part: make([]int32, total), Pos: make([]int32, total)}
-	compact := numRows <= 1<<32
-	for r := range ranges {
 		g.Go(func() error {
-			ranges[r].merge(pl, sorted, orders, compact)
+			pl.chunks[r].merge(sorted, orders, lo, hi)
 			return nil
 		})
 	}
 	g.Wait()
-
-	// Concatenate the ranges' rows, offsets and compact form.
-	var u0, e0 int
-	for r := range ranges {
-		ranges[r].u0, ranges[r].e0 = u0, e0
-		u0 += len(ranges[r].rows)
-		e0 += len(ranges[r].extras)
+	pl.uniqueOff = make([]int64, len(pl.chunks))
+	pl.extraOff = make([]int64, len(pl.chunks))
+	var e int64
+	for c, ch := range pl.chunks {
+		pl.uniqueOff[c], pl.extraOff[c] = pl.unique, e
+		pl.unique += int64(len(ch.rows))
+		e += int64(len(ch.extras))
 	}
-	pl.Rows = make([]int64, u0)
-	pl.Offs = make([]int64, u0+1)
-	pl.Offs[u0] = int64(total)
-	if compact {
-		pl.rows32, pl.first, pl.extras = make([]uint32, u0), make([]uint32, u0), make([]uint32, e0)
-	}
-	for r := range ranges {
-		g.Go(func() error {
-			rg := &ranges[r]
-			copy(pl.Rows[rg.u0:], rg.rows)
-			for i, o := range rg.offs {
-				pl.Offs[rg.u0+i] = int64(rg.d0 + int(o))
-			}
-			if compact {
-				for i, v := range rg.rows {
-					pl.rows32[rg.u0+i] = uint32(v)
-				}
-				for i, f := range rg.first {
-					if f&sharedRow != 0 {
-						f += uint32(rg.e0)
-					}
-					pl.first[rg.u0+i] = f
-				}
-				copy(pl.extras[rg.e0:], rg.extras)
-			}
-			return nil
-		})
-	}
-	g.Wait()
 	return pl, nil
 }
 
-// planRange is one range of row ids of a sweep plan: the parts' sorted ids
-// [lo[k], hi[k]), whose deliveries are pl.Part/Pos[d0:...], merged into
-// the range's own rows, offsets (from d0) and compact form.
-type planRange struct {
-	lo, hi     [MaxSweepParts]int
-	d0, u0, e0 int
-	rows       []int64
-	offs       []int32
-	first      []uint32
-	extras     []uint32
-}
-
-func (rg *planRange) merge(pl *SweepPlan, sorted [][]int64, orders [][]int32, compact bool) {
-	const done = int64(math.MaxInt64)
+// merge builds the chunk of the parts' sorted ids [lo[k], hi[k]).
+func (ch *planChunk) merge(sorted [][]uint32, orders [][]int32, lo, hi [MaxSweepParts]int) {
+	const done = math.MaxUint64
 	np := len(sorted)
-	var head [MaxSweepParts]int
-	var cur [MaxSweepParts]int64
+	var cur [MaxSweepParts]uint64
 	n := 0
 	for k := 0; k < np; k++ {
-		head[k] = rg.lo[k]
 		cur[k] = done
-		if head[k] < rg.hi[k] {
-			cur[k] = sorted[k][head[k]]
+		if lo[k] < hi[k] {
+			cur[k] = uint64(sorted[k][lo[k]])
 		}
-		n += rg.hi[k] - rg.lo[k]
+		n += hi[k] - lo[k]
 	}
-	rg.rows = make([]int64, 0, n)
-	rg.offs = make([]int32, 0, n)
-	part, pos := pl.Part[rg.d0:rg.d0+n], pl.Pos[rg.d0:rg.d0+n]
-	last := int64(-1)
-	for d := 0; d < n; d++ {
+	ch.rows = make([]uint32, 0, n)
+	ch.first = make([]uint32, 0, n)
+	last, shared := uint64(done), uint32(0) // shared: deliveries of the last row, once it has two
+	head := lo
+	for range n {
 		bk := 0
 		for k := 1; k < np; k++ {
 			if cur[k] < cur[bk] {
@@ -237,36 +245,28 @@ func (rg *planRange) merge(pl *SweepPlan, sorted [][]int64, orders [][]int32, co
 			}
 		}
 		v := cur[bk]
-		if v != last {
-			rg.rows = append(rg.rows, v)
-			rg.offs = append(rg.offs, int32(d))
-			last = v
+		e := uint32(bk)<<partShift | uint32(orders[bk][head[bk]])
+		switch {
+		case v != last:
+			ch.rows = append(ch.rows, uint32(v))
+			ch.first = append(ch.first, e)
+			last, shared = v, 0
+		case shared == 0: // the row's second delivery: move both to extras
+			u := len(ch.first) - 1
+			i := uint32(len(ch.extras))
+			ch.extras = append(ch.extras, 2, ch.first[u], e)
+			ch.first[u] = sharedRow | i
+			shared = 2
+		default:
+			shared++
+			ch.extras[ch.first[len(ch.first)-1]&^sharedRow] = shared
+			ch.extras = append(ch.extras, e)
 		}
-		part[d], pos[d] = int32(bk), orders[bk][head[bk]]
 		head[bk]++
-		if head[bk] < rg.hi[bk] {
-			cur[bk] = sorted[bk][head[bk]]
+		if head[bk] < hi[bk] {
+			cur[bk] = uint64(sorted[bk][head[bk]])
 		} else {
 			cur[bk] = done
-		}
-	}
-	if !compact {
-		return
-	}
-	rg.first = make([]uint32, len(rg.rows))
-	for u := range rg.rows {
-		a, b := int(rg.offs[u]), n
-		if u+1 < len(rg.rows) {
-			b = int(rg.offs[u+1])
-		}
-		if b-a == 1 {
-			rg.first[u] = uint32(part[a])<<partShift | uint32(pos[a])
-			continue
-		}
-		rg.first[u] = sharedRow | uint32(len(rg.extras))
-		rg.extras = append(rg.extras, uint32(b-a))
-		for d := a; d < b; d++ {
-			rg.extras = append(rg.extras, uint32(part[d])<<partShift|uint32(pos[d]))
 		}
 	}
 }

@@ -16,23 +16,25 @@ func TestPlanSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(pl.Rows, []int64{1, 2, 5, 9}) || !slices.Equal(pl.Offs, []int64{0, 2, 3, 4, 6}) {
-		t.Fatalf("rows %v offs %v", pl.Rows, pl.Offs)
+	rows, offs, part, pos := pl.Deliveries()
+	if !slices.Equal(rows, []int64{1, 2, 5, 9}) || !slices.Equal(offs, []int64{0, 2, 3, 4, 6}) {
+		t.Fatalf("rows %v offs %v", rows, offs)
 	}
 	if pl.Unique() != 4 || pl.Delivered() != 6 {
 		t.Fatal("counts")
 	}
 	// Row 1 goes to part 0 position 1 and part 3 position 0.
-	if pl.Part[0] != 0 || pl.Pos[0] != 1 || pl.Part[1] != 3 || pl.Pos[1] != 0 {
-		t.Fatalf("part %v pos %v", pl.Part, pl.Pos)
+	if part[0] != 0 || pos[0] != 1 || part[1] != 3 || pos[1] != 0 {
+		t.Fatalf("part %v pos %v", part, pos)
 	}
 	// The kernels' form: 8 bytes a distinct row; row 1 (shared) and row 9
 	// (shared) keep their deliveries in extras.
 	d := func(part, pos uint32) uint32 { return part<<partShift | pos }
-	if !slices.Equal(pl.rows32, []uint32{1, 2, 5, 9}) ||
-		!slices.Equal(pl.first, []uint32{sharedRow | 0, d(1, 1), d(0, 0), sharedRow | 3}) ||
-		!slices.Equal(pl.extras, []uint32{2, d(0, 1), d(3, 0), 2, d(0, 2), d(1, 0)}) {
-		t.Fatalf("compact form: rows %v first %#x extras %#x", pl.rows32, pl.first, pl.extras)
+	r32, first, extras := compactOf(pl)
+	if !slices.Equal(r32, []uint32{1, 2, 5, 9}) ||
+		!slices.Equal(first, []uint32{sharedRow | 0, d(1, 1), d(0, 0), sharedRow | 3}) ||
+		!slices.Equal(extras, []uint32{2, d(0, 1), d(3, 0), 2, d(0, 2), d(1, 0)}) {
+		t.Fatalf("compact form: rows %v first %#x extras %#x", r32, first, extras)
 	}
 	if _, err := PlanSweep([]SweepPart{{Nid: []int64{10}}}, 10); err == nil {
 		t.Fatal("out of range accepted")
@@ -82,30 +84,43 @@ func TestPlanSweepCompactRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if maxN > 3000 && len(pl.chunks) < 2 {
+			t.Fatalf("trial %d: %d deliveries merged in %d range(s)", trial, len(want), len(pl.chunks))
+		}
 		var plain, got []dl
-		for u, v := range pl.Rows {
-			if u > 0 && v <= pl.Rows[u-1] {
+		urows, offs, part, pos := pl.Deliveries()
+		for u, v := range urows {
+			if u > 0 && v <= urows[u-1] {
 				t.Fatalf("trial %d: rows not strictly ascending at %d", trial, u)
 			}
-			for i := pl.Offs[u]; i < pl.Offs[u+1]; i++ {
-				plain = append(plain, dl{v, uint32(pl.Part[i]), uint32(pl.Pos[i])})
+			for i := offs[u]; i < offs[u+1]; i++ {
+				plain = append(plain, dl{v, uint32(part[i]), uint32(pos[i])})
 			}
 		}
-		for u, f := range pl.first {
+		// The concatenated form the kernels read, decoded as they do.
+		r32, first, extras := compactOf(pl)
+		for u, f := range first {
 			ds := []uint32{f}
 			if f&sharedRow != 0 {
 				i := f &^ sharedRow
-				ds = pl.extras[i+1 : i+1+pl.extras[i]]
+				ds = extras[i+1 : i+1+extras[i]]
 			}
 			for _, e := range ds {
-				got = append(got, dl{int64(pl.rows32[u]), e >> partShift, e & (1<<partShift - 1)})
+				got = append(got, dl{int64(r32[u]), e >> partShift, e & (1<<partShift - 1)})
 			}
 		}
-		if !slices.Equal(plain, want) || !slices.Equal(got, want) || int(pl.Delivered()) != len(want) {
+		if !slices.Equal(plain, want) || !slices.Equal(got, want) || int(pl.Delivered()) != len(want) || int(pl.Unique()) != len(urows) {
 			t.Fatalf("trial %d (%d parts, %d deliveries): plan lists %d deliveries, compact form %d; they differ from a plain sort",
 				trial, len(parts), len(want), len(plain), len(got))
 		}
 	}
+}
+
+// compactOf is the plan's concatenated compact form, as uploaded.
+func compactOf(pl *SweepPlan) (rows, first, extras []uint32) {
+	rows, first, extras = make([]uint32, pl.Unique()), make([]uint32, pl.Unique()), make([]uint32, pl.extras())
+	pl.compact(rows, first, extras)
+	return rows, first, extras
 }
 
 func TestPlanSweepRejectsBadOrder(t *testing.T) {
