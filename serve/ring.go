@@ -107,6 +107,10 @@ func (r *shmRing) fillStructure(slot int, b *sampler.Batch) {
 	}
 }
 
+// int64s views 8-byte aligned bytes as int64s.
 func int64s(b []byte) []int64 {
+	if len(b) == 0 {
+		return nil
+	}
 	return unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), len(b)/8)
 }
