@@ -17,6 +17,7 @@
 #           pcie, loader only, loaderd training, resident (c), CPU gather (b);
 #           trainers ask for SLOTS slots (default 6: GPU fills sweep up to 3
 #           batches); MAIN_VARIANTS picks the runs
+#   DAEMON_FLAGS are extra flags for every loaderd (e.g. "--prefetch 4")
 #   slots2  the same daemon, trainers with 2 slots (one batch a GPU pass):
 #           loader only and loaderd training, PHASE_BATCHES batches each
 #   mps     a new loaderd and the trainer under our own MPS control daemon:
@@ -34,6 +35,7 @@ BUDGET_S=${BUDGET_S:-525}
 PHASE_BATCHES=${PHASE_BATCHES:-300}
 SLOTS=${SLOTS:-6}
 MAIN_VARIANTS=${MAIN_VARIANTS:-pcie,loader,loaderd,resident,cpu}
+read -r -a DAEMON_FLAGS <<< "${DAEMON_FLAGS:-}" # extra loaderd serve flags, e.g. "--prefetch 4"
 OUT=${OUT:-/tmp/bench-train}
 PY=${PYTHON:-python3}
 LOADERD=${LOADERD:-}
@@ -72,7 +74,7 @@ start_daemon() {
 	local table=(--table-socket "$work/$name.table")
 	[ -n "${NOTABLE:-}" ] && table=()
 	"$LOADERD" serve --dataset "$spec" --socket "$work/$name.sock" "${table[@]}" \
-		--metrics-addr "127.0.0.1:$port" --memory-budget 64GiB "$@" > "$work/$name.log" 2>&1 &
+		--metrics-addr "127.0.0.1:$port" --memory-budget 64GiB "${DAEMON_FLAGS[@]}" "$@" > "$work/$name.log" 2>&1 &
 	dpid=$!
 	while [ ! -S "$work/$name.sock" ] || { [ -z "${NOTABLE:-}" ] && [ ! -S "$work/$name.table" ]; }; do
 		if ! kill -0 "$dpid" 2> /dev/null; then
@@ -124,7 +126,7 @@ bench() {
 }
 
 {
-	echo "command: scripts/bench-train.sh $SCALE $SEED (BUDGET_S=$BUDGET_S PHASE_BATCHES=$PHASE_BATCHES)"
+	echo "command: scripts/bench-train.sh $SCALE $SEED (BUDGET_S=$BUDGET_S PHASE_BATCHES=$PHASE_BATCHES SLOTS=$SLOTS MAIN_VARIANTS=$MAIN_VARIANTS DAEMON_FLAGS=${DAEMON_FLAGS[*]:-})"
 	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo "host: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM"
 	nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2> /dev/null

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +43,7 @@ type serveArgs struct {
 	gpuReserve    string
 	gpuSlotMemory string
 	metricsAddr   string
+	cpuProfile    string
 	tableSocket   string
 }
 
@@ -70,6 +73,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&a.gpuReserve, "gpu-reserve", "1GiB", "GPU memory slots never take, left to the trainers")
 		fs.StringVar(&a.gpuSlotMemory, "gpu-slot-memory", "0", "most memory for slots on one GPU (0 = its free memory less --gpu-reserve)")
 		fs.StringVar(&a.tableSocket, "table-socket", "", "also share the feature table read-only (a memfd, SCM_RIGHTS) with trainers connecting to this socket, for baselines that gather features themselves (empty = off)")
+		fs.StringVar(&a.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the daemon to this file until it stops (go tool pprof reads it)")
 		fs.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 		fs.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	})
@@ -166,6 +170,20 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			if err := srv.ServeTable(ctx, a.tableSocket); err != nil {
 				log.Error("table socket failed", "err", err)
 			}
+		}()
+	}
+	if a.cpuProfile != "" {
+		f, err := os.Create(a.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
 		}()
 	}
 	return srv.Serve(ctx)
