@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -392,6 +393,24 @@ func TestCUDACopyIn(t *testing.T) {
 		}
 		if !bytes.Equal(got[:len(a)], a) || !bytes.Equal(got[100:], b) {
 			t.Error("CopyIn: wrong bytes")
+		}
+		// CopyInWith: written in place; a fill error enqueues nothing.
+		if err := g.CopyInWith([]Fill{{Dst: p + 4000, Bytes: 5}}, func(h [][]byte) error { copy(h[0], "hello"); return nil }); err != nil {
+			return err
+		}
+		errFill := errors.New("fill failed")
+		if err := g.CopyInWith([]Fill{{Dst: p + 4000, Bytes: 5}}, func(h [][]byte) error { copy(h[0], "XXXXX"); return errFill }); !errors.Is(err, errFill) {
+			t.Errorf("CopyInWith returned %v, want the fill's error", err)
+		}
+		if err := g.CopyInWith([]Fill{{Bytes: 5}}, func([][]byte) error { return nil }); err == nil {
+			t.Error("CopyInWith without a destination accepted")
+		}
+		h := make([]byte, 5)
+		if err := cudaext.CopyToHost(h, p+4000, g.Stream()); err != nil {
+			return err
+		}
+		if string(h) != "hello" {
+			t.Errorf("CopyInWith: device holds %q, want hello", h)
 		}
 		return nil
 	})
