@@ -39,6 +39,7 @@ func TestFillErrorReachesTheTrainer(t *testing.T) {
 	c := dial(t, srv)
 	o := openReq()
 	o.Device = "cuda:0" // routed to the failing ring above
+	o.Slots = 2
 	c.handshake(o)
 	c.send(&ipc.StartEpoch{})
 	// Two slots: batches 0 and 1 fill; releasing batch 0 lets the third

@@ -30,6 +30,10 @@ type Config struct {
 	// Slots is the default slots per trainer when the client asks for 0
 	// (0 = 2: ping-pong).
 	Slots int
+	// GPUSlots is the default for a trainer on a GPU (0 = 6: while the
+	// trainer uses one and three are ready, the GPU fills the other two,
+	// or three at a time in one sweep; GPUConfig.SweepBatches).
+	GPUSlots int
 	// MaxSlots caps the slots a trainer may ask for (0 = 16).
 	MaxSlots int
 	// MaxTrainers caps concurrent trainer connections (0 = 64).
@@ -53,6 +57,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Slots <= 0 {
 		c.Slots = 2
+	}
+	if c.GPUSlots <= 0 {
+		c.GPUSlots = 6
 	}
 	if c.MaxSlots <= 0 {
 		c.MaxSlots = 16

@@ -231,6 +231,9 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	slots := int(m.Slots)
 	if slots == 0 {
 		slots = cfg.Slots
+		if dev, err := ipc.ParseDevice(m.Device); err == nil && dev >= 0 {
+			slots = min(cfg.GPUSlots, cfg.MaxSlots)
+		}
 	}
 	if slots > cfg.MaxSlots {
 		return perrf(ipc.CodeLimit, "%d slots asked, limit %d", slots, cfg.MaxSlots)

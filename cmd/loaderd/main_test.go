@@ -48,6 +48,7 @@ func TestUsageErrors(t *testing.T) {
 		{"serve", "--memory-budget", "lots"},
 		{"serve", "--gpu-sweep", "9"},
 		{"serve", "--gpu-sweep", "-1"},
+		{"serve", "--gpu-slots", "0"},
 		{"bench", "nope"},
 	} {
 		if code, _, errOut := runCmd(t, args...); code != 2 {

@@ -57,6 +57,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&a.cfg.SamplerThreads, "sampler-threads", 0, "goroutines one batch's sampling and gather may use (0 = all cores)")
 		fs.IntVar(&a.cfg.Prefetch, "prefetch", 2, "batches each trainer's sampler runs ahead of the gather")
 		fs.IntVar(&a.cfg.Slots, "slots", 2, "slots per trainer when the trainer does not ask (2 = ping-pong)")
+		fs.IntVar(&a.cfg.GPUSlots, "gpu-slots", 6, "slots per trainer on a GPU when the trainer does not ask (6: the GPU fills up to 3 at a time with one sweep while the trainer works through the others)")
 		fs.IntVar(&a.cfg.MaxSlots, "max-slots", 16, "most slots one trainer may ask for")
 		fs.IntVar(&a.cfg.MaxTrainers, "max-trainers", 64, "most trainers served at once")
 		fs.StringVar(&a.memoryBudget, "memory-budget", "32GiB", "most memory for all trainers' slots together (e.g. 8GiB, 512MiB)")
@@ -112,6 +113,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	if a.cfg.Slots < 1 || a.cfg.Slots > a.cfg.MaxSlots {
 		return usageError{fmt.Sprintf("--slots %d must be between 1 and --max-slots %d", a.cfg.Slots, a.cfg.MaxSlots)}
+	}
+	if a.cfg.GPUSlots < 1 || a.cfg.GPUSlots > a.cfg.MaxSlots {
+		return usageError{fmt.Sprintf("--gpu-slots %d must be between 1 and --max-slots %d", a.cfg.GPUSlots, a.cfg.MaxSlots)}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
