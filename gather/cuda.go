@@ -55,13 +55,15 @@ type CUDA struct {
 // previous fill's kernel, and the GPU then idled while the CPU prepared.
 const stagingAreas = 4
 
-// stagingArea is pinned host memory for uploads and the device memory they
-// go to.
+// stagingArea is pinned host memory for uploads and, for indices the
+// kernels read, the device memory they go to (labels and structure go from
+// the host memory straight to their slots).
 type stagingArea struct {
-	host []byte
-	dev  cudaext.DevicePtr
-	cap  int64
-	done *cudaext.Event // recorded after the area's last upload
+	host    []byte
+	dev     cudaext.DevicePtr
+	hostCap int64
+	devCap  int64
+	done    *cudaext.Event // recorded after the area's last upload
 }
 
 // DefaultSMs is the gather's default grid: this many blocks of 1024 threads.
@@ -179,12 +181,13 @@ func (g *CUDA) Sync() error {
 }
 
 // reserve returns pinned staging space for parts of the given sizes (each
-// 16-byte aligned) in the next staging area, and their device addresses, once
-// that area's previous upload has left its host memory. Fill the slices, then
-// call upload. Work on the stream that reads an area's device memory comes
+// 16-byte aligned) in the next staging area, once that area's previous upload
+// has left its host memory, and, with device set, the device addresses the
+// parts are uploaded to. Fill the slices, then call upload (device) or
+// uploadTo. Work on the stream that reads an area's device memory comes
 // before its next upload, since both are on the stream. Called with the
 // context current and g.mu held.
-func (g *CUDA) reserve(sizes ...int64) ([][]byte, []cudaext.DevicePtr, int64, error) {
+func (g *CUDA) reserve(device bool, sizes ...int64) ([][]byte, []cudaext.DevicePtr, int64, error) {
 	var need int64
 	for _, n := range sizes {
 		need += (n + 15) &^ 15
@@ -193,15 +196,15 @@ func (g *CUDA) reserve(sizes ...int64) ([][]byte, []cudaext.DevicePtr, int64, er
 	if err := a.done.Synchronize(); err != nil {
 		return nil, nil, 0, err
 	}
-	if need > a.cap {
-		if err := g.stream.Synchronize(); err != nil { // the device copy may still be read
+	grow := func(n int64) int64 {
+		c := max(n, 1<<20)
+		return (c + c/4 + pinned.HugePage - 1) &^ (pinned.HugePage - 1)
+	}
+	if need > a.hostCap {
+		if err := a.freeHost(); err != nil {
 			return nil, nil, 0, err
 		}
-		if err := a.free(); err != nil {
-			return nil, nil, 0, err
-		}
-		c := max(need, 1<<20)
-		c = (c + c/4 + pinned.HugePage - 1) &^ (pinned.HugePage - 1)
+		c := grow(need)
 		h, err := pinned.Alloc(c)
 		if err != nil {
 			return nil, nil, 0, err
@@ -210,27 +213,40 @@ func (g *CUDA) reserve(sizes ...int64) ([][]byte, []cudaext.DevicePtr, int64, er
 			pinned.Free(h)
 			return nil, nil, 0, err
 		}
-		d, err := cudaext.MemAlloc(c)
-		if err != nil {
-			cudaext.HostUnregister(h)
-			pinned.Free(h)
+		a.host, a.hostCap = h, c
+	}
+	if device && need > a.devCap {
+		if err := g.stream.Synchronize(); err != nil { // the device copy may still be read
 			return nil, nil, 0, err
 		}
-		a.host, a.dev, a.cap = h, d, c
+		if err := a.freeDev(); err != nil {
+			return nil, nil, 0, err
+		}
+		c := grow(need)
+		d, err := cudaext.MemAlloc(c)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		a.dev, a.devCap = d, c
 	}
 	host := make([][]byte, len(sizes))
-	dev := make([]cudaext.DevicePtr, len(sizes))
+	var dev []cudaext.DevicePtr
+	if device {
+		dev = make([]cudaext.DevicePtr, len(sizes))
+	}
 	var off int64
 	for i, n := range sizes {
 		host[i] = a.host[off : off+n]
-		dev[i] = a.dev + cudaext.DevicePtr(off)
+		if device {
+			dev[i] = a.dev + cudaext.DevicePtr(off)
+		}
 		off += (n + 15) &^ 15
 	}
 	return host, dev, off, nil
 }
 
-// upload copies the first n bytes of the area reserve handed out to the
-// device on the stream; the next reserve takes the next area.
+// upload copies the first n bytes of the area reserve handed out to its
+// device memory on the stream; the next reserve takes the next area.
 func (g *CUDA) upload(n int64) error {
 	a := &g.areas[g.cur]
 	g.cur = (g.cur + 1) % stagingAreas
@@ -242,12 +258,38 @@ func (g *CUDA) upload(n int64) error {
 	return a.done.Record(g.stream)
 }
 
-func (a *stagingArea) free() error {
+// uploadTo copies host[i] (the parts reserve handed out) to dsts[i] on the
+// stream; the next reserve takes the next area.
+func (g *CUDA) uploadTo(host [][]byte, dsts []cudaext.DevicePtr) error {
+	a := &g.areas[g.cur]
+	g.cur = (g.cur + 1) % stagingAreas
+	for i, h := range host {
+		if len(h) > 0 {
+			if err := cudaext.MemcpyHtoDAsync(dsts[i], unsafe.Pointer(&h[0]), int64(len(h)), g.stream); err != nil {
+				return errors.Join(err, a.done.Record(g.stream))
+			}
+		}
+	}
+	return a.done.Record(g.stream)
+}
+
+func (a *stagingArea) free() error { return errors.Join(a.freeHost(), a.freeDev()) }
+
+func (a *stagingArea) freeHost() error {
 	if a.host == nil {
 		return nil
 	}
-	err := errors.Join(cudaext.MemFree(a.dev), cudaext.HostUnregister(a.host), pinned.Free(a.host))
-	a.host, a.dev, a.cap = nil, 0, 0
+	err := errors.Join(cudaext.HostUnregister(a.host), pinned.Free(a.host))
+	a.host, a.hostCap = nil, 0
+	return err
+}
+
+func (a *stagingArea) freeDev() error {
+	if a.dev == 0 {
+		return nil
+	}
+	err := cudaext.MemFree(a.dev)
+	a.dev, a.devCap = 0, 0
 	return err
 }
 
@@ -349,7 +391,7 @@ func (g *CUDA) prepareGather(nid []int64, order []int32) (staged, error) {
 	if order != nil {
 		sizes = append(sizes, 4*n)
 	}
-	host, dev, total, err := g.reserve(sizes...)
+	host, dev, total, err := g.reserve(true, sizes...)
 	if err != nil {
 		return staged{}, err
 	}
@@ -399,8 +441,8 @@ type Copy struct {
 
 // CopyIn enqueues copies of host buffers (a batch's labels and structure,
 // say) to device memory on the backend's stream, through its pinned staging:
-// one host-to-device copy for all of them, then device-to-device copies to
-// each destination. The sources may be reused when CopyIn returns.
+// the sources are copied into it, then each goes host to device straight to
+// its destination. The sources may be reused when CopyIn returns.
 func (g *CUDA) CopyIn(copies ...Copy) error {
 	fills := make([]Fill, len(copies))
 	for i, c := range copies {
@@ -448,24 +490,18 @@ func (g *CUDA) CopyInWith(fills []Fill, fill func(host [][]byte) error) error {
 		return fmt.Errorf("gather: CUDA backend is closed")
 	}
 	return g.ctx.Do(func() error {
-		host, dev, total, err := g.reserve(sizes...)
+		host, _, _, err := g.reserve(false, sizes...)
 		if err != nil {
 			return err
 		}
 		if err := fill(host); err != nil {
 			return err
 		}
-		if err := g.upload(total); err != nil {
-			return err
-		}
+		dsts := make([]cudaext.DevicePtr, len(fills))
 		for i, f := range fills {
-			if f.Bytes > 0 {
-				if err := cudaext.MemcpyDtoDAsync(f.Dst, dev[i], f.Bytes, g.stream); err != nil {
-					return err
-				}
-			}
+			dsts[i] = f.Dst
 		}
-		return nil
+		return g.uploadTo(host, dsts)
 	})
 }
 
@@ -519,7 +555,7 @@ func (g *CUDA) SweepPlanned(ctx context.Context, parts []SweepPart, pl *SweepPla
 // prepareSweep uploads the plan's compact arrays. Context current, g.mu held.
 func (g *CUDA) prepareSweep(pl *SweepPlan) (staged, error) {
 	n := pl.Unique()
-	host, dev, total, err := g.reserve(4*n, 4*n, 4*pl.extras())
+	host, dev, total, err := g.reserve(true, 4*n, 4*n, 4*pl.extras())
 	if err != nil {
 		return staged{}, err
 	}
