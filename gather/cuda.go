@@ -246,16 +246,11 @@ func (g *CUDA) reserve(device bool, sizes ...int64) ([][]byte, []cudaext.DeviceP
 }
 
 // upload copies the first n bytes of the area reserve handed out to its
-// device memory on the stream; the next reserve takes the next area.
+// device memory on the stream (one copy for all its parts); the next reserve
+// takes the next area.
 func (g *CUDA) upload(n int64) error {
 	a := &g.areas[g.cur]
-	g.cur = (g.cur + 1) % stagingAreas
-	if n > 0 {
-		if err := cudaext.MemcpyHtoDAsync(a.dev, unsafe.Pointer(&a.host[0]), n, g.stream); err != nil {
-			return err
-		}
-	}
-	return a.done.Record(g.stream)
+	return g.uploadTo([][]byte{a.host[:n]}, []cudaext.DevicePtr{a.dev})
 }
 
 // uploadTo copies host[i] (the parts reserve handed out) to dsts[i] on the
@@ -363,12 +358,7 @@ func (g *CUDA) Gather(ctx context.Context, dst Dest, nid []int64, order []int32)
 	if len(nid) == 0 {
 		return nil
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return fmt.Errorf("gather: CUDA backend is closed")
-	}
-	return g.ctx.Do(func() error {
+	return g.do(func() error {
 		ix, err := g.prepareGather(nid, order)
 		if err != nil {
 			return err
@@ -484,12 +474,7 @@ func (g *CUDA) CopyInWith(fills []Fill, fill func(host [][]byte) error) error {
 	if !any {
 		return nil
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return fmt.Errorf("gather: CUDA backend is closed")
-	}
-	return g.ctx.Do(func() error {
+	return g.do(func() error {
 		host, _, _, err := g.reserve(false, sizes...)
 		if err != nil {
 			return err
@@ -538,12 +523,7 @@ func (g *CUDA) SweepPlanned(ctx context.Context, parts []SweepPart, pl *SweepPla
 	if len(parts) > MaxSweepParts {
 		return fmt.Errorf("gather: a sweep covers at most %d batches", MaxSweepParts)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return fmt.Errorf("gather: CUDA backend is closed")
-	}
-	return g.ctx.Do(func() error {
+	return g.do(func() error {
 		ix, err := g.prepareSweep(pl)
 		if err != nil {
 			return err
@@ -580,6 +560,17 @@ func (g *CUDA) launchSweep(parts []SweepPart, align uint64, ix staged) error {
 	const name = "gnn_sweep_any"
 	return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, g.shared(name), g.stream,
 		g.dev, rb, ix.rows, ix.n, ix.first, ix.extras, bases, int32(shift), g.mode())
+}
+
+// do runs fn with the backend's lock held and its context current, unless
+// the backend is closed.
+func (g *CUDA) do(fn func() error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return fmt.Errorf("gather: CUDA backend is closed")
+	}
+	return g.ctx.Do(fn)
 }
 
 // Close waits for pending work and frees the stream, module and staging.

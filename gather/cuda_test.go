@@ -340,18 +340,29 @@ func TestCUDAStagingReuse(t *testing.T) {
 	}
 }
 
-func TestCUDARejectsBadInput(t *testing.T) {
+// smallBackend is a CUDA backend over a zeroed 100 x 64-byte table, closed
+// with the test.
+func smallBackend(t *testing.T) (*cudaext.Context, *CUDA) {
+	t.Helper()
 	c := cudatest.Context(t)
 	st, err := pinned.Load(make([]byte, 64*100), 64, 100, &pinned.Options{Context: c})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
 	g, err := NewCUDA(c, st, nil)
 	if err != nil {
+		st.Close()
 		t.Fatal(err)
 	}
-	defer g.Close()
+	t.Cleanup(func() {
+		g.Close()
+		st.Close()
+	})
+	return c, g
+}
+
+func TestCUDARejectsBadInput(t *testing.T) {
+	_, g := smallBackend(t)
 	ctx := context.Background()
 	if err := g.Gather(ctx, Dest{Device: 1 << 20}, []int64{5, 100}, nil); err == nil {
 		t.Error("out of range id accepted")
@@ -365,20 +376,10 @@ func TestCUDARejectsBadInput(t *testing.T) {
 }
 
 func TestCUDACopyIn(t *testing.T) {
-	c := cudatest.Context(t)
-	st, err := pinned.Load(make([]byte, 64*100), 64, 100, &pinned.Options{Context: c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	g, err := NewCUDA(c, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	c, g := smallBackend(t)
 	a := []byte("labels: 0123456789")
 	b := bytes.Repeat([]byte{7, 8, 9}, 1000)
-	err = c.Do(func() error {
+	err := c.Do(func() error {
 		p, err := cudaext.MemAlloc(8192)
 		if err != nil {
 			return err
