@@ -286,13 +286,12 @@ func (r *cudaRing) Busy() bool {
 // FillSweep fills slots[j] with bs[j]: one gather kernel, or one sorted sweep
 // over all of them that reads each row they share once.
 func (r *cudaRing) FillSweep(slots []int, bs []*sampler.Batch) error {
-	s := r.g.Stream()
 	ctx := context.Background()
+	if err := r.onStream(slots, r.WaitReleased); err != nil {
+		return err
+	}
 	parts := make([]gather.SweepPart, len(bs))
 	for j, b := range bs {
-		if err := r.Context().Do(func() error { return r.WaitReleased(slots[j], s) }); err != nil {
-			return err
-		}
 		x, xn := r.Region(slots[j], "x")
 		parts[j] = gather.SweepPart{Dst: gather.Dest{Device: x, DeviceBytes: xn}, Nid: b.NID, Order: b.Order}
 	}
@@ -306,17 +305,24 @@ func (r *cudaRing) FillSweep(slots []int, bs []*sampler.Batch) error {
 	if err := r.copyRest(slots, bs); err != nil {
 		return err
 	}
-	for _, slot := range slots {
-		if err := r.Context().Do(func() error { return r.RecordReady(slot, s) }); err != nil {
-			return err
+	return r.onStream(slots, r.RecordReady)
+}
+
+// onStream calls op for each slot on the gather stream, in the ring's context.
+func (r *cudaRing) onStream(slots []int, op func(slot int, s *cudaext.Stream) error) error {
+	return r.Context().Do(func() error {
+		for _, slot := range slots {
+			if err := op(slot, r.g.Stream()); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // copyRest enqueues the copies of the batches' labels, n_id and edge_index
 // into their slots: written as int64 straight into the pinned staging, then
-// one upload for all of them.
+// copied from there to their slot regions.
 func (r *cudaRing) copyRest(slots []int, bs []*sampler.Batch) error {
 	fills := make([]gather.Fill, 0, 3*len(bs))
 	for j, b := range bs {

@@ -525,14 +525,14 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 			}
 		}
 		m := min(len(group), len(slots))
-		bs, ss2 := group[:m], slots[:m]
+		bs, fillSlots := group[:m], slots[:m]
 		filled := time.Now()
 		ss.queued.Add(-int64(m))
 		var err error
 		if m == 1 {
-			err = ss.ring.Fill(ss2[0], bs[0])
+			err = ss.ring.Fill(fillSlots[0], bs[0])
 		} else {
-			err = sweeper.FillSweep(ss2, bs)
+			err = sweeper.FillSweep(fillSlots, bs)
 		}
 		if err != nil {
 			return err
@@ -546,10 +546,10 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 		for j, b := range bs {
 			ss.srv.metrics.gather.Observe(seconds(took) / float64(m))
 			ss.srv.metrics.gatherBytes.Add(float64(len(b.NID) * ss.srv.src.Data.RowBytes()))
-			ready := batchReady(ss2[j], epoch, i+j, b)
+			ready := batchReady(fillSlots[j], epoch, i+j, b)
 			pool <- b
-			ss.ring.Publish(ss2[j], pingpong.Tag{Epoch: epoch, Index: uint32(i + j)})
-			ss.readyAt[ss2[j]].Store(time.Now().UnixNano())
+			ss.ring.Publish(fillSlots[j], pingpong.Tag{Epoch: epoch, Index: uint32(i + j)})
+			ss.readyAt[fillSlots[j]].Store(time.Now().UnixNano())
 			ss.heldSlots.Add(1)
 			if err := ss.send(ready); err != nil {
 				slots = slots[j+1:]
