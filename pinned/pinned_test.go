@@ -3,27 +3,12 @@ package pinned
 import (
 	"bytes"
 	"errors"
-	"os"
 	"testing"
 	"unsafe"
 
 	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/cudaext/cudatest"
 )
-
-func gpuAvailable(t *testing.T) bool {
-	n, err := cudaext.DeviceCount()
-	if err == nil && n == 0 {
-		err = cudaext.ErrNoDevice
-	}
-	if err != nil {
-		if os.Getenv("GNNLOADER_REQUIRE_GPU") == "1" {
-			t.Fatalf("GNNLOADER_REQUIRE_GPU=1 but: %v", err)
-		}
-		t.Logf("no CUDA driver: %v", err)
-		return false
-	}
-	return true
-}
 
 func TestAllocAligned(t *testing.T) {
 	for _, n := range []int64{1, 4096, HugePage, HugePage + 1, 5 << 20} {
@@ -53,7 +38,7 @@ func TestLoad(t *testing.T) {
 	for i := range src {
 		src[i] = byte(i*31 + i>>8)
 	}
-	gpu := gpuAvailable(t)
+	gpu := cudatest.Available(t)
 	s, err := Load(src, rb, rows, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -98,15 +83,7 @@ func TestFromAllocNoRegister(t *testing.T) {
 }
 
 func TestRegisterTwiceContexts(t *testing.T) {
-	if !gpuAvailable(t) {
-		t.Skip("no CUDA driver")
-	}
-	d, _ := cudaext.GetDevice(0)
-	c, err := d.RetainPrimaryContext()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Release()
+	c := cudatest.Context(t)
 	mem, _ := Alloc(HugePage)
 	s, err := FromAlloc(mem, 128, HugePage/128, &Options{Context: c})
 	if err != nil {

@@ -15,17 +15,36 @@ import (
 // (fails it under GNNLOADER_REQUIRE_GPU=1) when there is no usable one.
 func Devices(t testing.TB) int {
 	t.Helper()
+	n, err := count(t)
+	if err != nil {
+		t.Skipf("no CUDA driver: %v", err)
+	}
+	return n
+}
+
+// Available reports whether a usable device is there, for tests that run
+// their CPU part either way (it fails the test under
+// GNNLOADER_REQUIRE_GPU=1 when there is none).
+func Available(t testing.TB) bool {
+	t.Helper()
+	if _, err := count(t); err != nil {
+		t.Logf("no CUDA driver: %v", err)
+		return false
+	}
+	return true
+}
+
+// count is the number of devices, or why none can be used.
+func count(t testing.TB) (int, error) {
+	t.Helper()
 	n, err := cudaext.DeviceCount()
 	if err == nil && n == 0 {
 		err = cudaext.ErrNoDevice
 	}
-	if err != nil {
-		if os.Getenv("GNNLOADER_REQUIRE_GPU") == "1" {
-			t.Fatalf("GNNLOADER_REQUIRE_GPU=1 but: %v", err)
-		}
-		t.Skipf("no CUDA driver: %v", err)
+	if err != nil && os.Getenv("GNNLOADER_REQUIRE_GPU") == "1" {
+		t.Fatalf("GNNLOADER_REQUIRE_GPU=1 but: %v", err)
 	}
-	return n
+	return n, err
 }
 
 // Contexts returns every device's primary context, retained for the test.
