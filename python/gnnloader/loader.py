@@ -175,6 +175,16 @@ class Loader:
                 time.sleep(backoff)
                 backoff = min(2 * backoff, 1.0)
 
+    def _close_cuda(self):
+        """Close the CUDA slots' handles and events, if any (best effort:
+        the connection they belong to is gone or going)."""
+        if self._cuda is not None:
+            try:
+                self._cuda.close()
+            except Exception:
+                pass
+            self._cuda = None
+
     def _drop_connection(self) -> None:
         """Forget the connection and its slots (tensors still viewing an old
         shared-memory slot keep its mapping alive)."""
@@ -182,12 +192,7 @@ class Loader:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
-        if self._cuda is not None:
-            try:
-                self._cuda.close()
-            except Exception:
-                pass
-            self._cuda = None
+        self._close_cuda()
         self._mem = None
 
     # -- connection ---------------------------------------------------------
@@ -363,12 +368,7 @@ class Loader:
             except OSError:
                 pass
         self._sock.close()
-        if self._cuda is not None:
-            try:
-                self._cuda.close()
-            except Exception:
-                pass
-            self._cuda = None
+        self._close_cuda()
         if self._mem is not None:
             try:
                 self._mem.close()
