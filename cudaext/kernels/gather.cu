@@ -48,6 +48,26 @@ __device__ __forceinline__ void st16(uint8_t *p, uint4 v) {
 // UNROLL chunks per step, loads first, then stores.
 #define UNROLL 4
 
+// load_chunks reads this lane's chunks c0 + lane + u*G (u < UNROLL) of a row
+// of `chunks` 16-byte chunks at src; store_chunks writes them to out.
+__device__ __forceinline__ void load_chunks(uint4 (&v)[UNROLL], const uint8_t *src, int64_t c0, int lane, int G,
+                                            int64_t chunks) {
+#pragma unroll
+	for (int u = 0; u < UNROLL; u++) {
+		int64_t c = c0 + lane + (int64_t)u * G;
+		if (c < chunks) v[u] = ld16(src + (c << 4));
+	}
+}
+
+__device__ __forceinline__ void store_chunks(const uint4 (&v)[UNROLL], uint8_t *out, int64_t c0, int lane, int G,
+                                             int64_t chunks) {
+#pragma unroll
+	for (int u = 0; u < UNROLL; u++) {
+		int64_t c = c0 + lane + (int64_t)u * G;
+		if (c < chunks) st16(out + (c << 4), v[u]);
+	}
+}
+
 // gnn_gather16: for k < n, dst row (pos ? pos[k] : k) = table row rows[k].
 // With rows sorted ascending (and pos the permutation), reads go in address order.
 extern "C" __global__ void __launch_bounds__(1024)
@@ -64,16 +84,8 @@ gnn_gather16(const uint8_t *__restrict__ table, int64_t row_bytes,
 		uint8_t *out = dst + (pos ? (int64_t)pos[k] : k) * row_bytes;
 		for (int64_t c0 = 0; c0 < chunks; c0 += (int64_t)G * UNROLL) {
 			uint4 v[UNROLL];
-#pragma unroll
-			for (int u = 0; u < UNROLL; u++) {
-				int64_t c = c0 + lane + (int64_t)u * G;
-				if (c < chunks) v[u] = ld16(src + (c << 4));
-			}
-#pragma unroll
-			for (int u = 0; u < UNROLL; u++) {
-				int64_t c = c0 + lane + (int64_t)u * G;
-				if (c < chunks) st16(out + (c << 4), v[u]);
-			}
+			load_chunks(v, src, c0, lane, G, chunks);
+			store_chunks(v, out, c0, lane, G, chunks);
 		}
 	}
 }
@@ -84,6 +96,19 @@ gnn_gather16(const uint8_t *__restrict__ table, int64_t row_bytes,
 // deliveries and extras[i+1 ..] are they.
 __device__ __forceinline__ uint8_t *delivery(const Bases &bases, uint32_t e, int64_t row_bytes) {
 	return reinterpret_cast<uint8_t *>(bases.p[e >> PART_SHIFT]) + (int64_t)(e & ((1u << PART_SHIFT) - 1)) * row_bytes;
+}
+
+// deliveries returns the list of a row's deliveries and sets nd to its
+// length: f itself (the row's first[u], in the caller's variable) or its
+// list in extras.
+__device__ __forceinline__ const uint32_t *deliveries(const uint32_t &f, const uint32_t *extras, uint32_t &nd) {
+	if (f & SHARED_ROW) {
+		const uint32_t *dl = extras + (f & ~SHARED_ROW);
+		nd = dl[0];
+		return dl + 1;
+	}
+	nd = 1;
+	return &f;
 }
 
 // gnn_sweep16: one pass over sorted unique rows; row rows[u] is read once and
@@ -99,28 +124,14 @@ gnn_sweep16(const uint8_t *__restrict__ table, int64_t row_bytes,
 	const int64_t chunks = row_bytes >> 4;
 	for (int64_t u = tid >> gshift; u < n; u += ngroups) {
 		const uint8_t *src = table + (int64_t)rows[u] * row_bytes;
-		uint32_t f = first[u];
-		const uint32_t *dl = &f;
-		uint32_t nd = 1;
-		if (f & SHARED_ROW) {
-			dl = extras + (f & ~SHARED_ROW);
-			nd = *dl++;
-		}
+		const uint32_t f = first[u];
+		uint32_t nd;
+		const uint32_t *dl = deliveries(f, extras, nd);
 		for (int64_t c0 = 0; c0 < chunks; c0 += (int64_t)G * UNROLL) {
 			uint4 v[UNROLL];
-#pragma unroll
-			for (int q = 0; q < UNROLL; q++) {
-				int64_t c = c0 + lane + (int64_t)q * G;
-				if (c < chunks) v[q] = ld16(src + (c << 4));
-			}
-			for (uint32_t d = 0; d < nd; d++) {
-				uint8_t *out = delivery(bases, dl[d], row_bytes);
-#pragma unroll
-				for (int q = 0; q < UNROLL; q++) {
-					int64_t c = c0 + lane + (int64_t)q * G;
-					if (c < chunks) st16(out + (c << 4), v[q]);
-				}
-			}
+			load_chunks(v, src, c0, lane, G, chunks);
+			for (uint32_t d = 0; d < nd; d++)
+				store_chunks(v, delivery(bases, dl[d], row_bytes), c0, lane, G, chunks);
 		}
 	}
 }
@@ -194,13 +205,9 @@ gnn_sweep_any(const uint8_t *__restrict__ table, int64_t row_bytes,
 	const int warp = threadIdx.x / GNN_WARP, lane = threadIdx.x % GNN_WARP;
 	const int64_t nwarps = (int64_t)gridDim.x * (blockDim.x / GNN_WARP);
 	for (int64_t u = (int64_t)blockIdx.x * (blockDim.x / GNN_WARP) + warp; u < n; u += nwarps) {
-		uint32_t f = first[u];
-		const uint32_t *dl = &f;
-		uint32_t nd = 1;
-		if (f & SHARED_ROW) {
-			dl = extras + (f & ~SHARED_ROW);
-			nd = *dl++;
-		}
+		const uint32_t f = first[u];
+		uint32_t nd;
+		const uint32_t *dl = deliveries(f, extras, nd);
 		copy_row_any(table, rows[u], row_bytes, sbuf + warp * PIECE, lane, wshift, mode, nullptr, dl, nd, &bases);
 	}
 }
