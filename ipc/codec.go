@@ -19,6 +19,12 @@ const (
 	RegionAlign = 128
 	// MaxFDs is the most file descriptors one frame may carry.
 	MaxFDs = 4
+	// MaxClientFrame bounds every frame a client sends (Hello, Open,
+	// Seeds, StartEpoch, Release, RegisterGrad, AllReduce, Goodbye, Error):
+	// the largest valid one, an Open with four strings of MaxString bytes
+	// and MaxFanouts fanouts, is under 17 KiB. The daemon reads client
+	// frames with this limit (or a lower Limits.MaxFrame).
+	MaxClientFrame = 64 << 10
 )
 
 // Limits bound what a decoder accepts. A zero field means its default (see

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,20 +23,40 @@ type Conn struct {
 	uc  *net.UnixConn
 	lim Limits
 
-	rmu sync.Mutex
-	oob []byte
+	rmu  sync.Mutex
+	oob  []byte
+	rlim Limits // lim, with MaxFrame possibly lowered for reads (LimitReadFrame)
 
-	wmu sync.Mutex
+	wmu      sync.Mutex
+	wtimeout atomic.Int64 // nanoseconds a WriteMsg may block; 0 = no limit
 }
 
 // NewConn wraps uc; zero fields of lim take their defaults. The Conn owns uc.
 func NewConn(uc *net.UnixConn, lim Limits) *Conn {
 	return &Conn{
-		uc:  uc,
-		lim: lim.WithDefaults(),
-		oob: make([]byte, unix.CmsgSpace(4*MaxFDs)),
+		uc:   uc,
+		lim:  lim.WithDefaults(),
+		rlim: lim.WithDefaults(),
+		oob:  make([]byte, unix.CmsgSpace(4*MaxFDs)),
 	}
 }
+
+// LimitReadFrame lowers the largest frame ReadMsg accepts to n bytes (when
+// n is below Limits().MaxFrame). A daemon applies it to what clients send,
+// which is small (docs/protocol.md, "Limits"), so a peer can never make it
+// buffer more than n bytes of a partial frame.
+func (c *Conn) LimitReadFrame(n int) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if n >= HeaderSize && n < c.rlim.MaxFrame {
+		c.rlim.MaxFrame = n
+	}
+}
+
+// SetWriteTimeout bounds how long each WriteMsg may wait for the peer to
+// take the frame (0 = no bound). A write that times out fails with an error
+// wrapping os.ErrDeadlineExceeded, and the connection must then be closed.
+func (c *Conn) SetWriteTimeout(d time.Duration) { c.wtimeout.Store(int64(d)) }
 
 // Dial connects to the daemon's socket at path.
 func Dial(path string, lim Limits) (*Conn, error) {
@@ -87,7 +109,7 @@ func (c *Conn) ReadMsg() (m Msg, fds []int, err error) {
 	if fds, err = c.readFull(hdr[:], fds, true); err != nil {
 		return nil, fds, err
 	}
-	typ, err := parseHeader(hdr[:], c.lim)
+	typ, err := parseHeader(hdr[:], c.rlim)
 	if err != nil {
 		return nil, fds, err
 	}
@@ -95,7 +117,7 @@ func (c *Conn) ReadMsg() (m Msg, fds []int, err error) {
 	if fds, err = c.readFull(payload, fds, false); err != nil {
 		return nil, fds, err
 	}
-	if m, err = decodePayload(typ, payload, c.lim); err != nil {
+	if m, err = decodePayload(typ, payload, c.rlim); err != nil {
 		return nil, fds, err
 	}
 	if want := FDsFor(m); len(fds) != want {
@@ -181,6 +203,9 @@ func (c *Conn) WriteMsg(m Msg, fds ...int) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if d := time.Duration(c.wtimeout.Load()); d > 0 {
+		c.uc.SetWriteDeadline(time.Now().Add(d))
+	}
 	n, _, err := c.uc.WriteMsgUnix(frame, oob, nil)
 	for err == nil && n < len(frame) {
 		var k int
