@@ -11,7 +11,7 @@ import (
 
 // asPeer makes the server see every connection as coming from uid/gid.
 func asPeer(srv *Server, uid, gid int) {
-	f := peerCredFunc(func(*net.UnixConn) (int, int, int, error) { return 4321, uid, gid, nil })
+	f := peerCredFunc(func(*net.UnixConn) (peer, error) { return peer{pid: 4321, uid: uid, gid: gid}, nil })
 	srv.peerCred.Store(&f)
 }
 

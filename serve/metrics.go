@@ -65,6 +65,8 @@ func newMetrics(s *Server) *metrics {
 	}
 	gauge("gnnloader_trainers", "Trainers with an open slot ring.", func() float64 { return float64(s.Trainers()) })
 	gauge("gnnloader_slot_bytes", "Bytes of all trainers' slots.", func() float64 { return float64(s.SlotBytes()) })
+	gauge("gnnloader_budget_used_bytes", "Bytes of --memory-budget in use: slots, sampled batches in flight, custom seed lists and gradient buffers.",
+		func() float64 { return float64(s.BudgetUsed()) })
 	gauge("gnnloader_slots_held", "Slots handed to trainers and not yet released.", func() float64 { return float64(s.count(func(ss *session) int { return ss.held() })) })
 	gauge("gnnloader_sampled_queue_depth", "Batches sampled and waiting for the gather stage.", func() float64 {
 		return float64(s.count(func(ss *session) int { return int(ss.queued.Load()) }))

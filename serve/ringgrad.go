@@ -26,8 +26,9 @@ import (
 
 // gradGroups are a server's groups by job.
 type gradGroups struct {
-	mu sync.Mutex
-	m  map[string]*gradGroup
+	mu    sync.Mutex
+	m     map[string]*gradGroup
+	ranks int // registered ranks over all groups
 }
 
 var serverGroups sync.Map // *Server -> *gradGroups
@@ -89,9 +90,12 @@ func (g *gradGroup) fail(err error) {
 
 // join adds rank r to the job's group (creating it), checking that it agrees
 // with the ranks before it.
-func (gs *gradGroups) join(m *ipc.RegisterGrad, dev int) (*gradGroup, error) {
+func (gs *gradGroups) join(m *ipc.RegisterGrad, dev int, maxRanks int) (*gradGroup, error) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
+	if gs.ranks >= maxRanks {
+		return nil, perrf(ipc.CodeBusy, "RegisterGrad: %d gradient ranks are registered already (limit %d, --max-trainers)", gs.ranks, maxRanks)
+	}
 	kind := "cpu"
 	if dev >= 0 {
 		kind = "cuda"
@@ -116,12 +120,14 @@ func (gs *gradGroups) join(m *ipc.RegisterGrad, dev int) (*gradGroup, error) {
 	g.devs[m.Rank] = dev
 	g.joined++
 	g.mu.Unlock()
+	gs.ranks++
 	return g, nil
 }
 
 // leave drops one rank's interest; the last one frees the group.
 func (gs *gradGroups) leave(g *gradGroup) {
 	gs.mu.Lock()
+	gs.ranks--
 	g.mu.Lock()
 	g.left++
 	last := g.left == g.joined
@@ -150,6 +156,7 @@ func (ss *session) serveGradIf(ctx context.Context, m ipc.Msg) bool {
 	if phase != ipc.PhaseOpen {
 		return false // the session's State refuses it as out of order
 	}
+	ss.srv.handshakeDone(ss)
 	gc := &gradConn{ss: ss}
 	if err := gc.serve(ctx, rg); err != nil {
 		gc.fail(err)
@@ -168,7 +175,7 @@ func (gc *gradConn) write(m ipc.Msg, fds ...int) error {
 	if err := gc.state.Next(ipc.FromDaemon, m); err != nil {
 		return err
 	}
-	return gc.ss.conn.WriteMsg(m, fds...)
+	return writeErr(gc.ss.conn.WriteMsg(m, fds...), gc.ss.srv.cfg.WriteTimeout)
 }
 
 func (gc *gradConn) fail(err error) {
@@ -195,11 +202,22 @@ func (gc *gradConn) serve(ctx context.Context, rg *ipc.RegisterGrad) error {
 			return perrf(ipc.CodeBadRequest, "RegisterGrad: device %q: no GPU for gradients here: %v", rg.Device, err)
 		}
 	}
+	// Client-sized: the group's rank table (world_size entries) and the
+	// buffers. A job has at most as many ranks as the daemon has trainers,
+	// and every rank's buffer counts against the memory budget.
+	srv := gc.ss.srv
+	if rg.WorldSize > uint32(srv.cfg.MaxTrainers) {
+		return perrf(ipc.CodeLimit, "RegisterGrad: world_size %d exceeds the %d trainers this daemon serves (--max-trainers)", rg.WorldSize, srv.cfg.MaxTrainers)
+	}
 	if rg.Bytes > maxGradBytes {
 		return perrf(ipc.CodeLimit, "RegisterGrad: %d bytes, at most %d", rg.Bytes, uint64(maxGradBytes))
 	}
-	gs := gc.ss.srv.gradGroups()
-	g, err := gs.join(rg, dev)
+	if err := srv.reserve(int64(rg.Bytes), "gradient buffer"); err != nil {
+		return err
+	}
+	defer srv.unreserve(int64(rg.Bytes))
+	gs := srv.gradGroups()
+	g, err := gs.join(rg, dev, srv.cfg.MaxTrainers)
 	if err != nil {
 		return err
 	}
@@ -223,23 +241,41 @@ func (gc *gradConn) serve(ctx context.Context, rg *ipc.RegisterGrad) error {
 		}
 	}
 	g.mu.Unlock()
-	// Wait for the other ranks. (A rank that hangs up meanwhile is noticed
-	// when GradRegistered cannot be written; its rank stays taken until the
-	// group ends.)
+	// Wait for the other ranks, watching the connection meanwhile: a rank
+	// that hangs up (or sends anything) before its GradRegistered leaves at
+	// once, giving back its rank and its share of the memory budget. The
+	// read started here is the first one of the loop below.
+	type read struct {
+		m   ipc.Msg
+		fds []int
+		err error
+	}
+	first := make(chan read, 1)
+	go func() {
+		m, fds, err := gc.ss.conn.ReadMsg()
+		first <- read{m, fds, err}
+	}()
 	select {
 	case <-g.full:
 	case <-g.broken:
 		return g.err
 	case <-ctx.Done():
 		return ctx.Err()
+	case r := <-first:
+		ipc.CloseFDs(r.fds)
+		if r.err != nil {
+			return r.err
+		}
+		return perrf(ipc.CodeOutOfOrder, "%s before GradRegistered", r.m.Type())
 	}
 	reg := &ipc.GradRegistered{Bytes: g.bytes}
 	fds := g.backend.describe(gc.rank, reg)
 	if err := gc.write(reg, fds...); err != nil {
 		return err
 	}
-	for {
-		m, fds, err := gc.ss.conn.ReadMsg()
+	r := <-first
+	m, fds, err := r.m, r.fds, r.err
+	for ; ; m, fds, err = gc.ss.conn.ReadMsg() {
 		ipc.CloseFDs(fds)
 		if err != nil {
 			return err

@@ -36,7 +36,7 @@ func (ss *session) takeSeeds(m *ipc.Seeds, fds []int) error {
 	}
 	// The copy counts against the memory budget like slots do, so
 	// connections cannot pile up seed lists the daemon holds.
-	if err := ss.srv.reserve(int64(8 * m.Count)); err != nil {
+	if err := ss.srv.reserve(int64(8*m.Count), "custom seeds"); err != nil {
 		return err
 	}
 	ss.seedBytes = int64(8 * m.Count)

@@ -168,6 +168,6 @@ func TestCustomSeedsChargedToTheBudget(t *testing.T) {
 	c := dial(t, srv)
 	c.hello()
 	c.sendSeeds(uint64(len(ids)), seedsFD(t, ids, 8*len(ids)))
-	c.expectError(ipc.CodeBusy, "seeds do not fit the memory budget")
-	waitFor(t, func() bool { return srv.SlotBytes() == 0 })
+	c.expectError(ipc.CodeLimit, "custom seeds exceed the whole memory budget")
+	waitFor(t, func() bool { return srv.BudgetUsed() == 0 })
 }

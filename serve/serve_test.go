@@ -420,7 +420,7 @@ func TestDisconnectFreesSlots(t *testing.T) {
 		t.Fatalf("trainers %d slot bytes %d", srv.Trainers(), srv.SlotBytes())
 	}
 	c.conn.Close() // no Goodbye
-	waitFor(t, func() bool { return srv.Trainers() == 0 && srv.SlotBytes() == 0 })
+	waitFor(t, func() bool { return srv.Trainers() == 0 && srv.SlotBytes() == 0 && srv.BudgetUsed() == 0 })
 }
 
 func TestMemoryBudgetAndTrainerLimit(t *testing.T) {
@@ -446,7 +446,7 @@ func TestMemoryBudgetAndTrainerLimit(t *testing.T) {
 	probe, _ := testServer(t, Config{})
 	p := dial(t, probe)
 	p.handshake(openReq())
-	one := probe.SlotBytes()
+	one := probe.BudgetUsed()
 	srv3, _ := testServer(t, Config{MemoryBudget: one + one/2})
 	first := dial(t, srv3)
 	first.handshake(openReq())

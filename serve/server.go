@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,8 +47,25 @@ type Config struct {
 	// uid (checked with SO_PEERCRED on every connection).
 	AllowUIDs, AllowGIDs []int
 	// SocketMode is the socket's permission bits (0 = 0600, or 0660 when
-	// AllowGIDs is set).
+	// AllowGIDs is set). AllowUIDs and AllowGIDs get read-write access
+	// through POSIX ACL entries on the socket.
 	SocketMode os.FileMode
+	// MaxPending caps connections that have not finished their handshake
+	// (not yet Opened, nor registered for gradients): more are answered
+	// Error(busy) and closed at once, so idle or stalled connections
+	// cannot exhaust the daemon's descriptors or memory (0 = 64).
+	MaxPending int
+	// HandshakeTimeout is how long a connection may take from accept to
+	// its Open or RegisterGrad (0 = 10 s). Past it the connection is closed
+	// with Error(limit).
+	HandshakeTimeout time.Duration
+	// WriteTimeout is how long one message to a trainer may wait for the
+	// trainer to read (0 = 10 s). A trainer that stops reading for longer
+	// is disconnected; its slots are freed.
+	WriteTimeout time.Duration
+	// ShutdownTimeout is how long Serve waits, once cancelled, for its
+	// sessions to say goodbye before it closes their connections (0 = 5 s).
+	ShutdownTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -70,6 +87,18 @@ func (c Config) withDefaults() Config {
 	if c.MemoryBudget <= 0 {
 		c.MemoryBudget = 32 << 30
 	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = 64
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 5 * time.Second
+	}
 	c.Limits = c.Limits.WithDefaults()
 	if c.SocketMode == 0 {
 		c.SocketMode = 0o600
@@ -86,21 +115,24 @@ type Server struct {
 	src *Source
 	log *slog.Logger
 
-	ln       *net.UnixListener
-	mu       sync.Mutex
-	sessions map[*session]struct{}
-	slotMem  int64 // bytes of slots of live sessions
-	nextID   atomic.Uint64
-	wg       sync.WaitGroup
-	stats    Stats
-	metrics  *metrics
+	ln         *ownedSocket
+	mu         sync.Mutex
+	conns      map[*session]struct{} // every live connection
+	pending    int                   // connections still in their handshake
+	sessions   map[*session]struct{} // trainers with admitted slot rings
+	budgetUsed int64                 // bytes of the memory budget taken (slots, batches in flight, seeds, gradients)
+	slotBytes  int64                 // of which slots
+	nextID     atomic.Uint64
+	wg         sync.WaitGroup
+	stats      Stats
+	metrics    *metrics
+
+	// peerCred reads a connection's credentials (SO_PEERCRED and
+	// SO_PEERGROUPS); tests inject other identities here.
+	peerCred atomic.Pointer[peerCredFunc]
 
 	// newCUDARing makes a GPU slot ring; nil when the daemon has no GPU
 	// backend, and gpuUnavailable then says why.
-	// peerCred reads a connection's credentials (SO_PEERCRED); tests inject
-	// other identities here.
-	peerCred atomic.Pointer[peerCredFunc]
-
 	newCUDARing    func(dev int, m *ipc.Open, slots int, l pingpong.Layout) (slotRing, error)
 	gpuUnavailable string
 }
@@ -122,26 +154,58 @@ func New(src *Source, cfg Config, log *slog.Logger) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg.withDefaults(), src: src, log: log, sessions: map[*session]struct{}{},
-		gpuUnavailable: "not built in"}
-	pc := peerCredFunc(ipc.PeerCred)
+		conns: map[*session]struct{}{}, gpuUnavailable: "not built in"}
+	pc := peerCredFunc(readPeer)
 	s.peerCred.Store(&pc)
 	s.metrics = newMetrics(s)
 	return s
 }
 
-type peerCredFunc func(*net.UnixConn) (pid, uid, gid int, err error)
+// peer is who is at the other end of a connection.
+type peer struct {
+	pid, uid, gid int
+	groups        []int // supplementary groups
+}
+
+type peerCredFunc func(*net.UnixConn) (peer, error)
+
+func readPeer(uc *net.UnixConn) (peer, error) {
+	pid, uid, gid, err := ipc.PeerCred(uc)
+	if err != nil {
+		return peer{}, err
+	}
+	groups, err := ipc.PeerGroups(uc)
+	if err != nil {
+		return peer{}, fmt.Errorf("supplementary groups: %w", err)
+	}
+	return peer{pid: pid, uid: uid, gid: gid, groups: groups}, nil
+}
+
+// allowed reports whether p may use the daemon: the daemon's own uid, an
+// allowed uid, or an allowed gid as its primary or a supplementary group.
+func (s *Server) allowed(p peer) bool {
+	if p.uid == os.Getuid() || slices.Contains(s.cfg.AllowUIDs, p.uid) || slices.Contains(s.cfg.AllowGIDs, p.gid) {
+		return true
+	}
+	for _, g := range p.groups {
+		if slices.Contains(s.cfg.AllowGIDs, g) {
+			return true
+		}
+	}
+	return false
+}
 
 // Stats returns the server's live counters.
 func (s *Server) Stats() *Stats { return &s.stats }
 
-// Listen creates the socket: its directory if missing, a stale socket file
-// of a dead daemon removed (a live daemon is an error), mode narrowed before
-// any peer can connect.
+// Listen creates the socket (listenSocket: under a lock, a stale socket of
+// a dead daemon replaced, a live one refused, mode and ACL narrowed before
+// any peer can connect).
 func (s *Server) Listen() error {
 	if s.cfg.Socket == "" {
 		return errors.New("serve: no socket path")
 	}
-	ln, err := listenSocket(s.cfg.Socket, s.cfg.SocketMode)
+	ln, err := listenSocket(s.cfg.Socket, s.access(), s.log)
 	if err != nil {
 		return err
 	}
@@ -149,53 +213,23 @@ func (s *Server) Listen() error {
 	return nil
 }
 
-// listenSocket creates a Unix socket at path with the given mode: its
-// directory if missing, a stale socket of a dead daemon replaced (a live
-// one, or a file that is not a socket, is an error), the mode narrowed
-// before any peer can connect. The socket is removed when the listener
-// closes.
-func listenSocket(path string, mode os.FileMode) (*net.UnixListener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	if st, err := os.Lstat(path); err == nil {
-		if st.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("serve: %s exists and is not a socket: not replacing it", path)
-		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("serve: %s: another daemon is listening there", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("serve: removing stale socket: %w", err)
-		}
-	}
-	// Create the socket with no permissions for anyone else, then open it
-	// up to exactly the configured mode.
-	old := umask(0o177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	umask(old)
-	if err != nil {
-		return nil, err
-	}
-	ln.SetUnlinkOnClose(true)
-	if err := os.Chmod(path, mode); err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return ln, nil
+func (s *Server) access() socketAccess {
+	return socketAccess{Mode: s.cfg.SocketMode, UIDs: s.cfg.AllowUIDs, GIDs: s.cfg.AllowGIDs}
 }
 
 // Serve accepts trainers until ctx is cancelled, then tells every trainer
-// the daemon is stopping, waits for the sessions to end, and removes the
-// socket. Cancellation is not an error.
+// the daemon is stopping, waits for the sessions to end (closing their
+// connections after Config.ShutdownTimeout), and removes the socket.
+// Cancellation is not an error; sessions that outlive their closed
+// connections by another ShutdownTimeout are.
 func (s *Server) Serve(ctx context.Context) error {
 	if s.ln == nil {
 		if err := s.Listen(); err != nil {
 			return err
 		}
 	}
-	s.log.Info("listening", "socket", s.cfg.Socket, "mode", fmt.Sprintf("%#o", s.cfg.SocketMode))
+	s.log.Info("listening", "socket", s.cfg.Socket, "mode", fmt.Sprintf("%#o", s.cfg.SocketMode),
+		"allow_uids", s.cfg.AllowUIDs, "allow_gids", s.cfg.AllowGIDs)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -220,9 +254,10 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		s.stats.Connections.Add(1)
-		s.metrics.connections.Inc()
-		sess := s.newSession(c)
+		sess := s.accept(c)
+		if sess == nil {
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -230,54 +265,148 @@ func (s *Server) Serve(ctx context.Context) error {
 		}()
 	}
 	cancel()
-	s.wg.Wait()
+	err := s.drain()
+	s.ln.Close()
 	s.log.Info("stopped", "socket", s.cfg.Socket)
-	return nil
+	return err
 }
 
-// admit reserves slot memory for a session, within the trainer and memory
-// budgets.
-func (s *Server) admit(sess *session, bytes int64) error {
+// accept registers a new connection as a session in its handshake, or, when
+// Config.MaxPending connections are already in theirs, answers Error(busy)
+// and closes it at once (nil).
+func (s *Server) accept(c *net.UnixConn) *session {
+	s.stats.Connections.Add(1)
+	s.metrics.connections.Inc()
+	s.mu.Lock()
+	if s.pending >= s.cfg.MaxPending {
+		s.mu.Unlock()
+		s.stats.Refused.Add(1)
+		s.metrics.refused.Inc()
+		s.metrics.errors.WithLabelValues(ipc.CodeBusy.String()).Inc()
+		s.log.Debug("refused a connection: too many handshakes in progress", "limit", s.cfg.MaxPending)
+		conn := ipc.NewConn(c, s.cfg.Limits)
+		conn.SetWriteTimeout(100 * time.Millisecond)
+		conn.WriteMsg(&ipc.Error{Code: ipc.CodeBusy, Message: fmt.Sprintf(
+			"daemon busy: %d connections are already in their handshake (--max-pending); try again", s.cfg.MaxPending)})
+		c.Close()
+		return nil
+	}
+	s.pending++
+	sess := s.newSession(c)
+	s.conns[sess] = struct{}{}
+	s.mu.Unlock()
+	return sess
+}
+
+// handshakeDone ends sess's handshake: it no longer counts against
+// MaxPending and its reads have no deadline.
+func (s *Server) handshakeDone(sess *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if sess.pending {
+		sess.pending = false
+		s.pending--
+		sess.conn.UnixConn().SetReadDeadline(time.Time{})
+	}
+}
+
+// forget drops a closed session from the live connections.
+func (s *Server) forget(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess.pending {
+		sess.pending = false
+		s.pending--
+	}
+	delete(s.conns, sess)
+}
+
+// drain waits for every session to end after a shutdown. Sessions say
+// goodbye on their own (session.shutdown); those still running after
+// ShutdownTimeout get their connections closed, which ends any read or
+// write they are blocked in.
+func (s *Server) drain() error {
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	timeout := s.cfg.ShutdownTimeout
+	select {
+	case <-done:
+		return nil
+	case <-time.After(timeout):
+	}
+	s.mu.Lock()
+	n := len(s.conns)
+	for sess := range s.conns {
+		sess.conn.Close()
+	}
+	s.mu.Unlock()
+	s.log.Warn("sessions still running at the shutdown timeout: closing their connections", "sessions", n, "timeout", timeout)
+	select {
+	case <-done:
+		return nil
+	case <-time.After(timeout):
+		s.mu.Lock()
+		n = len(s.conns)
+		s.mu.Unlock()
+		return fmt.Errorf("serve: %d sessions still running %v after their connections were closed", n, timeout)
+	}
+}
+
+// admit takes a trainer's memory from the budget, within the trainer and
+// memory budgets: slots bytes of slot rings and extra bytes of host memory
+// the request makes the daemon hold (sampled batches in flight).
+func (s *Server) admit(sess *session, slots, extra int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bytes := slots + extra
 	if len(s.sessions) >= s.cfg.MaxTrainers {
 		return perrf(ipc.CodeBusy, "daemon already serves %d trainers (limit %d)", len(s.sessions), s.cfg.MaxTrainers)
 	}
 	if bytes > s.cfg.MemoryBudget {
-		return perrf(ipc.CodeLimit, "slots of %d bytes exceed the whole memory budget of %d bytes: lower batch_size, fanouts or slots", bytes, s.cfg.MemoryBudget)
+		return perrf(ipc.CodeLimit, "slots and sampled batches of %d bytes exceed the whole memory budget of %d bytes: lower batch_size, fanouts or slots", bytes, s.cfg.MemoryBudget)
 	}
-	if s.slotMem+bytes > s.cfg.MemoryBudget {
-		return perrf(ipc.CodeBusy, "slots of %d bytes do not fit the memory budget (%d of %d bytes in use)", bytes, s.slotMem, s.cfg.MemoryBudget)
+	if s.budgetUsed+bytes > s.cfg.MemoryBudget {
+		return perrf(ipc.CodeBusy, "slots and sampled batches of %d bytes do not fit the memory budget (%d of %d bytes in use)", bytes, s.budgetUsed, s.cfg.MemoryBudget)
 	}
 	s.sessions[sess] = struct{}{}
-	s.slotMem += bytes
+	s.budgetUsed += bytes
+	s.slotBytes += slots
 	return nil
 }
 
-// reserve takes bytes of the memory budget for something other than slots
-// (a trainer's custom seed list); unreserve gives them back.
-func (s *Server) reserve(bytes int64) error {
+// reserve takes bytes of the memory budget for something other than a
+// trainer's slots (what: a custom seed list, a gradient buffer); unreserve
+// gives them back.
+func (s *Server) reserve(bytes int64, what string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.slotMem+bytes > s.cfg.MemoryBudget {
-		return perrf(ipc.CodeBusy, "%d bytes of seeds do not fit the memory budget (%d of %d bytes in use)", bytes, s.slotMem, s.cfg.MemoryBudget)
+	if bytes > s.cfg.MemoryBudget {
+		return perrf(ipc.CodeLimit, "%d bytes of %s exceed the whole memory budget of %d bytes (--memory-budget)", bytes, what, s.cfg.MemoryBudget)
 	}
-	s.slotMem += bytes
+	if s.budgetUsed+bytes > s.cfg.MemoryBudget {
+		return perrf(ipc.CodeBusy, "%d bytes of %s do not fit the memory budget (%d of %d bytes in use)", bytes, what, s.budgetUsed, s.cfg.MemoryBudget)
+	}
+	s.budgetUsed += bytes
 	return nil
 }
 
 func (s *Server) unreserve(bytes int64) {
 	s.mu.Lock()
-	s.slotMem -= bytes
+	s.budgetUsed -= bytes
 	s.mu.Unlock()
 }
 
-func (s *Server) leave(sess *session, bytes int64) {
+// leave gives back what admit took.
+func (s *Server) leave(sess *session, slots, extra int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.sessions[sess]; ok {
 		delete(s.sessions, sess)
-		s.slotMem -= bytes
+		s.budgetUsed -= slots + extra
+		s.slotBytes -= slots
 	}
 }
 
@@ -292,7 +421,15 @@ func (s *Server) Trainers() int {
 func (s *Server) SlotBytes() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.slotMem
+	return s.slotBytes
+}
+
+// BudgetUsed is the part of the memory budget in use: slots, sampled
+// batches in flight, custom seed lists and gradient buffers.
+func (s *Server) BudgetUsed() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.budgetUsed
 }
 
 func perrf(code ipc.Code, format string, args ...any) error {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/pingpong"
 	"github.com/gnnloader/gnnloader/sampler"
@@ -43,7 +43,7 @@ type session struct {
 	seedBytes int64   // memory budget taken by custom
 	sampler   *sampler.Sampler
 	ring      slotRing
-	admitted  int64
+	admitted  [2]int64 // slot bytes and other bytes taken from the memory budget (Server.admit)
 
 	queued        atomic.Int64       // batches sampled, not yet gathered
 	batchesServed prometheus.Counter // this trainer's gnnloader_batches_served_total
@@ -52,13 +52,21 @@ type session struct {
 
 	resumeBatch int // first batch of the first epoch (resume), see runEpoch
 
+	pending bool // in its handshake (counted in Server.pending); guarded by srv.mu
+
 	epochCancel context.CancelFunc
 	epochDone   chan struct{}
 }
 
+// newSession wraps an accepted connection: reads are capped at the size of
+// the largest client frame, writes at WriteTimeout, and the handshake must
+// finish within HandshakeTimeout. Called with s.mu held.
 func (s *Server) newSession(c *net.UnixConn) *session {
-	sess := &session{srv: s, conn: ipc.NewConn(c, s.cfg.Limits), id: s.nextID.Add(1)}
+	sess := &session{srv: s, conn: ipc.NewConn(c, s.cfg.Limits), id: s.nextID.Add(1), pending: true}
 	sess.log = s.log.With("conn", sess.id)
+	sess.conn.LimitReadFrame(ipc.MaxClientFrame)
+	sess.conn.SetWriteTimeout(s.cfg.WriteTimeout)
+	c.SetReadDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	return sess
 }
 
@@ -72,14 +80,16 @@ func (ss *session) run(ctx context.Context) {
 		ss.fail(err)
 		return
 	}
-	// A shutdown closes the connection, which ends the blocking read below.
-	stop := context.AfterFunc(ctx, func() {
-		ss.send(&ipc.Goodbye{Reason: "daemon shutting down"})
-		ss.conn.Close()
-	})
+	// A shutdown says goodbye and closes the connection soon after, which
+	// ends the blocking read below.
+	stop := context.AfterFunc(ctx, ss.shutdown)
 	defer stop()
 	for {
 		m, fds, err := ss.conn.ReadMsg()
+		if err == nil && ctx.Err() != nil {
+			ipc.CloseFDs(fds) // shutting down: what the trainer still sends is dropped
+			continue
+		}
 		if err == nil && m.Type() == ipc.TypeSeeds {
 			if err, fds = ss.takeSeeds(m.(*ipc.Seeds), fds), nil; err == nil { // seeds.go; closes the memfd
 				continue
@@ -94,6 +104,8 @@ func (ss *session) run(ctx context.Context) {
 					ss.log.Info("trainer disconnected without goodbye", "rank", ss.open.Rank, "pid", ss.pid)
 				}
 			case errors.Is(err, net.ErrClosed):
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				ss.fail(perrf(ipc.CodeLimit, "handshake not finished within %v of connecting", ss.srv.cfg.HandshakeTimeout))
 			default:
 				ss.fail(err)
 			}
@@ -137,17 +149,36 @@ func (ss *session) rank() int {
 }
 
 func (ss *session) checkPeer() error {
-	pid, uid, gid, err := (*ss.srv.peerCred.Load())(ss.conn.UnixConn())
+	p, err := (*ss.srv.peerCred.Load())(ss.conn.UnixConn())
 	if err != nil {
 		return perrf(ipc.CodeDenied, "cannot read peer credentials: %v", err)
 	}
-	ss.pid = pid
-	if uid == os.Getuid() || slices.Contains(ss.srv.cfg.AllowUIDs, uid) || slices.Contains(ss.srv.cfg.AllowGIDs, gid) {
+	ss.pid = p.pid
+	if ss.srv.allowed(p) {
 		return nil
 	}
-	ss.log.Warn("refused peer", "pid", pid, "uid", uid, "gid", gid)
-	return perrf(ipc.CodeDenied, "uid %d gid %d is not allowed to use this daemon", uid, gid)
+	ss.log.Warn("refused peer", "pid", p.pid, "uid", p.uid, "gid", p.gid, "groups", p.groups)
+	return perrf(ipc.CodeDenied, "uid %d gid %d is not allowed to use this daemon", p.uid, p.gid)
 }
+
+// shutdown says goodbye to the trainer when the daemon stops. A trainer
+// that does not read cannot hold it up: the write deadline is cut to a
+// short grace, which also frees an epoch write blocked on that trainer (it
+// holds ss.mu). The write side is then shut, and the connection closed
+// after the grace: what the trainer sends meanwhile (a Release in flight)
+// is read and dropped, so the trainer reads the Goodbye, not a broken pipe.
+func (ss *session) shutdown() {
+	grace := min(shutdownGrace, ss.srv.cfg.WriteTimeout)
+	ss.conn.SetWriteTimeout(grace)
+	ss.conn.UnixConn().SetWriteDeadline(time.Now().Add(grace))
+	ss.send(&ipc.Goodbye{Reason: "daemon shutting down"})
+	ss.conn.UnixConn().CloseWrite()
+	time.AfterFunc(grace, func() { ss.conn.Close() })
+}
+
+// shutdownGrace bounds how long a stopping daemon waits on one trainer to
+// take its Goodbye and hang up.
+const shutdownGrace = time.Second
 
 // handle processes one client message.
 func (ss *session) handle(ctx context.Context, m ipc.Msg) error {
@@ -262,11 +293,15 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	if err != nil {
 		return perrf(ipc.CodeBadRequest, "%v", err)
 	}
-	bytes := layout.SlotBytes * int64(slots)
-	if err := ss.srv.admit(ss, bytes); err != nil {
+	// The budget covers what the request makes the daemon hold: the slots,
+	// and the sampled batches in flight (runEpoch's pool, each at most
+	// maxNodes ids and orders and maxEdges edges).
+	inFlight := int64(2*cfg.Prefetch + min(slots, gather.MaxSweepParts))
+	slotBytes, extra := layout.SlotBytes*int64(slots), inFlight*(12*maxNodes+8*maxEdges)
+	if err := ss.srv.admit(ss, slotBytes, extra); err != nil {
 		return err
 	}
-	ss.admitted = bytes
+	ss.admitted = [2]int64{slotBytes, extra}
 	newRing := ss.srv.newRing
 	if m.FeatureDType == NoFeatures {
 		newRing = ss.srv.newStructRing // batches without features (table.go)
@@ -302,7 +337,11 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 		"split", m.Split, "batch_size", m.BatchSize, "fanouts", fanouts, "slots", slots, "slot_bytes", layout.SlotBytes,
 		"batches_per_epoch", plan.NumBatches())
 	fds := ring.Describe(opened)
-	return ss.send(opened, fds...)
+	if err := ss.send(opened, fds...); err != nil {
+		return err
+	}
+	ss.srv.handshakeDone(ss)
+	return nil
 }
 
 func (ss *session) epochConfig(m *ipc.Open) sampler.EpochConfig {
@@ -320,7 +359,15 @@ func (ss *session) send(m ipc.Msg, fds ...int) error {
 	if err := ss.state.Next(ipc.FromDaemon, m.Type()); err != nil {
 		return err
 	}
-	return ss.conn.WriteMsg(m, fds...)
+	return writeErr(ss.conn.WriteMsg(m, fds...), ss.srv.cfg.WriteTimeout)
+}
+
+// writeErr says what a write that timed out means.
+func writeErr(err error, timeout time.Duration) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("the trainer did not read for %v (write timeout): %w", timeout, err)
+	}
+	return err
 }
 
 // fail answers a protocol violation or a refused request with an Error frame
@@ -335,16 +382,20 @@ func (ss *session) fail(err error) {
 		return
 	}
 	ss.state.Next(ipc.FromDaemon, ipc.TypeError)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return // the trainer stopped reading: an Error frame would wait as long again
+	}
 	ss.conn.WriteMsg(&ipc.Error{Code: code, Message: err.Error()})
 }
 
 func (ss *session) close() {
 	ss.stopEpoch()
 	ss.conn.Close()
+	ss.srv.forget(ss)
 	if ss.ring != nil {
 		ss.ring.Close()
 	}
-	ss.srv.leave(ss, ss.admitted)
+	ss.srv.leave(ss, ss.admitted[0], ss.admitted[1])
 	ss.srv.unreserve(ss.seedBytes)
 }
 

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -94,7 +92,7 @@ func (s *Server) ServeTable(ctx context.Context, path string) error {
 		return fmt.Errorf("serve: a read-only descriptor of the feature table: %w", err)
 	}
 	defer unix.Close(ro)
-	ln, err := listenSocket(path, s.cfg.SocketMode)
+	ln, err := listenSocket(path, s.access(), s.log)
 	if err != nil {
 		return err
 	}
@@ -109,16 +107,16 @@ func (s *Server) ServeTable(ctx context.Context, path string) error {
 			}
 			return err
 		}
-		pid, uid, gid, err := (*s.peerCred.Load())(c)
-		if err != nil || !(uid == os.Getuid() || slices.Contains(s.cfg.AllowUIDs, uid) || slices.Contains(s.cfg.AllowGIDs, gid)) {
-			s.log.Warn("table socket: refused peer", "pid", pid, "uid", uid, "gid", gid, "err", err)
+		p, err := (*s.peerCred.Load())(c)
+		if err != nil || !s.allowed(p) {
+			s.log.Warn("table socket: refused peer", "pid", p.pid, "uid", p.uid, "gid", p.gid, "err", err)
 			c.Close()
 			continue
 		}
 		if _, _, err := c.WriteMsgUnix(line, unix.UnixRights(ro), nil); err != nil {
-			s.log.Warn("table socket: sending the table failed", "pid", pid, "err", err)
+			s.log.Warn("table socket: sending the table failed", "pid", p.pid, "err", err)
 		} else {
-			s.log.Info("feature table shared", "pid", pid)
+			s.log.Info("feature table shared", "pid", p.pid)
 		}
 		c.Close()
 	}

@@ -64,8 +64,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&a.cfg.Limits.MaxFrame, "max-frame", 0, "largest protocol frame in bytes (0 = 1 MiB)")
 		fs.IntVar(&a.cfg.Limits.MaxBatchSize, "max-batch-size", 0, "largest batch size a trainer may ask for (0 = protocol default)")
 		fs.IntVar(&a.cfg.Limits.MaxFanouts, "max-hops", 0, "most hops (fanouts) a trainer may ask for (0 = protocol default)")
-		fs.StringVar(&a.allowUIDs, "allow-uid", "", "comma-separated uids allowed besides the daemon's own")
-		fs.StringVar(&a.allowGIDs, "allow-gid", "", "comma-separated gids allowed (the socket becomes group-accessible)")
+		fs.StringVar(&a.allowUIDs, "allow-uid", "", "comma-separated uids allowed besides the daemon's own (POSIX ACL entries on the socket)")
+		fs.StringVar(&a.allowGIDs, "allow-gid", "", "comma-separated gids allowed, as a peer's primary or supplementary group (POSIX ACL entries on the socket)")
+		fs.IntVar(&a.cfg.MaxPending, "max-pending", 64, "most connections in their handshake at once; more are refused with Error(busy)")
+		fs.DurationVar(&a.cfg.HandshakeTimeout, "handshake-timeout", 10*time.Second, "time a connection has from connecting to its Open (or RegisterGrad)")
+		fs.DurationVar(&a.cfg.WriteTimeout, "write-timeout", 10*time.Second, "time a trainer may leave a message unread before it is disconnected")
+		fs.DurationVar(&a.cfg.ShutdownTimeout, "shutdown-timeout", 5*time.Second, "on SIGTERM, time trainers get to take their Goodbye before their connections are closed")
 		fs.StringVar(&a.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464; a bare :PORT binds loopback; empty = off)")
 		fs.BoolVar(&a.gpu, "gpu", true, "serve trainers asking for cuda:N from GPU slots when a CUDA driver and device are usable (--gpu=false: CPU path only)")
 		fs.StringVar(&a.gpus, "gpus", "", "comma-separated GPU ordinals trainers may ask for (empty = every GPU)")
@@ -110,6 +114,17 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	if a.gpuCfg.SweepBatches < 0 || a.gpuCfg.SweepBatches > gather.MaxSweepParts {
 		return usageError{fmt.Sprintf("--gpu-sweep %d must be between 0 (automatic) and %d", a.gpuCfg.SweepBatches, gather.MaxSweepParts)}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"handshake-timeout", a.cfg.HandshakeTimeout}, {"write-timeout", a.cfg.WriteTimeout}, {"shutdown-timeout", a.cfg.ShutdownTimeout}} {
+		if d.v <= 0 {
+			return usageError{fmt.Sprintf("--%s %v must be positive", d.flag, d.v)}
+		}
+	}
+	if a.cfg.MaxPending < 1 {
+		return usageError{fmt.Sprintf("--max-pending %d must be at least 1", a.cfg.MaxPending)}
 	}
 	if a.cfg.Slots < 1 || a.cfg.Slots > a.cfg.MaxSlots {
 		return usageError{fmt.Sprintf("--slots %d must be between 1 and --max-slots %d", a.cfg.Slots, a.cfg.MaxSlots)}
