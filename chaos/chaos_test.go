@@ -43,6 +43,9 @@ const (
 	world     = 3
 	batchSize = 16
 	seed      = 11
+	// shutdownTimeout is the daemon's --shutdown-timeout: a SIGTERMed
+	// daemon must be gone within twice that, whatever its clients do.
+	shutdownTimeout = 2 * time.Second
 )
 
 type harness struct {
@@ -53,14 +56,15 @@ type harness struct {
 	daemon   *exec.Cmd
 	trainers [world]*exec.Cmd
 	rss      []int64 // of the current daemon, sampled
-	maxFlat  [2]int64
 	kills    map[string]int
+	stops    []time.Duration // SIGTERM to exit
 }
 
 func (h *harness) startDaemon() {
 	h.t.Helper()
 	logf, _ := os.OpenFile(filepath.Join(h.dir, "loaderd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	cmd := exec.Command(h.loaderd, "serve", "--dataset", dataset, "--socket", h.socket, "--prefetch", "2")
+	cmd := exec.Command(h.loaderd, "serve", "--dataset", dataset, "--socket", h.socket, "--prefetch", "2",
+		"--write-timeout", "300ms", "--handshake-timeout", "300ms", "--shutdown-timeout", shutdownTimeout.String())
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with an interrupted test
 	if err := cmd.Start(); err != nil {
@@ -118,6 +122,49 @@ func kill(cmd *exec.Cmd, sig syscall.Signal) error {
 	return cmd.Wait()
 }
 
+// stopDaemon SIGTERMs the daemon: it must exit 0 within twice its shutdown
+// timeout, non-reading and stalled clients notwithstanding.
+func (h *harness) stopDaemon() {
+	h.t.Helper()
+	start := time.Now()
+	exited := make(chan error, 1)
+	go func() { exited <- kill(h.daemon, syscall.SIGTERM) }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			h.t.Fatalf("loaderd exited with %v after SIGTERM, want 0", err)
+		}
+	case <-time.After(2 * shutdownTimeout):
+		h.daemon.Process.Kill()
+		h.t.Fatalf("loaderd still running %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	}
+	h.stops = append(h.stops, time.Since(start))
+}
+
+// checkNoLeaks waits until the daemon, its trainers gone, holds no slot
+// memfd and exactly the descriptors it had before any client came
+// (baseline); it fails listing what is left.
+func (h *harness) checkNoLeaks(baseline map[string]int) {
+	h.t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		fds := fdsOf(h.daemon.Process.Pid)
+		extra := map[string]int{}
+		for l, n := range fds {
+			if n > baseline[l] {
+				extra[l] = n - baseline[l]
+			}
+		}
+		if len(extra) == 0 && memfds(h.daemon.Process.Pid) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("loaderd still holds descriptors 3 s after its clients went away: %v", extra)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestChaos runs for GNNLOADER_CHAOS (a duration; default 6s). With
 // GNNLOADER_CHAOS_DAEMON=keep only trainers are killed, so one daemon lives
 // through the whole run and its memory can be watched.
@@ -138,52 +185,88 @@ func TestChaos(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building loaderd: %v\n%s", err, out)
 	}
+	killDaemons := os.Getenv("GNNLOADER_CHAOS_DAEMON") != "keep"
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	start := time.Now()
+
+	// Phase 1, the first half of the run (at least 3 s): one daemon lives
+	// throughout while trainers are killed and hostile clients (non-readers,
+	// stalled handshakes) come and go. Then its clients go, and it must
+	// hold exactly the descriptors it had before them, and its memory must
+	// not have grown.
 	h.startDaemon()
+	time.Sleep(200 * time.Millisecond)
+	baseline := fdsOf(h.daemon.Process.Pid)
 	for r := 0; r < world; r++ {
 		h.startTrainer(r)
 	}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	start := time.Now()
-	var daemonStarts = 1
-	var flatFirst, flatLast int64
-	longest := time.Duration(0)
-	daemonSince := time.Now()
-	for time.Since(start) < dur {
+	hostile := startHostiles(h.socket)
+	phase1 := max(dur/2, 3*time.Second)
+	if !killDaemons {
+		phase1 = dur
+	}
+	for time.Since(start) < phase1 {
 		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
 		if rss := rssOf(h.daemon.Process.Pid); rss > 0 {
 			h.rss = append(h.rss, rss)
 		}
+		if rng.IntN(10) < 6 {
+			r := rng.IntN(world)
+			h.killTrainer(r)
+			h.kills["trainer SIGKILL"]++
+			h.startTrainer(r)
+		}
+	}
+	hostile.end()
+	for r := 0; r < world; r++ {
+		h.killTrainer(r)
+	}
+	h.checkNoLeaks(baseline)
+	life := time.Since(start)
+	first, last := h.rss[min(1, len(h.rss)-1)], h.rss[len(h.rss)-1]
+	growth := float64(last-first) / float64(max(first, 1))
+	if growth > 0.25 && last-first > 32<<20 {
+		t.Fatalf("daemon RSS grew from %d to %d bytes over %v", first, last, life)
+	}
+	t.Logf("phase 1: one daemon for %v: RSS %.1f -> %.1f MB (%+.1f%%); descriptors back to its %d; "+
+		"%d stalled handshakes closed, %d non-reading trainers cut off",
+		life.Round(time.Millisecond), float64(first)/1e6, float64(last)/1e6, 100*growth, len(baseline),
+		hostile.stalledClosed.Load(), hostile.readersCut.Load())
+	if hostile.stalledClosed.Load() == 0 || hostile.readersCut.Load() == 0 {
+		t.Fatal("the hostile clients were never cut off: the test did not exercise the daemon's limits")
+	}
+
+	// Phase 2: the daemon is killed too (SIGKILL or SIGTERM), with the
+	// hostile clients still at it.
+	for r := 0; r < world; r++ {
+		h.startTrainer(r)
+	}
+	hostile = startHostiles(h.socket)
+	daemonStarts := 1
+	for time.Since(start) < dur {
+		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
 		switch x := rng.IntN(10); {
 		case x < 6: // kill a trainer
 			r := rng.IntN(world)
 			h.killTrainer(r)
 			h.kills["trainer SIGKILL"]++
 			h.startTrainer(r)
-		case x < 8 && os.Getenv("GNNLOADER_CHAOS_DAEMON") != "keep": // kill the daemon, SIGKILL or SIGTERM
-			if life := time.Since(daemonSince); life > longest && len(h.rss) > 3 {
-				longest, flatFirst, flatLast = life, h.rss[1], h.rss[len(h.rss)-1]
-			}
-			sig := syscall.SIGKILL
+		case x < 8 && killDaemons: // kill the daemon, SIGKILL or SIGTERM
 			if rng.IntN(2) == 0 {
-				sig = syscall.SIGTERM
+				h.stopDaemon()
+				h.kills["daemon SIGTERM"]++
+			} else {
+				kill(h.daemon, syscall.SIGKILL)
+				h.kills["daemon SIGKILL"]++
 			}
-			err := kill(h.daemon, sig)
-			if sig == syscall.SIGTERM && err != nil {
-				t.Fatalf("loaderd exited with %v after SIGTERM, want 0", err)
-			}
-			h.kills["daemon "+sig.String()]++
 			time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
 			h.startDaemon() // a SIGKILLed daemon's stale socket must not stop it
 			daemonStarts++
-			daemonSince = time.Now()
 		default: // let it run
 		}
 	}
 	// Calm down: no more kills; let the trainers reconnect and progress.
 	time.Sleep(1500 * time.Millisecond)
-	if life := time.Since(daemonSince); life > longest && len(h.rss) > 3 {
-		longest, flatFirst, flatLast = life, h.rss[1], h.rss[len(h.rss)-1]
-	}
 	for r := 0; r < world; r++ {
 		h.killTrainer(r)
 	}
@@ -195,9 +278,8 @@ func TestChaos(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := kill(h.daemon, syscall.SIGTERM); err != nil {
-		t.Fatalf("loaderd exited with %v after SIGTERM, want 0", err)
-	}
+	h.stopDaemon() // with the hostile clients still connected
+	hostile.end()
 	if _, err := os.Stat(h.socket); !os.IsNotExist(err) {
 		t.Fatal("socket left behind after SIGTERM")
 	}
@@ -248,16 +330,12 @@ func TestChaos(t *testing.T) {
 		}
 		epochs += e
 	}
-	growth := float64(flatLast-flatFirst) / float64(max(flatFirst, 1))
+	slowest := slices.Max(h.stops)
 	t.Logf("chaos: %s, %v, daemon starts %d, batches delivered %d (%d whole epochs over %d ranks), lost 0, repeated 0, leaked memfds 0; "+
-		"longest daemon life %s, its RSS %.1f -> %.1f MB (%+.1f%%)",
-		dur, h.kills, daemonStarts, total, epochs, world, longest.Round(time.Millisecond),
-		float64(flatFirst)/1e6, float64(flatLast)/1e6, 100*growth)
+		"slowest SIGTERM to exit %v of %d",
+		dur, h.kills, daemonStarts, total, epochs, world, slowest.Round(time.Millisecond), len(h.stops))
 	if total == 0 {
 		t.Fatal("no batch was delivered")
-	}
-	if longest > 5*time.Second && growth > 0.25 && flatLast-flatFirst > 32<<20 {
-		t.Fatalf("daemon RSS grew from %d to %d bytes", flatFirst, flatLast)
 	}
 }
 
@@ -268,6 +346,25 @@ func canDial(path string) bool {
 	}
 	defer syscall.Close(fd)
 	return syscall.Connect(fd, &syscall.SockaddrUnix{Name: path}) == nil
+}
+
+// fdsOf counts a process's descriptors by what they point to (sockets and
+// anonymous inodes by kind only).
+func fdsOf(pid int) map[string]int {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, _ := os.ReadDir(dir)
+	out := map[string]int{}
+	for _, e := range ents {
+		l, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		if k, _, ok := strings.Cut(l, ":["); ok {
+			l = k // socket:[123] -> socket
+		}
+		out[l]++
+	}
+	return out
 }
 
 // memfds counts the gnnloader slot memfds a process holds.
