@@ -134,6 +134,9 @@ func (sc *scratch) runHop(hop, k, lo, hi int) error {
 	sc.eb, sc.e = len(b.Src), total
 	b.Src = extend(b.Src, sc.eb+total)
 	b.Dst = extend(b.Dst, sc.eb+total)
+	if sc.s.edgeIDs {
+		b.EID = extend(b.EID, sc.eb+total)
+	}
 	sc.nbr = grow(sc.nbr, total)
 	if len(sc.sets) < sc.fc {
 		sc.sets = append(sc.sets, make([]posSet, sc.fc-len(sc.sets))...)
@@ -209,6 +212,10 @@ func sampleChunk[I int32 | int64](sc *scratch, idx []I, c int) {
 	e := sc.chunkEdges[c]
 	nbr := sc.nbr
 	dst := sc.b.Dst[sc.eb : sc.eb+sc.e]
+	var eid []int64 // the chosen row positions, as edge ids
+	if sc.s.edgeIDs {
+		eid = sc.b.EID[sc.eb : sc.eb+sc.e]
+	}
 	k := int64(sc.k)
 	for p := a; p < z; p++ {
 		st, d := sc.start[p], sc.deg[p]
@@ -221,6 +228,11 @@ func sampleChunk[I int32 | int64](sc *scratch, idx []I, c int) {
 		if m == d {
 			for i, u := range row {
 				out[i] = int64(u)
+			}
+			if eid != nil {
+				for i := range row {
+					eid[e+i] = st + int64(i)
+				}
 			}
 		} else {
 			r := rng{nodeSeed(sc.key, sc.hop, p)}
@@ -236,6 +248,9 @@ func sampleChunk[I int32 | int64](sc *scratch, idx []I, c int) {
 					}
 					chosen[i] = t
 					out[i] = int64(row[t])
+					if eid != nil {
+						eid[e+i] = st + t
+					}
 				}
 			} else {
 				set := &sc.sets[c]
@@ -247,6 +262,9 @@ func sampleChunk[I int32 | int64](sc *scratch, idx []I, c int) {
 						t = j
 					}
 					out[i] = int64(row[t])
+					if eid != nil {
+						eid[e+i] = st + t
+					}
 				}
 			}
 		}

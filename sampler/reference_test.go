@@ -25,13 +25,14 @@ func refSample(g *datasets.Graph, fanouts []int, seeds []int64, key uint64) *Bat
 		edges := 0
 		for p := 0; p < hi-lo; p++ {
 			v := b.NID[lo+p]
-			var row []int64
+			var row, pos []int64
 			for i := g.Indptr[v]; i < g.Indptr[v+1]; i++ {
 				row = append(row, g.Neighbor(i))
+				pos = append(pos, i)
 			}
-			picks := row
+			picks, eids := row, pos
 			if k >= 0 && len(row) > k {
-				picks = nil
+				picks, eids = nil, nil
 				r := rng{nodeSeed(key, h+1, p)}
 				chosen := map[int]bool{}
 				for j := len(row) - k; j < len(row); j++ {
@@ -41,8 +42,10 @@ func refSample(g *datasets.Graph, fanouts []int, seeds []int64, key uint64) *Bat
 					}
 					chosen[t] = true
 					picks = append(picks, row[t])
+					eids = append(eids, pos[t])
 				}
 			}
+			b.EID = append(b.EID, eids...)
 			for _, u := range picks {
 				l, ok := local[u]
 				if !ok {

@@ -23,6 +23,9 @@ type Options struct {
 	// (the caller included). 0 means runtime.GOMAXPROCS(0) at New.
 	// The result never depends on it.
 	Workers int
+	// EdgeIDs makes Sample fill Batch.EID, the graph's id of every sampled
+	// edge (its position in the CSR indices).
+	EdgeIDs bool
 }
 
 // Sampler samples neighbourhoods of seed batches on one graph. It is safe
@@ -33,6 +36,7 @@ type Sampler struct {
 	fanouts   []int
 	workers   int
 	shardBits uint
+	edgeIDs   bool
 
 	mu   sync.Mutex
 	free []*scratch
@@ -74,7 +78,7 @@ func New(g *datasets.Graph, opts Options) (*Sampler, error) {
 	if w == 0 {
 		w = runtime.GOMAXPROCS(0)
 	}
-	s := &Sampler{g: g, fanouts: append([]int(nil), opts.Fanouts...), workers: w}
+	s := &Sampler{g: g, fanouts: append([]int(nil), opts.Fanouts...), workers: w, edgeIDs: opts.EdgeIDs}
 	// Four shards per worker (a power of two) balance the dedup phase.
 	for w > 1 && 1<<s.shardBits < min(4*w, 1<<shardHashBits) {
 		s.shardBits++
@@ -116,6 +120,10 @@ type Batch struct {
 	// Order lists the local ids by ascending global id:
 	// NID[Order[0]] < NID[Order[1]] < ... (repeated seeds by local id).
 	Order []int32
+	// EID holds, per sampled edge (parallel to Src and Dst), the graph's id
+	// of that edge: its position in the CSR indices, which is also its row
+	// in the dataset's edge arrays. Filled only with Options.EdgeIDs.
+	EID []int64
 }
 
 // Reset empties b and keeps its capacity.
@@ -126,6 +134,7 @@ func (b *Batch) Reset() {
 	b.Src = b.Src[:0]
 	b.Dst = b.Dst[:0]
 	b.Order = b.Order[:0]
+	b.EID = b.EID[:0]
 }
 
 // NumEdges is the total number of sampled edges.

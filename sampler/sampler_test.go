@@ -28,6 +28,8 @@ func batchesEqual(a, b *Batch) error {
 		return fmt.Errorf("Dst differs")
 	case !slices.Equal(a.Order, b.Order):
 		return fmt.Errorf("Order differs")
+	case a.EID != nil && b.EID != nil && !slices.Equal(a.EID, b.EID):
+		return fmt.Errorf("EID differs")
 	}
 	return nil
 }
@@ -297,17 +299,25 @@ func TestDifferential(t *testing.T) {
 				want[key] = refSample(g, f, seeds, key)
 			}
 			for _, w := range []int{1, 2, 3, 8, 16} {
-				s, err := New(g, Options{Fanouts: f, Workers: w})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var b Batch
-				for key := uint64(0); key < 3; key++ {
-					if err := s.Sample(seeds, key, &b); err != nil {
+				for _, eids := range []bool{false, true} {
+					s, err := New(g, Options{Fanouts: f, Workers: w, EdgeIDs: eids})
+					if err != nil {
 						t.Fatal(err)
 					}
-					if err := batchesEqual(&b, want[key]); err != nil {
-						t.Fatalf("graph %d fanouts %v workers %d key %d: %v", gi, f, w, key, err)
+					var b Batch
+					for key := uint64(0); key < 3; key++ {
+						if err := s.Sample(seeds, key, &b); err != nil {
+							t.Fatal(err)
+						}
+						if err := batchesEqual(&b, want[key]); err != nil {
+							t.Fatalf("graph %d fanouts %v workers %d key %d: %v", gi, f, w, key, err)
+						}
+						if eids != (len(b.EID) == len(b.Src)) || eids && b.EID == nil {
+							t.Fatalf("EdgeIDs %v: %d edge ids for %d edges", eids, len(b.EID), len(b.Src))
+						}
+						if !eids && len(b.EID) != 0 {
+							t.Fatalf("edge ids filled without Options.EdgeIDs")
+						}
 					}
 				}
 			}
@@ -537,5 +547,33 @@ func TestSubsetUniformity(t *testing.T) {
 	t.Logf("chi2 = %.1f, df = 34, critical(0.001) = %.1f", chi, crit)
 	if chi > crit {
 		t.Fatalf("subsets not uniform: chi2 %.1f > %.1f", chi, crit)
+	}
+}
+
+// TestEdgeIDs: every edge id names the CSR position of its edge (the row of
+// its target holds its source there), and no edge of a target repeats one.
+func TestEdgeIDs(t *testing.T) {
+	for gi, g := range testGraphs() {
+		for _, f := range [][]int{{15, 10, 5}, {-1, 2}, {40, 3}} {
+			s, err := New(g, Options{Fanouts: f, Workers: 4, EdgeIDs: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b Batch
+			if err := s.Sample(testSeeds(g, 300, 5), 9, &b); err != nil {
+				t.Fatal(err)
+			}
+			seen := map[int64]bool{}
+			for j, e := range b.EID {
+				dst, src := b.NID[b.Dst[j]], b.NID[b.Src[j]]
+				if e < g.Indptr[dst] || e >= g.Indptr[dst+1] || g.Neighbor(e) != src {
+					t.Fatalf("graph %d fanouts %v edge %d: id %d is not an edge %d -> %d", gi, f, j, e, src, dst)
+				}
+				if seen[e] && b.Dst[j] >= int32(b.NumSampledNodes[0]) {
+					t.Fatalf("graph %d fanouts %v: edge id %d sampled twice", gi, f, e)
+				}
+				seen[e] = true
+			}
+		}
 	}
 }
