@@ -31,9 +31,21 @@ type Backend interface {
 	Close() error
 }
 
+// Sweeper is a Backend that can also gather several batches in one sorted
+// pass over its table, reading each row they share once (a sparse batch
+// alone reads a large table slowly; the union of a few reads it at PCIe
+// speed). A caller finds the capability by type assertion and falls back to
+// one Gather per batch without it.
+type Sweeper interface {
+	Backend
+	// Sweep writes parts[j].Nid's rows to parts[j].Dst for every j, at most
+	// MaxSweepParts parts, like one Gather each.
+	Sweep(ctx context.Context, parts []SweepPart) (*SweepPlan, error)
+}
+
 var (
 	_ Backend = (*CPUBackend)(nil)
-	_ Backend = (*CUDA)(nil)
+	_ Sweeper = (*CUDA)(nil)
 )
 
 // TableOf is the Table view of a pinned store.

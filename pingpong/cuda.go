@@ -109,6 +109,13 @@ func (r *CUDARing) Region(i int, name string) (cudaext.DevicePtr, int64) {
 	return r.Slot(i) + cudaext.DevicePtr(g.Offset), g.Bytes
 }
 
+// RegionAt is the device address and capacity of region k (of
+// Layout.Regions) of slot i.
+func (r *CUDARing) RegionAt(i, k int) (cudaext.DevicePtr, int64) {
+	g := r.Layout.Regions[k]
+	return r.Slot(i) + cudaext.DevicePtr(g.Offset), g.Bytes
+}
+
 // WaitReleased makes later work on s (a stream of the ring's context, which
 // must be current) wait, on the GPU, until the trainer's last use of slot i
 // is done. A slot whose released event was never recorded does not wait.

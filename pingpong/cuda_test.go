@@ -84,11 +84,8 @@ func TestCUDARingTooBig(t *testing.T) {
 	c := cudatest.Context(t)
 	var total int64
 	c.Do(func() (err error) { _, total, err = cudaext.MemGetInfo(); return err })
-	l, err := NewLayout(total/512+1, 0, 1, 128, "float32", 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = NewCUDARing(c, 2, l, 0)
+	l := nodeLayout(t, total/512+1, 0, 512)
+	_, err := NewCUDARing(c, 2, l, 0)
 	if !errors.Is(err, ErrNoRoom) {
 		t.Fatalf("slots of %d bytes on a %d-byte GPU: %v", l.SlotBytes, total, err)
 	}
@@ -106,10 +103,7 @@ func TestCUDARingTooBig(t *testing.T) {
 // contents.
 func TestCUDARingWaitsForRelease(t *testing.T) {
 	c := cudatest.Context(t)
-	l, err := NewLayout(1<<16, 0, 1, 64, "float32", 256) // 16 MiB of x
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := nodeLayout(t, 1<<16, 0, 256) // 16 MiB of x
 	r, err := NewCUDARing(c, 2, l, 0)
 	if err != nil {
 		t.Fatal(err)

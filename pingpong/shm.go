@@ -71,6 +71,12 @@ func (r *ShmRing) Region(i int, name string) []byte {
 	return r.Slot(i)[g.Offset : g.Offset+g.Bytes]
 }
 
+// RegionAt returns region k (of Layout.Regions) of slot i.
+func (r *ShmRing) RegionAt(i, k int) []byte {
+	g := r.Layout.Regions[k]
+	return r.Slot(i)[g.Offset : g.Offset+g.Bytes]
+}
+
 // Acquire waits for a free slot, marks it filling and returns it. Slots are
 // taken lowest index first.
 func (r *ShmRing) Acquire(ctx context.Context) (int, error) { return r.slots.acquire(ctx) }

@@ -9,13 +9,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func testLayout(t *testing.T) Layout {
-	l, err := NewLayout(100, 300, 2, 5, "float32", 20)
+// nodeLayout is the layout of node batches of at most maxNodes nodes with
+// rowBytes-byte feature rows and maxEdges edges.
+func nodeLayout(t *testing.T, maxNodes, maxEdges int64, rowBytes int) Layout {
+	t.Helper()
+	l, err := NewLayout([]Region{
+		{Name: "x", Bytes: maxNodes * int64(rowBytes), DType: "float32"},
+		{Name: "y", Bytes: 8 * maxNodes, DType: "int64"},
+		{Name: "n_id", Bytes: 8 * maxNodes, DType: "int64"},
+		{Name: "edge_index", Bytes: 16 * maxEdges, DType: "int64"},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
 }
+
+func testLayout(t *testing.T) Layout { return nodeLayout(t, 100, 300, 20) }
 
 func TestLayoutAligned(t *testing.T) {
 	l := testLayout(t)
@@ -34,25 +44,6 @@ func TestLayoutAligned(t *testing.T) {
 	}
 	if l.Region("x").Bytes != 100*20 || l.Region("edge_index").Bytes != 2*300*8 {
 		t.Fatalf("capacities: %+v", l.Regions)
-	}
-}
-
-func TestCapacity(t *testing.T) {
-	n, e := Capacity(4, []int{3, 2}, 10, 1000, 5000)
-	if n != 4+12+24 || e != 12+24 {
-		t.Fatalf("got %d nodes %d edges", n, e)
-	}
-	n, e = Capacity(4, []int{-1, -1}, 10, 1000, 5000)
-	if n != 4+40+400 || e != 440 {
-		t.Fatalf("all neighbours: %d nodes %d edges", n, e)
-	}
-	n, e = Capacity(1024, []int{15, 10, 5}, 1<<20, 2708, 10556)
-	if n != 2708 || e != 10556 {
-		t.Fatalf("capped: %d nodes %d edges", n, e)
-	}
-	n, _ = Capacity(1<<30, []int{-1, -1, -1, -1, -1, -1, -1, -1}, 1<<40, 1<<62, 1<<62)
-	if n <= 0 {
-		t.Fatalf("overflow: %d", n)
 	}
 }
 

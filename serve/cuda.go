@@ -10,13 +10,13 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/cudaext"
 	"github.com/gnnloader/gnnloader/datasets"
 	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/pingpong"
 	"github.com/gnnloader/gnnloader/pinned"
-	"github.com/gnnloader/gnnloader/sampler"
 )
 
 // GPUConfig is the daemon's GPU backend configuration (cmd/loaderd: --gpus,
@@ -107,7 +107,7 @@ type gpuBackend struct {
 	cfg     GPUConfig
 	mu      sync.Mutex
 	used    map[int]int64 // slot bytes per device
-	labels  []int32
+	workers int           // goroutines writing a batch's structure
 }
 
 // EnableGPU turns on the GPU path: trainers asking for device "cuda:N" get
@@ -124,7 +124,7 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 		return err
 	}
 	b := &gpuBackend{store: s.src.store, count: n, ctx: map[int]*cudaext.Context{}, used: map[int]int64{},
-		opts: gather.CUDAOptions{MaxSMs: cfg.MaxSMs}, cfg: cfg, labels: s.src.Data.Labels}
+		opts: gather.CUDAOptions{MaxSMs: cfg.MaxSMs}, cfg: cfg, workers: s.fillWorkers()}
 	if cfg.Devices == nil {
 		for i := 0; i < n; i++ {
 			b.allowed = append(b.allowed, i)
@@ -187,21 +187,29 @@ func (b *gpuBackend) allowedString() string {
 	return strings.Join(parts, ",")
 }
 
-// newRing makes a trainer's slots on device dev.
-func (b *gpuBackend) newRing(dev int, m *ipc.Open, slots int, l pingpong.Layout) (slotRing, error) {
+// newRing makes a trainer's slots on its device.
+func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layout) (slotRing, error) {
+	dev := req.device
+	name := fmt.Sprintf("cuda:%d", dev)
 	if dev >= b.count {
-		return nil, perrf(ipc.CodeBadRequest, "device %q does not exist: this host has %d GPU(s) (cuda:0..cuda:%d)", m.Device, b.count, b.count-1)
+		return nil, perrf(ipc.CodeBadRequest, "device %q does not exist: this host has %d GPU(s) (cuda:0..cuda:%d)", name, b.count, b.count-1)
 	}
 	ctx, ok := b.ctx[dev]
 	if !ok {
-		return nil, perrf(ipc.CodeBadRequest, "device %q is not one this daemon serves (--gpus %s)", m.Device, b.allowedString())
+		return nil, perrf(ipc.CodeBadRequest, "device %q is not one this daemon serves (--gpus %s)", name, b.allowedString())
 	}
+	for _, reg := range layout.Regions {
+		if reg.Table != "" && reg.Table != "x" {
+			return nil, perrf(ipc.CodeBadRequest, "region %q gathers from table %q, which the GPU path does not hold", reg.Name, reg.Table)
+		}
+	}
+	slots := req.slots
 	bytes := l.SlotBytes * int64(slots)
 	b.mu.Lock()
 	if b.cfg.SlotMemory > 0 && b.used[dev]+bytes > b.cfg.SlotMemory {
 		used := b.used[dev]
 		b.mu.Unlock()
-		return nil, perrf(ipc.CodeBusy, "%d slots of %d bytes do not fit in the GPU slot memory of %s (%d of %d bytes in use)", slots, l.SlotBytes, m.Device, used, b.cfg.SlotMemory)
+		return nil, perrf(ipc.CodeBusy, "%d slots of %d bytes do not fit in the GPU slot memory of %s (%d of %d bytes in use)", slots, l.SlotBytes, name, used, b.cfg.SlotMemory)
 	}
 	b.used[dev] += bytes
 	b.mu.Unlock()
@@ -216,40 +224,44 @@ func (b *gpuBackend) newRing(dev int, m *ipc.Open, slots int, l pingpong.Layout)
 		if errors.Is(err, pingpong.ErrNoRoom) || errors.Is(err, cudaext.ErrOutOfMemory) {
 			return nil, perrf(ipc.CodeBusy, "%v: ask for fewer slots, a smaller batch_size or fanouts", err)
 		}
-		return nil, perrf(ipc.CodeInternal, "%s: %v", m.Device, err)
+		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
 	g, err := gather.NewCUDA(ctx, b.store, &b.opts)
 	if err != nil {
 		ring.Close()
 		giveBack()
 		if errors.Is(err, cudaext.ErrOutOfMemory) {
-			return nil, perrf(ipc.CodeBusy, "%s: %v", m.Device, err)
+			return nil, perrf(ipc.CodeBusy, "%s: %v", name, err)
 		}
-		return nil, perrf(ipc.CodeInternal, "%s: %v", m.Device, err)
+		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
 	sweep := b.cfg.SweepBatches
 	if sweep <= 0 {
 		sweep = slots / 2
 	}
 	sweep = max(1, min(sweep, slots, gather.MaxSweepParts))
-	return &cudaRing{CUDARing: ring, dev: dev, g: g, labels: b.labels, giveBack: giveBack, sweep: sweep}, nil
+	return &cudaRing{CUDARing: ring, dev: dev, g: g, tables: map[string]gather.Backend{"x": g}, layout: layout,
+		workers: b.workers, giveBack: giveBack, sweep: sweep}, nil
 }
 
 // cudaRing is the GPU path: slots in GPU memory, filled on the trainer's own
 // non-blocking gather stream. Per fill, on that stream: wait for the slots'
-// "released" events, upload the row indices and gather the rows (in address
-// order; several batches in one sorted sweep), upload labels, n_id and
-// edge_index through pinned staging, record each slot's "ready" event.
-// Nothing waits on the CPU except the staging.
+// "released" events, gather the rows of each gathered region (in address
+// order; several batches in one sorted sweep), copy the structure the
+// batches wrote into pinned staging to their slots, record each slot's
+// "ready" event. Nothing waits on the CPU except the staging.
 type cudaRing struct {
 	*pingpong.CUDARing
 	dev      int
-	g        *gather.CUDA
-	labels   []int32
+	g        *gather.CUDA              // the stream and staging of the fills
+	tables   map[string]gather.Backend // gathered regions' tables, by name
+	layout   *batch.Layout
+	workers  int // goroutines writing a batch's structure
 	giveBack func()
 	sweep    int         // most batches one fill may cover
 	busy     atomic.Bool // tests: Busy reports true whatever the stream does
 	once     sync.Once
+	meta     batch.Meta
 }
 
 func (r *cudaRing) Describe(o *ipc.Opened) []int {
@@ -263,11 +275,7 @@ func (r *cudaRing) Describe(o *ipc.Opened) []int {
 	return nil
 }
 
-func (r *cudaRing) Fill(slot int, b *sampler.Batch) error {
-	return r.FillSweep([]int{slot}, []*sampler.Batch{b})
-}
-
-// SweepWidth is the most batches one FillSweep may take.
+// SweepWidth is the most batches one Fill may take.
 func (r *cudaRing) SweepWidth() int { return r.sweep }
 
 // Busy reports whether fills enqueued earlier are still running on the GPU.
@@ -283,26 +291,37 @@ func (r *cudaRing) Busy() bool {
 	return err == nil && !done
 }
 
-// FillSweep fills slots[j] with bs[j]: one gather kernel, or one sorted sweep
-// over all of them that reads each row they share once.
-func (r *cudaRing) FillSweep(slots []int, bs []*sampler.Batch) error {
-	ctx := context.Background()
+// Fill fills slots[j] with bs[j]: per gathered region one gather kernel, or
+// one sorted sweep over all the batches that reads each row they share once;
+// then the structure.
+func (r *cudaRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) error {
 	if err := r.onStream(slots, r.WaitReleased); err != nil {
 		return err
 	}
-	parts := make([]gather.SweepPart, len(bs))
-	for j, b := range bs {
-		x, xn := r.Region(slots[j], "x")
-		parts[j] = gather.SweepPart{Dst: gather.Dest{Device: x, DeviceBytes: xn}, Nid: b.NID, Order: b.Order}
-	}
-	if len(parts) == 1 {
-		if err := r.g.Gather(ctx, parts[0].Dst, parts[0].Nid, parts[0].Order); err != nil {
-			return err
+	for k, reg := range r.layout.Regions {
+		if reg.Table == "" {
+			continue
 		}
-	} else if _, err := r.g.Sweep(ctx, parts); err != nil {
-		return err
+		parts := make([]gather.SweepPart, len(bs))
+		for j, b := range bs {
+			dst, n := r.RegionAt(slots[j], k)
+			ids, order := b.Rows(k)
+			parts[j] = gather.SweepPart{Dst: gather.Dest{Device: dst, DeviceBytes: n}, Nid: ids, Order: order}
+		}
+		t := r.tables[reg.Table]
+		if sw, ok := t.(gather.Sweeper); ok && len(parts) > 1 {
+			if _, err := sw.Sweep(ctx, parts); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, p := range parts {
+			if err := t.Gather(ctx, p.Dst, p.Nid, p.Order); err != nil {
+				return err
+			}
+		}
 	}
-	if err := r.copyRest(slots, bs); err != nil {
+	if err := r.copyStructure(slots, bs); err != nil {
 		return err
 	}
 	return r.onStream(slots, r.RecordReady)
@@ -320,47 +339,33 @@ func (r *cudaRing) onStream(slots []int, op func(slot int, s *cudaext.Stream) er
 	})
 }
 
-// copyRest enqueues the copies of the batches' labels, n_id and edge_index
-// into their slots: written as int64 straight into the pinned staging, then
-// copied from there to their slot regions.
-func (r *cudaRing) copyRest(slots []int, bs []*sampler.Batch) error {
-	fills := make([]gather.Fill, 0, 3*len(bs))
+// copyStructure enqueues the copies of the batches' structure regions into
+// their slots: each batch writes them straight into pinned staging, then
+// they are copied from there to the slots.
+func (r *cudaRing) copyStructure(slots []int, bs []batch.Batch) error {
+	var structure []int // the regions the batches write
+	for k, reg := range r.layout.Regions {
+		if reg.Table == "" {
+			structure = append(structure, k)
+		}
+	}
+	fills := make([]gather.Fill, 0, len(structure)*len(bs))
 	for j, b := range bs {
-		yp, _ := r.Region(slots[j], "y")
-		np, _ := r.Region(slots[j], "n_id")
-		ep, _ := r.Region(slots[j], "edge_index")
-		n, e := int64(len(b.NID)), int64(len(b.Src))
-		fills = append(fills, gather.Fill{Dst: yp, Bytes: 8 * n}, gather.Fill{Dst: np, Bytes: 8 * n}, gather.Fill{Dst: ep, Bytes: 16 * e})
+		b.Meta(&r.meta)
+		for _, k := range structure {
+			dst, _ := r.RegionAt(slots[j], k)
+			fills = append(fills, gather.Fill{Dst: dst, Bytes: r.layout.Regions[k].DataBytes(int(r.meta.Counts[k]))})
+		}
+	}
+	at := make([]int, len(r.layout.Regions)) // region -> its place among structure
+	for i, k := range structure {
+		at[k] = i
 	}
 	return r.g.CopyInWith(fills, func(host [][]byte) error {
-		// Labels (a random read each), n_id and edge_index widened to
-		// int64: about 8 ms a papers100M batch on one core, so in pieces
-		// on all cores.
-		const piece = 1 << 15
-		var wg sync.WaitGroup
 		for j, b := range bs {
-			y, nid, ei := int64s(host[3*j]), int64s(host[3*j+1]), int64s(host[3*j+2])
-			n, e := len(b.NID), len(b.Src)
-			for lo := 0; lo < n; lo += piece {
-				hi := min(lo+piece, n)
-				wg.Go(func() {
-					for i, v := range b.NID[lo:hi] {
-						y[lo+i] = int64(r.labels[v])
-					}
-					copy(nid[lo:hi], b.NID[lo:hi])
-				})
-			}
-			for lo := 0; lo < e; lo += 2 * piece {
-				hi := min(lo+2*piece, e)
-				wg.Go(func() {
-					for k := lo; k < hi; k++ {
-						ei[k] = int64(b.Src[k])
-						ei[e+k] = int64(b.Dst[k])
-					}
-				})
-			}
+			mine := host[j*len(structure) : (j+1)*len(structure)]
+			b.WriteStructure(func(k int) []byte { return mine[at[k]] }, r.workers)
 		}
-		wg.Wait()
 		return nil
 	})
 }

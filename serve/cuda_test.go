@@ -32,7 +32,7 @@ func cudaRingOf(t *testing.T, srv *Server, rank uint32) *cudaRing {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	for ss := range srv.sessions {
-		if ss.open != nil && ss.open.Rank == rank {
+		if ss.req != nil && ss.req.rank() == int(rank) {
 			if r, ok := ss.ring.(*cudaRing); ok {
 				return r
 			}
@@ -110,7 +110,7 @@ func compareWithCPU(t *testing.T, slots uint32, g GPUConfig, busy bool) (*Server
 	var ring *cudaRing
 	srv.mu.Lock()
 	for ss := range srv.sessions {
-		if ss.open != nil && ss.open.Job == "gpu" {
+		if ss.req != nil && ss.req.job == "gpu" {
 			ring = ss.ring.(*cudaRing)
 		}
 	}

@@ -1,12 +1,13 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"testing"
 
+	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/pingpong"
-	"github.com/gnnloader/gnnloader/sampler"
 )
 
 // failingRing is a shared-memory ring whose third fill fails, as a GPU fault
@@ -16,12 +17,12 @@ type failingRing struct {
 	fills int
 }
 
-func (r *failingRing) Fill(slot int, b *sampler.Batch) error {
+func (r *failingRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) error {
 	r.fills++
 	if r.fills == 3 {
 		return errors.New("injected fill failure")
 	}
-	return r.slotRing.Fill(slot, b)
+	return r.slotRing.Fill(ctx, slots, bs)
 }
 
 // A fill error mid-epoch reaches the trainer as an Error frame at once (the
@@ -29,10 +30,10 @@ func (r *failingRing) Fill(slot int, b *sampler.Batch) error {
 // ending), and the daemon carries on.
 func TestFillErrorReachesTheTrainer(t *testing.T) {
 	srv, _ := testServer(t, Config{}, func(srv *Server) {
-		srv.newCUDARing = func(dev int, m *ipc.Open, slots int, l pingpong.Layout) (slotRing, error) {
-			m2 := *m
-			m2.Device = "cpu"
-			r, err := srv.newRing(&m2, slots, l)
+		srv.newCUDARing = func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error) {
+			cpu := *req
+			cpu.device = -1
+			r, err := srv.newRing(&cpu, layout, sl)
 			return &failingRing{slotRing: r}, err
 		}
 	})

@@ -3,25 +3,36 @@ package serve
 import (
 	"context"
 	"fmt"
-	"unsafe"
+	"runtime"
 
+	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/pingpong"
-	"github.com/gnnloader/gnnloader/sampler"
 )
 
 // slotRing is where one trainer's batches go: shared memory filled by the
-// CPU (shmRing), or GPU memory filled by CUDA kernels. The session drives it:
-// Acquire a free slot, Fill it, Publish it to the trainer, and Release it
-// when the trainer says so; a slot is never acquired while published.
+// CPU (shmRing), or GPU memory filled by CUDA kernels (cudaRing). The
+// pipeline drives it: Acquire free slots, Fill them, Publish them to the
+// trainer, and Release them when the trainer says so; a slot is never
+// acquired while published. What a batch holds is the sampling mode's
+// (package batch): a ring gathers the regions the layout says come from a
+// feature table and lets the batch write the rest.
 type slotRing interface {
 	// Acquire waits for a free slot.
 	Acquire(ctx context.Context) (int, error)
-	// Fill writes batch b into slot (features, labels, n_id, edge_index).
-	// When it returns, the slot's contents are ready for the trainer (or,
-	// on a GPU, ordered before the slot's "ready" event).
-	Fill(slot int, b *sampler.Batch) error
+	// Fill writes batch bs[j] into slot slots[j], at most SweepWidth of
+	// them. When it returns, the slots' contents are ready for the trainer
+	// (or, on a GPU, ordered before each slot's "ready" event).
+	Fill(ctx context.Context, slots []int, bs []batch.Batch) error
+	// SweepWidth is the most batches one Fill may take: above 1 when the
+	// ring gathers several batches in one pass over the table (the GPU
+	// path: a sorted sweep reads each row the batches share once, and the
+	// union of sparse batches is read faster than each alone).
+	SweepWidth() int
+	// Busy reports whether earlier fills are still running: while they
+	// are, the pipeline may gather more batches into the next Fill.
+	Busy() bool
 	// Publish hands a filled slot to the trainer.
 	Publish(slot int, tag pingpong.Tag)
 	// Abandon returns an acquired slot that was not published.
@@ -35,45 +46,43 @@ type slotRing interface {
 	Close() error
 }
 
-// sweepRing is a slotRing that can fill several slots in one pass over the
-// table (the GPU path: a sorted sweep reads each row the batches share once,
-// and the union of several sparse batches is read faster than each alone).
-type sweepRing interface {
-	slotRing
-	// FillSweep fills slots[j] with bs[j], like Fill for each.
-	FillSweep(slots []int, bs []*sampler.Batch) error
-	// SweepWidth is the most batches one FillSweep may take.
-	SweepWidth() int
-	// Busy reports whether earlier fills are still running: while they
-	// are, the session may gather more batches into the next sweep.
-	Busy() bool
-}
-
-// newRing makes the slot ring a trainer asked for.
-func (s *Server) newRing(m *ipc.Open, slots int, l pingpong.Layout) (slotRing, error) {
-	dev, err := ipc.ParseDevice(m.Device)
-	if err != nil {
-		return nil, err
-	}
-	if dev >= 0 {
+// newRing makes the slot ring a trainer asked for, for batches of layout
+// (placed in slots as in sl).
+func (s *Server) newRing(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error) {
+	if req.device >= 0 {
 		if s.newCUDARing == nil {
-			return nil, perrf(ipc.CodeBadRequest, "device %q: this daemon serves the CPU path only (no GPU backend: %s)", m.Device, s.gpuUnavailable)
+			return nil, perrf(ipc.CodeBadRequest, "device \"cuda:%d\": this daemon serves the CPU path only (no GPU backend: %s)", req.device, s.gpuUnavailable)
 		}
-		return s.newCUDARing(dev, m, slots, l)
+		return s.newCUDARing(req, layout, sl)
 	}
-	r, err := pingpong.NewShmRing(fmt.Sprintf("gnnloader-rank%d", m.Rank), slots, l)
+	r, err := pingpong.NewShmRing(fmt.Sprintf("gnnloader-rank%d", req.rank()), req.slots, sl)
 	if err != nil {
 		return nil, perrf(ipc.CodeInternal, "%v", err)
 	}
-	return &shmRing{ShmRing: r, src: s.src, gather: gather.CPU{Workers: s.cfg.SamplerThreads}}, nil
+	return &shmRing{ShmRing: r, layout: layout, tables: s.cpuTables(), workers: s.fillWorkers()}, nil
 }
 
-// shmRing is the CPU path: slots in a memfd the trainer maps, filled by the
-// CPU gather.
+// cpuTables are the feature tables a CPU fill gathers from, by name.
+func (s *Server) cpuTables() map[string]gather.Backend {
+	return map[string]gather.Backend{"x": gather.NewCPUBackend(s.src.Table, s.cfg.SamplerThreads)}
+}
+
+// fillWorkers is the goroutines one fill may use to write a batch's
+// structure.
+func (s *Server) fillWorkers() int {
+	if s.cfg.SamplerThreads > 0 {
+		return s.cfg.SamplerThreads
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// shmRing is the CPU path: slots in a memfd the trainer maps, features
+// gathered by the CPU (in address order), one batch per fill.
 type shmRing struct {
 	*pingpong.ShmRing
-	src    *Source
-	gather gather.CPU
+	layout  *batch.Layout
+	tables  map[string]gather.Backend
+	workers int
 }
 
 func (r *shmRing) Describe(o *ipc.Opened) []int {
@@ -81,36 +90,24 @@ func (r *shmRing) Describe(o *ipc.Opened) []int {
 	return []int{r.FD()}
 }
 
-// Fill writes a sampled batch into a slot: feature rows (read in address
-// order), labels, global ids and edge_index.
-func (r *shmRing) Fill(slot int, b *sampler.Batch) error {
-	if err := r.gather.Gather(r.Region(slot, "x"), r.src.Table, b.NID, b.Order); err != nil {
-		return err
+func (r *shmRing) SweepWidth() int { return 1 }
+func (r *shmRing) Busy() bool      { return false }
+
+// Fill writes each batch into its slot: the gathered regions from their
+// tables, then the structure.
+func (r *shmRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) error {
+	for j, slot := range slots {
+		b := bs[j]
+		for k, reg := range r.layout.Regions {
+			if reg.Table == "" {
+				continue
+			}
+			ids, order := b.Rows(k)
+			if err := r.tables[reg.Table].Gather(ctx, gather.Dest{Host: r.RegionAt(slot, k)}, ids, order); err != nil {
+				return err
+			}
+		}
+		b.WriteStructure(func(k int) []byte { return r.RegionAt(slot, k) }, r.workers)
 	}
-	r.fillStructure(slot, b)
 	return nil
-}
-
-// fillStructure writes a batch's labels, global ids and edge_index.
-func (r *shmRing) fillStructure(slot int, b *sampler.Batch) {
-	labels := r.src.Data.Labels
-	y := int64s(r.Region(slot, "y"))
-	for i, v := range b.NID {
-		y[i] = int64(labels[v])
-	}
-	copy(int64s(r.Region(slot, "n_id")), b.NID)
-	ei := int64s(r.Region(slot, "edge_index"))
-	e := len(b.Src)
-	for j := 0; j < e; j++ {
-		ei[j] = int64(b.Src[j])
-		ei[e+j] = int64(b.Dst[j])
-	}
-}
-
-// int64s views 8-byte aligned bytes as int64s.
-func int64s(b []byte) []int64 {
-	if len(b) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), len(b)/8)
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/pingpong"
 )
@@ -133,7 +134,7 @@ type Server struct {
 
 	// newCUDARing makes a GPU slot ring; nil when the daemon has no GPU
 	// backend, and gpuUnavailable then says why.
-	newCUDARing    func(dev int, m *ipc.Open, slots int, l pingpong.Layout) (slotRing, error)
+	newCUDARing    func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error)
 	gpuUnavailable string
 }
 

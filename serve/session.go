@@ -15,17 +15,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/datasets"
-	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/pingpong"
-	"github.com/gnnloader/gnnloader/sampler"
 )
 
-// session is one trainer connection: handshake, slot ring, epochs.
+// session is one trainer connection: the handshake and the messages of the
+// connection (here), the Open (open.go), the epochs (epoch.go), or the
+// gradient exchange (ringgrad.go).
 //
 // Goroutines: run reads the client's messages; an epoch's pipeline (sampler
-// goroutines and the gather loop) writes BatchReady and EpochEnd. Writes and
+// goroutines and the fill loop) writes BatchReady and EpochEnd. Writes and
 // the protocol state are serialised by mu.
 type session struct {
 	srv  *Server
@@ -37,11 +38,10 @@ type session struct {
 	mu    sync.Mutex
 	state ipc.State
 
-	open      *ipc.Open
-	seeds     []int64
-	custom    []int64 // from a Seeds message (seeds.go), for Open.Split == ipc.CustomSplit
-	seedBytes int64   // memory budget taken by custom
-	sampler   *sampler.Sampler
+	custom    []int64  // from a Seeds message (seeds.go), for Open.Split == ipc.CustomSplit
+	seedBytes int64    // memory budget taken by custom
+	req       *request // the Open (open.go), once handled
+	mode      batch.Mode
 	ring      slotRing
 	admitted  [2]int64 // slot bytes and other bytes taken from the memory budget (Server.admit)
 
@@ -49,8 +49,6 @@ type session struct {
 	batchesServed prometheus.Counter // this trainer's gnnloader_batches_served_total
 	readyAt       []atomic.Int64     // per slot, when it was announced (unix ns, for hold times)
 	heldSlots     atomic.Int64       // slots announced and not released
-
-	resumeBatch int // first batch of the first epoch (resume), see runEpoch
 
 	pending bool // in its handshake (counted in Server.pending); guarded by srv.mu
 
@@ -100,8 +98,8 @@ func (ss *session) run(ctx context.Context) {
 			switch {
 			case ctx.Err() != nil:
 			case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
-				if ss.open != nil {
-					ss.log.Info("trainer disconnected without goodbye", "rank", ss.open.Rank, "pid", ss.pid)
+				if ss.req != nil {
+					ss.log.Info("trainer disconnected without goodbye", "rank", ss.rank(), "pid", ss.pid)
 				}
 			case errors.Is(err, net.ErrClosed):
 			case errors.Is(err, os.ErrDeadlineExceeded):
@@ -142,10 +140,10 @@ const maxRankLabel = 1024
 func (ss *session) held() int { return int(ss.heldSlots.Load()) }
 
 func (ss *session) rank() int {
-	if ss.open == nil {
+	if ss.req == nil {
 		return -1
 	}
-	return int(ss.open.Rank)
+	return ss.req.rank()
 }
 
 func (ss *session) checkPeer() error {
@@ -232,125 +230,6 @@ func (ss *session) datasetFacts() ipc.Dataset {
 	return f
 }
 
-func (ss *session) handleOpen(m *ipc.Open) error {
-	if err := m.Validate(); err != nil {
-		return err
-	}
-	cfg := ss.srv.cfg
-	d := ss.srv.src.Data
-	seeds, ok := d.Splits[m.Split]
-	if m.Split == ipc.CustomSplit {
-		if seeds, ok = ss.custom, true; seeds == nil {
-			return perrf(ipc.CodeBadRequest, "split %q needs a Seeds message before Open", ipc.CustomSplit)
-		}
-	}
-	if !ok {
-		var names []string
-		for _, s := range datasets.SplitNames {
-			if _, ok := d.Splits[s]; ok {
-				names = append(names, s)
-			}
-		}
-		return perrf(ipc.CodeNotFound, "dataset %s has no split %q (it has %v)", d.Name, m.Split, names)
-	}
-	if len(seeds) == 0 {
-		return perrf(ipc.CodeBadRequest, "split %q of dataset %s is empty", m.Split, d.Name)
-	}
-	if m.FeatureDType != "" && m.FeatureDType != string(d.FeatureDType) && m.FeatureDType != NoFeatures {
-		return perrf(ipc.CodeBadRequest, "feature dtype %q: dataset %s stores %s and the daemon does not convert", m.FeatureDType, d.Name, d.FeatureDType)
-	}
-	slots := int(m.Slots)
-	if slots == 0 {
-		slots = cfg.Slots
-		if dev, err := ipc.ParseDevice(m.Device); err == nil && dev >= 0 {
-			slots = min(cfg.GPUSlots, cfg.MaxSlots)
-		}
-	}
-	if slots > cfg.MaxSlots {
-		return perrf(ipc.CodeLimit, "%d slots asked, limit %d", slots, cfg.MaxSlots)
-	}
-	fanouts := make([]int, len(m.Fanouts))
-	for i, f := range m.Fanouts {
-		fanouts[i] = int(f)
-	}
-	smp, err := sampler.New(&d.Graph, sampler.Options{Fanouts: fanouts, Workers: cfg.SamplerThreads})
-	if err != nil {
-		return perrf(ipc.CodeBadRequest, "%v", err)
-	}
-	plan, err := sampler.NewPlan(seeds, ss.epochConfig(m), 0)
-	if err != nil {
-		return perrf(ipc.CodeBadRequest, "%v", err)
-	}
-	if int(m.StartBatch) > plan.NumBatches() {
-		return perrf(ipc.CodeBadRequest, "resume at batch %d of epoch %d, but an epoch has %d batches", m.StartBatch, m.StartEpoch, plan.NumBatches())
-	}
-	ss.resumeBatch = int(m.StartBatch)
-	maxNodes, maxEdges := pingpong.Capacity(int(m.BatchSize), fanouts, ss.srv.src.MaxDegree, d.Graph.NumNodes, d.Graph.NumEdges())
-	if maxNodes > 1<<31-1 || maxEdges > 1<<31-1 {
-		return perrf(ipc.CodeLimit, "batches of up to %d nodes and %d edges exceed the protocol's 2^31 limit: lower batch_size or fanouts", maxNodes, maxEdges)
-	}
-	layout, err := pingpong.NewLayout(maxNodes, maxEdges, len(fanouts), d.FeatureDim, string(d.FeatureDType), d.RowBytes())
-	if err != nil {
-		return perrf(ipc.CodeBadRequest, "%v", err)
-	}
-	// The budget covers what the request makes the daemon hold: the slots,
-	// and the sampled batches in flight (runEpoch's pool, each at most
-	// maxNodes ids and orders and maxEdges edges).
-	inFlight := int64(2*cfg.Prefetch + min(slots, gather.MaxSweepParts))
-	slotBytes, extra := layout.SlotBytes*int64(slots), inFlight*(12*maxNodes+8*maxEdges)
-	if err := ss.srv.admit(ss, slotBytes, extra); err != nil {
-		return err
-	}
-	ss.admitted = [2]int64{slotBytes, extra}
-	newRing := ss.srv.newRing
-	if m.FeatureDType == NoFeatures {
-		newRing = ss.srv.newStructRing // batches without features (table.go)
-	}
-	ring, err := newRing(m, slots, layout)
-	if err != nil {
-		return err
-	}
-	ss.open, ss.seeds, ss.sampler, ss.ring = m, seeds, smp, ring
-	ss.readyAt = make([]atomic.Int64, slots)
-	ss.batchesServed = ss.srv.metrics.batches.WithLabelValues(rankLabel(m.Rank))
-	opened := &ipc.Opened{
-		NumBatches: uint32(plan.NumBatches()),
-		Slots:      uint32(slots),
-		SlotBytes:  uint64(layout.SlotBytes),
-		MaxNodes:   uint32(maxNodes),
-		MaxEdges:   uint32(maxEdges),
-		Hops:       uint16(len(fanouts)),
-	}
-	for _, r := range layout.Regions {
-		reg := ipc.Region{Name: r.Name, Offset: uint64(r.Offset), Bytes: uint64(r.Bytes), DType: r.DType}
-		switch r.Name {
-		case "x":
-			reg.Shape = []uint64{uint64(maxNodes), uint64(d.FeatureDim)}
-		case "edge_index":
-			reg.Shape = []uint64{2, uint64(maxEdges)}
-		default:
-			reg.Shape = []uint64{uint64(maxNodes)}
-		}
-		opened.Regions = append(opened.Regions, reg)
-	}
-	ss.log.Info("trainer connected", "rank", m.Rank, "world_size", m.WorldSize, "pid", ss.pid, "job", m.Job,
-		"split", m.Split, "batch_size", m.BatchSize, "fanouts", fanouts, "slots", slots, "slot_bytes", layout.SlotBytes,
-		"batches_per_epoch", plan.NumBatches())
-	fds := ring.Describe(opened)
-	if err := ss.send(opened, fds...); err != nil {
-		return err
-	}
-	ss.srv.handshakeDone(ss)
-	return nil
-}
-
-func (ss *session) epochConfig(m *ipc.Open) sampler.EpochConfig {
-	return sampler.EpochConfig{
-		BatchSize: int(m.BatchSize), Shuffle: m.Shuffle, Seed: m.Seed,
-		Rank: int(m.Rank), WorldSize: int(m.WorldSize), DropLast: m.DropLast,
-	}
-}
-
 // send writes one message to the client, checking it against the protocol
 // state.
 func (ss *session) send(m ipc.Msg, fds ...int) error {
@@ -397,236 +276,4 @@ func (ss *session) close() {
 	}
 	ss.srv.leave(ss, ss.admitted[0], ss.admitted[1])
 	ss.srv.unreserve(ss.seedBytes)
-}
-
-// startEpoch starts the pipeline of one epoch in the background.
-func (ss *session) startEpoch(ctx context.Context, epoch uint32) {
-	ss.stopEpoch()
-	// Slots the trainer still holds stay its own across the epoch boundary
-	// (docs/protocol.md): only its Release frees them.
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	ss.epochCancel, ss.epochDone = cancel, done
-	go func() {
-		defer close(done)
-		if err := ss.runEpoch(ctx, epoch); err != nil && ctx.Err() == nil {
-			ss.fail(err)
-			ss.conn.Close()
-		}
-	}()
-}
-
-func (ss *session) stopEpoch() {
-	if ss.epochCancel != nil {
-		ss.epochCancel()
-		<-ss.epochDone
-		ss.epochCancel, ss.epochDone = nil, nil
-	}
-}
-
-// runEpoch is the pipeline of one epoch: Prefetch sampler goroutines run
-// ahead (goroutine k samples batches k, k+Prefetch, ...), the gather loop
-// takes their batches in order, waits for a free slot, fills it and
-// announces it. Channels are bounded: at most 2*Prefetch batches are in
-// flight, whatever the trainer's pace.
-func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
-	plan, err := sampler.NewPlan(ss.seeds, ss.epochConfig(ss.open), int(epoch))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	n := plan.NumBatches()
-	// A trainer that reconnects resumes its first epoch at Open.StartBatch,
-	// the batch after the last one it consumed; every later epoch is whole.
-	first := 0
-	if ss.resumeBatch > 0 && epoch == ss.open.StartEpoch {
-		first = ss.resumeBatch
-	}
-	ss.resumeBatch = 0
-	k := ss.srv.cfg.Prefetch
-	width := 1 // batches one fill may cover (a GPU sweep)
-	sweeper, _ := ss.ring.(sweepRing)
-	if sweeper != nil {
-		width = sweeper.SweepWidth()
-	}
-	outs := make([]chan *sampler.Batch, k)
-	pool := make(chan *sampler.Batch, 2*k+width)
-	for i := 0; i < 2*k+width; i++ {
-		pool <- new(sampler.Batch)
-	}
-	errc := make(chan error, k)
-	var wg sync.WaitGroup
-	for w := 0; w < k; w++ {
-		outs[w] = make(chan *sampler.Batch, 1)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer close(outs[w])
-			for i := first + w; i < n; i += k {
-				var b *sampler.Batch
-				select {
-				case b = <-pool:
-				case <-ctx.Done():
-					return
-				}
-				start := time.Now()
-				b.Reset()
-				if err := ss.sampler.Sample(plan.Batch(i), plan.Key(i), b); err != nil {
-					errc <- fmt.Errorf("sampling batch %d of epoch %d: %w", i, epoch, err)
-					return
-				}
-				took := time.Since(start)
-				ss.srv.stats.SampleNanos.Add(int64(took))
-				ss.srv.metrics.sample.Observe(seconds(took))
-				ss.queued.Add(1)
-				select {
-				case outs[w] <- b:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
-	// On the way out (done, or a sampling or fill error) the sampler
-	// goroutines must stop before the wait, or an error would leave them
-	// blocked on their channels and the trainer without its Error frame.
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	// The fill loop takes batches in order. A fill covers one batch, or
-	// (sweepRing) up to width of them: while the trainer's earlier fills
-	// still run on the GPU, more sampled batches and freed slots join the
-	// next one; when the GPU is idle it goes at once.
-	var group []*sampler.Batch
-	var slots []int
-	defer func() {
-		for _, slot := range slots {
-			ss.ring.Abandon(slot)
-		}
-	}()
-	take := func(i int, wait time.Duration) (bool, error) { // batch i into group
-		var b *sampler.Batch
-		var ok bool
-		if wait < 0 {
-			b, ok = <-outs[(i-first)%k]
-		} else {
-			t := time.NewTimer(wait)
-			defer t.Stop()
-			select {
-			case b, ok = <-outs[(i-first)%k]:
-			case <-t.C:
-				return false, nil
-			}
-		}
-		if !ok {
-			select {
-			case err := <-errc:
-				return false, err
-			default:
-				return false, ctx.Err()
-			}
-		}
-		group = append(group, b)
-		return true, nil
-	}
-	acquire := func(wait time.Duration) (bool, error) { // one more slot
-		start := time.Now()
-		actx := ctx
-		if wait >= 0 {
-			var cancel context.CancelFunc
-			actx, cancel = context.WithTimeout(ctx, wait)
-			defer cancel()
-		}
-		slot, err := ss.ring.Acquire(actx)
-		if err != nil {
-			if wait >= 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				return false, nil
-			}
-			return false, err
-		}
-		took := time.Since(start)
-		ss.srv.stats.WaitNanos.Add(int64(took))
-		ss.srv.metrics.slotWait.Observe(seconds(took))
-		slots = append(slots, slot)
-		return true, nil
-	}
-	const poll = time.Millisecond
-	for i := first; i < n; {
-		if len(group) == 0 {
-			if _, err := take(i, -1); err != nil {
-				return err
-			}
-		}
-		if len(slots) == 0 {
-			if _, err := acquire(-1); err != nil {
-				return err
-			}
-		}
-		for len(slots) < width && i+len(slots) < n && sweeper.Busy() {
-			var err error
-			if len(group) == len(slots) {
-				_, err = take(i+len(group), poll)
-			} else {
-				_, err = acquire(poll)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		m := min(len(group), len(slots))
-		bs, fillSlots := group[:m], slots[:m]
-		filled := time.Now()
-		ss.queued.Add(-int64(m))
-		var err error
-		if m == 1 {
-			err = ss.ring.Fill(fillSlots[0], bs[0])
-		} else {
-			err = sweeper.FillSweep(fillSlots, bs)
-		}
-		if err != nil {
-			return err
-		}
-		took := time.Since(filled)
-		ss.srv.stats.GatherNanos.Add(int64(took))
-		if m > 1 {
-			ss.srv.stats.SweptBatches.Add(int64(m))
-			ss.srv.metrics.swept.Add(float64(m))
-		}
-		for j, b := range bs {
-			ss.srv.metrics.gather.Observe(seconds(took) / float64(m))
-			ss.srv.metrics.gatherBytes.Add(float64(len(b.NID) * ss.srv.src.Data.RowBytes()))
-			ready := batchReady(fillSlots[j], epoch, i+j, b)
-			pool <- b
-			ss.ring.Publish(fillSlots[j], pingpong.Tag{Epoch: epoch, Index: uint32(i + j)})
-			ss.readyAt[fillSlots[j]].Store(time.Now().UnixNano())
-			ss.heldSlots.Add(1)
-			if err := ss.send(ready); err != nil {
-				slots = slots[j+1:]
-				group = group[j+1:]
-				return err
-			}
-			ss.srv.stats.BatchesServed.Add(1)
-			ss.batchesServed.Inc()
-		}
-		group = append(group[:0], group[m:]...)
-		slots = append(slots[:0], slots[m:]...)
-		i += m
-	}
-	return ss.send(&ipc.EpochEnd{Epoch: epoch, NumBatches: uint32(n)})
-}
-
-func batchReady(slot int, epoch uint32, i int, b *sampler.Batch) *ipc.BatchReady {
-	m := &ipc.BatchReady{
-		Slot: uint32(slot), Epoch: epoch, Index: uint32(i),
-		BatchSize: uint32(b.NumSampledNodes[0]), NumNodes: uint32(len(b.NID)), NumEdges: uint32(len(b.Src)),
-	}
-	for _, v := range b.NumSampledNodes {
-		m.NumSampledNodes = append(m.NumSampledNodes, uint32(v))
-	}
-	for _, v := range b.NumSampledEdges {
-		m.NumSampledEdges = append(m.NumSampledEdges, uint32(v))
-	}
-	return m
 }

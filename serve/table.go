@@ -8,11 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gnnloader/gnnloader/gather"
-	"github.com/gnnloader/gnnloader/ipc"
-	"github.com/gnnloader/gnnloader/pingpong"
 	"github.com/gnnloader/gnnloader/pinned"
-	"github.com/gnnloader/gnnloader/sampler"
 )
 
 // The table socket and structure-only slots are what a trainer needs to run
@@ -25,10 +21,9 @@ import (
 //     feature table and, with it, the table's memfd (SCM_RIGHTS). It maps the
 //     fd read-only. The table must be in shared memory: pinned.SetShared(true)
 //     before the source is opened (loaderd serve --table-socket does that).
-//   - A trainer that opens with FeatureDType "none" on the CPU path gets slots
-//     filled with everything but the features (y, n_id, edge_index): the
-//     sampler and the batches are the same as everyone else's, x is left
-//     untouched (and unmapped pages cost no memory).
+//   - A trainer that opens with FeatureDType "none" on the CPU path gets
+//     batches of the same sampler without their x region (batch.NodeOptions
+//     NoFeatures): y, n_id and edge_index only.
 
 // NoFeatures is the Open.FeatureDType asking for batches without features.
 const NoFeatures = "none"
@@ -120,24 +115,4 @@ func (s *Server) ServeTable(ctx context.Context, path string) error {
 		}
 		c.Close()
 	}
-}
-
-// newStructRing makes CPU slots filled without features (FeatureDType "none").
-func (s *Server) newStructRing(m *ipc.Open, slots int, l pingpong.Layout) (slotRing, error) {
-	if dev, _ := ipc.ParseDevice(m.Device); dev >= 0 {
-		return nil, perrf(ipc.CodeBadRequest, "feature_dtype %q (batches without features) is served on device \"cpu\" only, not %q", NoFeatures, m.Device)
-	}
-	r, err := pingpong.NewShmRing(fmt.Sprintf("gnnloader-rank%d-nox", m.Rank), slots, l)
-	if err != nil {
-		return nil, perrf(ipc.CodeInternal, "%v", err)
-	}
-	return &structRing{shmRing{ShmRing: r, src: s.src, gather: gather.CPU{Workers: s.cfg.SamplerThreads}}}, nil
-}
-
-// structRing is a shmRing whose Fill writes y, n_id and edge_index only.
-type structRing struct{ shmRing }
-
-func (r *structRing) Fill(slot int, b *sampler.Batch) error {
-	r.fillStructure(slot, b)
-	return nil
 }

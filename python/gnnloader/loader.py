@@ -331,14 +331,14 @@ class Loader:
                 return torch.empty(0, dtype=_DTYPES[r.dtype])
             return torch.frombuffer(self._mem, dtype=_DTYPES[r.dtype], count=count, offset=base + r.offset)
 
-        x = region("x", n * dim).view(n, dim)
+        x = region("x", n * dim).view(n, dim) if "x" in self._regions else None  # none: no features
         y = region("y", n)
         n_id = region("n_id", n)
         edge_index = region("edge_index", 2 * e).view(2, e)
         if self._cuda is not None:
             self._cuda.wait_ready(m.slot)  # the current stream reads the slot after its fill
         elif self.device.type != "cpu":
-            x, y, n_id, edge_index = (t.to(self.device) for t in (x, y, n_id, edge_index))
+            x, y, n_id, edge_index = (None if t is None else t.to(self.device) for t in (x, y, n_id, edge_index))
         fields = dict(x=x, y=y, edge_index=edge_index, n_id=n_id, batch_size=m.batch_size,
                       num_sampled_nodes=list(m.num_sampled_nodes),
                       num_sampled_edges=list(m.num_sampled_edges))

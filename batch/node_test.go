@@ -1,0 +1,117 @@
+package batch
+
+import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+	"testing"
+
+	"github.com/gnnloader/gnnloader/datasets"
+)
+
+func TestCapacity(t *testing.T) {
+	n, e := Capacity(4, []int{3, 2}, 10, 1000, 5000)
+	if n != 4+12+24 || e != 12+24 {
+		t.Fatalf("got %d nodes %d edges", n, e)
+	}
+	n, e = Capacity(4, []int{-1, -1}, 10, 1000, 5000)
+	if n != 4+40+400 || e != 440 {
+		t.Fatalf("all neighbours: %d nodes %d edges", n, e)
+	}
+	n, e = Capacity(1024, []int{15, 10, 5}, 1<<20, 2708, 10556)
+	if n != 2708 || e != 10556 {
+		t.Fatalf("capped: %d nodes %d edges", n, e)
+	}
+	n, _ = Capacity(1<<30, []int{-1, -1, -1, -1, -1, -1, -1, -1}, 1<<40, 1<<62, 1<<62)
+	if n <= 0 {
+		t.Fatalf("overflow: %d", n)
+	}
+}
+
+func TestLayoutCheck(t *testing.T) {
+	good := Region{Name: "y", DType: "int64", Shape: []int64{10}}
+	for _, c := range []struct {
+		name string
+		l    Layout
+		ok   bool
+	}{
+		{"fine", Layout{Regions: []Region{good, {Name: "edge_index", DType: "int64", Shape: []int64{2, 0}, CountAxis: 1}}}, true},
+		{"repeated name", Layout{Regions: []Region{good, good}}, false},
+		{"unknown dtype", Layout{Regions: []Region{{Name: "a", DType: "complex64", Shape: []int64{1}}}}, false},
+		{"count axis outside", Layout{Regions: []Region{{Name: "a", DType: "int8", Shape: []int64{1}, CountAxis: 1}}}, false},
+		{"zero fixed dim", Layout{Regions: []Region{{Name: "a", DType: "int8", Shape: []int64{0, 4}, CountAxis: 1}}}, false},
+		{"gathered 1-d", Layout{Regions: []Region{{Name: "x", DType: "float32", Shape: []int64{4}, Table: "x"}}}, false},
+	} {
+		if err := c.l.Check(); (err == nil) != c.ok {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	r := Region{Name: "edge_index", DType: "int64", Shape: []int64{2, 100}, CountAxis: 1}
+	if r.Bytes() != 1600 || r.DataBytes(7) != 112 {
+		t.Fatalf("bytes %d, data bytes of 7 %d", r.Bytes(), r.DataBytes(7))
+	}
+}
+
+// TestNodeBatchWritesItsStructure: the node mode's regions, meta and
+// structure, against the sampled batch read directly, on one and on several
+// workers (pieces of 2^15 elements: a batch large enough to have many).
+func TestNodeBatchWritesItsStructure(t *testing.T) {
+	d, err := datasets.Generate(datasets.GenOptions{Like: "products", Scale: 0.02, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewNode(d, NodeOptions{BatchSize: 512, Fanouts: []int{15, 10, 5}, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.Layout()
+	var names []string
+	for _, r := range l.Regions {
+		names = append(names, r.Name)
+	}
+	if !slices.Equal(names, []string{"x", "y", "n_id", "edge_index"}) || l.Regions[0].Table != "x" {
+		t.Fatalf("regions %v", l.Regions)
+	}
+	seeds := d.Splits[datasets.SplitTrain][:512]
+	b := m.NewBatch()
+	if err := m.Sample(seeds, 1, b); err != nil {
+		t.Fatal(err)
+	}
+	s := &b.(*NodeBatch).S
+	n, e := len(s.NID), len(s.Src)
+	if e < 3*piece {
+		t.Fatalf("only %d edges: the batch must span several pieces", e)
+	}
+	var meta Meta
+	b.Meta(&meta)
+	if !slices.Equal(meta.Counts, []uint32{uint32(n), uint32(n), uint32(n), uint32(e)}) || meta.Scalars[0] != 512 {
+		t.Fatalf("meta %+v for %d nodes and %d edges", meta, n, e)
+	}
+	if ids, order := b.Rows(0); !slices.Equal(ids, s.NID) || !slices.Equal(order, s.Order) {
+		t.Fatal("rows of x are not n_id in address order")
+	}
+	want := map[string][]int64{"y": make([]int64, n), "n_id": s.NID, "edge_index": make([]int64, 2*e)}
+	for i, v := range s.NID {
+		want["y"][i] = int64(d.Labels[v])
+	}
+	for j := range e {
+		want["edge_index"][j], want["edge_index"][e+j] = int64(s.Src[j]), int64(s.Dst[j])
+	}
+	for _, workers := range []int{1, 4} {
+		got := make([][]byte, len(l.Regions))
+		b.WriteStructure(func(r int) []byte {
+			got[r] = bytes.Repeat([]byte{0xAB}, int(l.Regions[r].DataBytes(int(meta.Counts[r]))))
+			return got[r]
+		}, workers)
+		if got[0] != nil {
+			t.Fatal("WriteStructure asked for the gathered region x")
+		}
+		for r, reg := range l.Regions[1:] {
+			var w bytes.Buffer
+			binary.Write(&w, binary.LittleEndian, want[reg.Name])
+			if !bytes.Equal(got[r+1], w.Bytes()) {
+				t.Fatalf("%d workers: region %s differs", workers, reg.Name)
+			}
+		}
+	}
+}

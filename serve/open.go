@@ -1,0 +1,166 @@
+package serve
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/gnnloader/gnnloader/batch"
+	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/gather"
+	"github.com/gnnloader/gnnloader/ipc"
+	"github.com/gnnloader/gnnloader/pingpong"
+	"github.com/gnnloader/gnnloader/sampler"
+)
+
+// request is an Open checked, once, against the protocol, the dataset and
+// the daemon's limits. Everything after the handshake reads it, never the
+// wire message.
+type request struct {
+	job        string
+	split      string
+	seeds      []int64 // the split's seed ids (shared with the Source, or the Seeds message's)
+	epochs     sampler.EpochConfig
+	fanouts    []int
+	device     int // -1: the CPU path; else the CUDA device ordinal
+	slots      int
+	noFeatures bool // FeatureDType "none": batches without x
+	startEpoch uint32
+	startBatch int // first batch of startEpoch (a reconnecting trainer resumes)
+}
+
+// rank is the trainer's rank within its job.
+func (r *request) rank() int { return r.epochs.Rank }
+
+// parseOpen checks m and returns the request it makes.
+func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	cfg := ss.srv.cfg
+	d := ss.srv.src.Data
+	dev, _ := ipc.ParseDevice(m.Device) // Validate checked it
+	seeds, ok := d.Splits[m.Split]
+	if m.Split == ipc.CustomSplit {
+		if seeds, ok = ss.custom, true; seeds == nil {
+			return nil, perrf(ipc.CodeBadRequest, "split %q needs a Seeds message before Open", ipc.CustomSplit)
+		}
+	}
+	if !ok {
+		var names []string
+		for _, s := range datasets.SplitNames {
+			if _, ok := d.Splits[s]; ok {
+				names = append(names, s)
+			}
+		}
+		return nil, perrf(ipc.CodeNotFound, "dataset %s has no split %q (it has %v)", d.Name, m.Split, names)
+	}
+	if len(seeds) == 0 {
+		return nil, perrf(ipc.CodeBadRequest, "split %q of dataset %s is empty", m.Split, d.Name)
+	}
+	noFeatures := m.FeatureDType == NoFeatures
+	if m.FeatureDType != "" && m.FeatureDType != string(d.FeatureDType) && !noFeatures {
+		return nil, perrf(ipc.CodeBadRequest, "feature dtype %q: dataset %s stores %s and the daemon does not convert", m.FeatureDType, d.Name, d.FeatureDType)
+	}
+	if noFeatures && dev >= 0 {
+		return nil, perrf(ipc.CodeBadRequest, "feature_dtype %q (batches without features) is served on device \"cpu\" only, not %q", NoFeatures, m.Device)
+	}
+	slots := int(m.Slots)
+	if slots == 0 {
+		slots = cfg.Slots
+		if dev >= 0 {
+			slots = min(cfg.GPUSlots, cfg.MaxSlots)
+		}
+	}
+	if slots > cfg.MaxSlots {
+		return nil, perrf(ipc.CodeLimit, "%d slots asked, limit %d", slots, cfg.MaxSlots)
+	}
+	r := &request{
+		job: m.Job, split: m.Split, seeds: seeds, device: dev, slots: slots, noFeatures: noFeatures,
+		epochs: sampler.EpochConfig{BatchSize: int(m.BatchSize), Shuffle: m.Shuffle, Seed: m.Seed,
+			Rank: int(m.Rank), WorldSize: int(m.WorldSize), DropLast: m.DropLast},
+		startEpoch: m.StartEpoch, startBatch: int(m.StartBatch),
+	}
+	for _, f := range m.Fanouts {
+		r.fanouts = append(r.fanouts, int(f))
+	}
+	return r, nil
+}
+
+// handleOpen answers an Open: the request checked, its sampling mode and
+// slot ring made within the budgets, and the ring described in Opened.
+func (ss *session) handleOpen(m *ipc.Open) error {
+	req, err := ss.parseOpen(m)
+	if err != nil {
+		return err
+	}
+	cfg := ss.srv.cfg
+	src := ss.srv.src
+	plan, err := sampler.NewPlan(req.seeds, req.epochs, 0)
+	if err != nil {
+		return perrf(ipc.CodeBadRequest, "%v", err)
+	}
+	if req.startBatch > plan.NumBatches() {
+		return perrf(ipc.CodeBadRequest, "resume at batch %d of epoch %d, but an epoch has %d batches", req.startBatch, req.startEpoch, plan.NumBatches())
+	}
+	mode, err := batch.NewNode(src.Data, batch.NodeOptions{BatchSize: req.epochs.BatchSize, Fanouts: req.fanouts,
+		Workers: cfg.SamplerThreads, NoFeatures: req.noFeatures, MaxDegree: src.MaxDegree})
+	if errors.Is(err, batch.ErrTooLarge) {
+		return perrf(ipc.CodeLimit, "%v", err)
+	}
+	if err != nil {
+		return perrf(ipc.CodeBadRequest, "%v", err)
+	}
+	layout, err := slotLayout(mode.Layout())
+	if err != nil {
+		return perrf(ipc.CodeBadRequest, "%v", err)
+	}
+	// The budget covers what the request makes the daemon hold: the slots,
+	// and the sampled batches in flight (the pipeline's pool, each at most
+	// MaxNodes ids and orders and MaxEdges edges).
+	inFlight := int64(2*cfg.Prefetch + min(req.slots, gather.MaxSweepParts))
+	slotBytes, extra := layout.SlotBytes*int64(req.slots), inFlight*(12*mode.MaxNodes+8*mode.MaxEdges)
+	if err := ss.srv.admit(ss, slotBytes, extra); err != nil {
+		return err
+	}
+	ss.admitted = [2]int64{slotBytes, extra}
+	ring, err := ss.srv.newRing(req, mode.Layout(), layout)
+	if err != nil {
+		return err
+	}
+	ss.req, ss.mode, ss.ring = req, mode, ring
+	ss.readyAt = make([]atomic.Int64, req.slots)
+	ss.batchesServed = ss.srv.metrics.batches.WithLabelValues(rankLabel(uint32(req.rank())))
+	opened := &ipc.Opened{
+		NumBatches: uint32(plan.NumBatches()),
+		Slots:      uint32(req.slots),
+		SlotBytes:  uint64(layout.SlotBytes),
+		MaxNodes:   uint32(mode.MaxNodes),
+		MaxEdges:   uint32(mode.MaxEdges),
+		Hops:       uint16(len(req.fanouts)),
+	}
+	for i, r := range mode.Layout().Regions {
+		reg := ipc.Region{Name: r.Name, Offset: uint64(layout.Regions[i].Offset), Bytes: uint64(layout.Regions[i].Bytes), DType: r.DType}
+		for _, d := range r.Shape {
+			reg.Shape = append(reg.Shape, uint64(d))
+		}
+		opened.Regions = append(opened.Regions, reg)
+	}
+	ss.log.Info("trainer connected", "rank", req.rank(), "world_size", req.epochs.WorldSize, "pid", ss.pid, "job", req.job,
+		"split", req.split, "batch_size", req.epochs.BatchSize, "fanouts", req.fanouts, "slots", req.slots, "slot_bytes", layout.SlotBytes,
+		"batches_per_epoch", plan.NumBatches())
+	fds := ring.Describe(opened)
+	if err := ss.send(opened, fds...); err != nil {
+		return err
+	}
+	ss.srv.handshakeDone(ss)
+	return nil
+}
+
+// slotLayout places a mode's regions in a slot.
+func slotLayout(l *batch.Layout) (pingpong.Layout, error) {
+	regions := make([]pingpong.Region, len(l.Regions))
+	for i, r := range l.Regions {
+		regions[i] = pingpong.Region{Name: r.Name, Bytes: r.Bytes(), DType: r.DType}
+	}
+	return pingpong.NewLayout(regions)
+}
