@@ -114,6 +114,9 @@ type Mode interface {
 	Layout() *Layout
 	// NewBatch returns an empty batch to sample into (and reuse).
 	NewBatch() Batch
+	// BatchBytes bounds the host memory one sampled batch holds (what a
+	// daemon counts against its memory budget for each batch in flight).
+	BatchBytes() int64
 	// Sample samples the batch of the given seeds into b. key makes it
 	// reproducible: the same seeds and key give the same bytes.
 	Sample(seeds []int64, key uint64, b Batch) error

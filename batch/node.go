@@ -94,6 +94,10 @@ func (m *Node) Layout() *Layout { return &m.layout }
 // NewBatch implements Mode.
 func (m *Node) NewBatch() Batch { return &NodeBatch{m: m} }
 
+// BatchBytes implements Mode: per node its id and address-order position,
+// per edge its two local ids.
+func (m *Node) BatchBytes() int64 { return 12*m.MaxNodes + 8*m.MaxEdges }
+
 // Sample implements Mode.
 func (m *Node) Sample(seeds []int64, key uint64, b Batch) error {
 	return m.smp.Sample(seeds, key, &b.(*NodeBatch).S)

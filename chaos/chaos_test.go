@@ -270,6 +270,7 @@ func TestChaos(t *testing.T) {
 	for r := 0; r < world; r++ {
 		h.killTrainer(r)
 	}
+	hostile.end()
 	// With every trainer gone the daemon must free every slot ring.
 	deadline := time.Now().Add(2 * time.Second)
 	for memfds(h.daemon.Process.Pid) > 0 {
@@ -278,7 +279,10 @@ func TestChaos(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	h.stopDaemon() // with the hostile clients still connected
+	// The last SIGTERM comes with hostile clients connected.
+	hostile = startHostiles(h.socket)
+	time.Sleep(500 * time.Millisecond)
+	h.stopDaemon()
 	hostile.end()
 	if _, err := os.Stat(h.socket); !os.IsNotExist(err) {
 		t.Fatal("socket left behind after SIGTERM")

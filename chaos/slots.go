@@ -23,7 +23,8 @@ func (m *slotMem) unmap() { unix.Munmap(m.b) }
 // seeds reads the batch's seeds (the first BatchSize entries of n_id).
 func (m *slotMem) seeds(o *ipc.Opened, b *ipc.BatchReady) []int64 {
 	off := int(b.Slot)*int(o.SlotBytes) + int(o.Region("n_id").Offset)
-	out := make([]int64, b.BatchSize)
+	n, _ := o.Scalar(b, "batch_size")
+	out := make([]int64, n)
 	for i := range out {
 		out[i] = int64(binary.LittleEndian.Uint64(m.b[off+8*i:]))
 	}

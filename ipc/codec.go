@@ -9,7 +9,7 @@ import (
 // Wire constants.
 const (
 	Magic      = "GNNL" // first 4 payload bytes of Hello
-	Version    = 1      // the protocol version this package speaks
+	Version    = 2      // the protocol version this package speaks
 	HeaderSize = 8      // u32 length | u16 type | u16 flags
 	// MaxDims bounds Region.Shape.
 	MaxDims = 8
@@ -31,8 +31,8 @@ const (
 // DefaultLimits). Limits are checked before anything is allocated.
 type Limits struct {
 	MaxFrame     int // bytes in a whole frame, header included (default 1 MiB)
-	MaxFanouts   int // entries in Open.Fanouts, Opened.Hops; BatchReady lists hold at most MaxFanouts+1 (default 16)
-	MaxBatchSize int // Open.BatchSize and BatchReady.BatchSize (default 1<<20 seeds)
+	MaxFanouts   int // entries in Open.Fanouts (default 8, the sampler's most hops)
+	MaxBatchSize int // Open.BatchSize (default 1<<20 seeds)
 	MaxString    int // bytes in any string (default 4096)
 	MaxList      int // entries in any other list: splits, regions, events, handle bytes (default 1024)
 }
@@ -40,7 +40,7 @@ type Limits struct {
 // DefaultLimits are the limits used for zero Limits fields.
 var DefaultLimits = Limits{
 	MaxFrame:     1 << 20,
-	MaxFanouts:   16,
+	MaxFanouts:   8,
 	MaxBatchSize: 1 << 20,
 	MaxString:    4096,
 	MaxList:      1024,
@@ -196,6 +196,14 @@ func (e *encoder) str(what string, s string) {
 	e.b = append(e.b, s...)
 }
 
+// strs writes a list of strings.
+func (e *encoder) strs(what string, l []string) {
+	e.count(what, len(l))
+	for _, s := range l {
+		e.str(what, s)
+	}
+}
+
 // decoder reads little-endian fields; the first error sticks and later reads
 // return zero values.
 type decoder struct {
@@ -291,4 +299,17 @@ func (d *decoder) str(what string) string {
 		return ""
 	}
 	return string(p)
+}
+
+// strs reads a list of at most MaxList strings.
+func (d *decoder) strs(what string) []string {
+	n := d.count(what, d.lim.MaxList, 2)
+	if n == 0 {
+		return nil
+	}
+	l := make([]string, n)
+	for i := range l {
+		l[i] = d.str(what)
+	}
+	return l
 }

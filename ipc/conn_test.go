@@ -234,7 +234,7 @@ func TestConnConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < n; i++ {
-				if err := ca.WriteMsg(&BatchReady{Slot: uint32(i), NumSampledNodes: []uint32{1, 2}}); err != nil {
+				if err := ca.WriteMsg(&BatchReady{Slot: uint32(i), Lists: [][]uint32{{1, 2}}}); err != nil {
 					t.Error(err)
 					return
 				}

@@ -49,7 +49,7 @@ func serveOne(c *ipc.Conn) {
 		switch m := m.(type) {
 		case *ipc.Hello:
 			if m.Version != ipc.Version {
-				fail(&ipc.ProtocolError{Code: ipc.CodeUnsupportedVersion, Msg: "want version 1"})
+				fail(&ipc.ProtocolError{Code: ipc.CodeUnsupportedVersion, Msg: "want version 2"})
 				return
 			}
 			send(&ipc.Welcome{Version: ipc.Version, DaemonVersion: "example"})
@@ -60,11 +60,12 @@ func serveOne(c *ipc.Conn) {
 			}
 			fd, _ := unix.MemfdCreate("slots", unix.MFD_CLOEXEC)
 			unix.Ftruncate(fd, 2*4096)
-			send(&ipc.Opened{NumBatches: 1, Slots: 2, SlotBytes: 4096, Memory: ipc.MemoryShm, Hops: 1}, fd)
+			send(&ipc.Opened{NumBatches: 1, Slots: 2, SlotBytes: 4096, Memory: ipc.MemoryShm,
+				Regions: []ipc.Region{{Name: "n_id", Bytes: 4096, DType: "int64", Shape: []uint64{512}}},
+				Scalars: []string{"batch_size"}}, fd)
 			unix.Close(fd)
 		case *ipc.StartEpoch:
-			send(&ipc.BatchReady{Slot: 0, Epoch: m.Epoch, BatchSize: 1, NumNodes: 1,
-				NumSampledNodes: []uint32{1, 0}, NumSampledEdges: []uint32{0}})
+			send(&ipc.BatchReady{Slot: 0, Epoch: m.Epoch, Counts: []uint32{1}, Scalars: []int64{1}})
 			send(&ipc.EpochEnd{Epoch: m.Epoch, NumBatches: 1})
 		case *ipc.Goodbye:
 			return

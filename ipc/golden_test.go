@@ -23,18 +23,18 @@ func sampleRegions() ([]Region, uint64) {
 	const nodes, edges, dim = 1000, 5000, 100
 	var off uint64
 	var rs []Region
-	add := func(name, dtype string, elem uint64, shape ...uint64) {
+	add := func(name, dtype string, elem uint64, axis uint8, shape ...uint64) {
 		n := elem
 		for _, s := range shape {
 			n *= s
 		}
-		rs = append(rs, Region{Name: name, Offset: off, Bytes: n, DType: dtype, Shape: shape})
+		rs = append(rs, Region{Name: name, Offset: off, Bytes: n, DType: dtype, Shape: shape, CountAxis: axis})
 		off = align(off + n)
 	}
-	add("x", "float32", 4, nodes, dim)
-	add("y", "int64", 8, nodes)
-	add("n_id", "int64", 8, nodes)
-	add("edge_index", "int64", 8, 2, edges)
+	add("x", "float32", 4, 0, nodes, dim)
+	add("y", "int64", 8, 0, nodes)
+	add("n_id", "int64", 8, 0, nodes)
+	add("edge_index", "int64", 8, 1, 2, edges)
 	return rs, off
 }
 
@@ -51,35 +51,36 @@ func goldens() map[string]Msg {
 	regions, slotBytes := sampleRegions()
 	mh := handle(0)
 	return map[string]Msg{
-		"hello": &Hello{Version: 1, PID: 4242, Name: "train.py rank 0"},
-		"welcome": &Welcome{Version: 1, DaemonVersion: "loaderd 0.1.0", Dataset: Dataset{
+		"hello": &Hello{Version: 2, PID: 4242, Name: "train.py rank 0"},
+		"welcome": &Welcome{Version: 2, DaemonVersion: "loaderd 0.1.0", Dataset: Dataset{
 			Name: "ogbn-products", NumNodes: 2449029, NumEdges: 123718280, FeatureDim: 100,
 			FeatureDType: "float32", NumClasses: 47,
 			Splits: []Split{{"train", 196615}, {"val", 39323}, {"test", 2213091}},
 		}},
-		"welcome_empty": &Welcome{Version: 1},
+		"welcome_empty": &Welcome{Version: 2},
 		"open": &Open{Job: "sage", Split: "train", BatchSize: 1024, Fanouts: []int32{15, 10, 5},
 			Shuffle: true, Seed: 0x0123456789abcdef, Rank: 1, WorldSize: 4, Device: "cuda:1"},
 		"open_resume": &Open{Job: "jöb-ü", Split: "val", BatchSize: 512, Fanouts: []int32{-1, 10},
 			Seed: 7, Rank: 0, WorldSize: 1, DropLast: true, Device: "cpu", FeatureDType: "float16",
 			Slots: 3, StartEpoch: 2, StartBatch: 17},
 		"opened_shm": &Opened{NumBatches: 48, Slots: 2, SlotBytes: slotBytes, Memory: MemoryShm,
-			MaxNodes: 1000, MaxEdges: 5000, Hops: 3, Regions: regions},
+			Regions: regions, Scalars: []string{"batch_size"}, Lists: []string{"num_sampled_nodes", "num_sampled_edges"}},
 		"opened_cuda": &Opened{NumBatches: 48, Slots: 2, SlotBytes: slotBytes, Memory: MemoryCUDA,
-			MaxNodes: 1000, MaxEdges: 5000, Hops: 3, Regions: regions, CUDADevice: 1,
+			Regions: regions, Scalars: []string{"batch_size"}, Lists: []string{"num_sampled_nodes", "num_sampled_edges"}, CUDADevice: 1,
 			MemHandle: mh[:], Events: []EventIPC{
 				{Ready: handle(0x10), Released: handle(0x80)},
 				{Ready: handle(0x11), Released: handle(0x81)},
 			}},
 		"start_epoch": &StartEpoch{Epoch: 3},
-		"batch_ready": &BatchReady{Slot: 1, Epoch: 3, Index: 7, BatchSize: 4, NumNodes: 900, NumEdges: 4000,
-			NumSampledNodes: []uint32{4, 50, 300, 546}, NumSampledEdges: []uint32{60, 940, 3000}},
-		"release":       &Release{Slot: 1, Epoch: 3, Index: 7},
-		"epoch_end":     &EpochEnd{Epoch: 3, NumBatches: 48},
-		"error":         &Error{Code: CodeOutOfOrder, Message: "Release from the client in phase open"},
-		"goodbye":       &Goodbye{Reason: "done"},
-		"goodbye_empty": &Goodbye{},
-		"seeds":         &Seeds{Count: 140},
+		"batch_ready": &BatchReady{Slot: 1, Epoch: 3, Index: 7, Counts: []uint32{900, 900, 900, 4000},
+			Scalars: []int64{4}, Lists: [][]uint32{{4, 50, 300, 546}, {60, 940, 3000}}},
+		"batch_ready_bare": &BatchReady{Slot: 0, Epoch: 1 << 31, Index: 9, Scalars: []int64{-1, 1 << 40}, Lists: [][]uint32{nil, {7}}},
+		"release":          &Release{Slot: 1, Epoch: 3, Index: 7},
+		"epoch_end":        &EpochEnd{Epoch: 3, NumBatches: 48},
+		"error":            &Error{Code: CodeOutOfOrder, Message: "Release from the client in phase open"},
+		"goodbye":          &Goodbye{Reason: "done"},
+		"goodbye_empty":    &Goodbye{},
+		"seeds":            &Seeds{Count: 140},
 	}
 }
 
@@ -141,6 +142,9 @@ func badFrames(t testing.TB) map[string]struct {
 	outside := opened
 	outside.Regions = append([]Region(nil), opened.Regions...)
 	outside.Regions[3].Bytes += RegionAlign
+	badAxis := opened
+	badAxis.Regions = append([]Region(nil), opened.Regions...)
+	badAxis.Regions[2].CountAxis = 1 // n_id is one-dimensional
 	manySplits := &Welcome{Dataset: Dataset{Splits: make([]Split, DefaultLimits.MaxList+1)}}
 	oversized := []byte{0, 0, 0x10, 0, byte(TypeHello), 0, 0, 0} // 1 MiB + 4 bytes
 	huge := []byte{0xff, 0xff, 0xff, 0xff, byte(TypeOpened), 0, 0, 0}
@@ -168,10 +172,11 @@ func badFrames(t testing.TB) map[string]struct {
 		"invalid_utf8":        {frame(TypeGoodbye, []byte{2, 0, 0xc3, 0x28}), CodeBadMessage},
 		"list_over_limit":     {mustMarshal(t, manySplits), CodeLimit},
 		"fanouts_over_limit":  {mustMarshal(t, &manyFanouts), CodeLimit},
-		"list_past_end":       {frame(TypeBatchReady, append(make([]byte, 24), 10, 0)), CodeBadMessage},
+		"list_past_end":       {frame(TypeBatchReady, append(make([]byte, 12), 10, 0)), CodeBadMessage},
 		"batch_size_limit":    {mustMarshal(t, &bigBatch), CodeLimit},
 		"region_misaligned":   {marshalUnchecked(&misaligned), CodeBadMessage},
 		"region_outside_slot": {marshalUnchecked(&outside), CodeBadMessage},
+		"region_count_axis":   {marshalUnchecked(&badAxis), CodeBadMessage},
 		"empty_payload":       {frame(TypeRelease, nil), CodeBadMessage},
 	}
 }
@@ -283,6 +288,7 @@ func TestMarshalRejects(t *testing.T) {
 		"unknown memory":  &Opened{Slots: 1, Memory: "disk"},
 		"zero slots":      &Opened{Memory: MemoryShm},
 		"too many dims":   &Opened{Slots: 1, Memory: MemoryShm, Regions: []Region{{Shape: make([]uint64, MaxDims+1)}}},
+		"no shape":        &Opened{Slots: 1, Memory: MemoryShm, Regions: []Region{{Name: "y"}}},
 		"shm with handle": &Opened{Slots: 1, Memory: MemoryShm, MemHandle: make([]byte, HandleSize)},
 	} {
 		if _, err := Marshal(m); err == nil {

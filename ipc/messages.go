@@ -166,27 +166,34 @@ const (
 // a cudaIpcMemHandle_t of the whole ring on device CUDADevice, and Events has
 // one entry per slot. For MemoryShm, CUDADevice is 0 and MemHandle and Events
 // are empty.
+//
+// Regions, Scalars and Lists say what every batch holds (the sampling mode's
+// layout): each BatchReady carries a count per region and a value per scalar
+// and per list, in this order.
 type Opened struct {
 	NumBatches uint32 // batches per epoch for this rank
 	Slots      uint32 // slots in the ring, >= 1
 	SlotBytes  uint64 // bytes per slot, a multiple of RegionAlign
 	Memory     string // MemoryShm or MemoryCUDA
-	MaxNodes   uint32 // capacity of a slot in sampled nodes
-	MaxEdges   uint32 // capacity of a slot in sampled edges
-	Hops       uint16 // len(Open.Fanouts)
 	Regions    []Region
+	Scalars    []string   // names of each batch's integers, e.g. "batch_size"
+	Lists      []string   // names of each batch's integer lists, e.g. "num_sampled_nodes"
 	CUDADevice uint32     // device ordinal of the allocation (MemoryCUDA)
 	MemHandle  []byte     // empty or HandleSize bytes
 	Events     []EventIPC // empty or Slots entries
 }
 
-// Region is one array inside a slot, at the same offset in every slot.
+// Region is one array inside a slot, at the same offset in every slot. A
+// batch's data is the contiguous array of Shape with Shape[CountAxis]
+// replaced by the batch's count for the region (BatchReady.Counts), at
+// Offset.
 type Region struct {
-	Name   string   // "x", "y", "n_id", "edge_index", ...
-	Offset uint64   // from the slot start, a multiple of RegionAlign
-	Bytes  uint64   // capacity in bytes; Offset+Bytes <= SlotBytes
-	DType  string   // "float32", "int64", ...
-	Shape  []uint64 // capacity shape, at most MaxDims dims (e.g. [max_nodes, feature_dim])
+	Name      string   // "x", "y", "n_id", "edge_index", ...
+	Offset    uint64   // from the slot start, a multiple of RegionAlign
+	Bytes     uint64   // capacity in bytes; Offset+Bytes <= SlotBytes
+	DType     string   // "float32", "int64", ...
+	Shape     []uint64 // capacity shape, 1 to MaxDims dims (e.g. [max_nodes, feature_dim])
+	CountAxis uint8    // the axis whose length varies per batch, < len(Shape)
 }
 
 // EventIPC holds a slot's two cudaIpcEventHandle_t: Ready is recorded by the
@@ -202,15 +209,15 @@ type StartEpoch struct {
 }
 
 // BatchReady (daemon to client): slot Slot holds batch Index of Epoch.
+// Counts, Scalars and Lists follow Opened.Regions, Opened.Scalars and
+// Opened.Lists, entry for entry.
 type BatchReady struct {
-	Slot            uint32
-	Epoch           uint32
-	Index           uint32   // batch number within the epoch
-	BatchSize       uint32   // seeds, the first BatchSize nodes
-	NumNodes        uint32   // rows used in x, y, n_id
-	NumEdges        uint32   // columns used in edge_index
-	NumSampledNodes []uint32 // per hop, seeds first (Hops+1 entries)
-	NumSampledEdges []uint32 // per hop (Hops entries)
+	Slot    uint32
+	Epoch   uint32
+	Index   uint32     // batch number within the epoch
+	Counts  []uint32   // per region, its length along its count axis
+	Scalars []int64    // per Opened.Scalars name
+	Lists   [][]uint32 // per Opened.Lists name
 }
 
 // Release (client to daemon): the client is done with Slot, which held
@@ -359,9 +366,6 @@ func (m *Opened) encode(e *encoder) {
 	e.u32(m.Slots)
 	e.u64(m.SlotBytes)
 	e.str("memory", m.Memory)
-	e.u32(m.MaxNodes)
-	e.u32(m.MaxEdges)
-	e.u16(m.Hops)
 	e.count("regions", len(m.Regions))
 	for i := range m.Regions {
 		r := &m.Regions[i]
@@ -376,7 +380,10 @@ func (m *Opened) encode(e *encoder) {
 		for _, s := range r.Shape {
 			e.u64(s)
 		}
+		e.u8(r.CountAxis)
 	}
+	e.strs("scalars", m.Scalars)
+	e.strs("lists", m.Lists)
 	e.u32(m.CUDADevice)
 	if len(m.MemHandle) != 0 && len(m.MemHandle) != HandleSize {
 		e.fail(CodeBadMessage, "mem_handle of %d bytes, want 0 or %d", len(m.MemHandle), HandleSize)
@@ -398,10 +405,7 @@ func (m *Opened) decode(d *decoder) {
 	m.Slots = d.u32()
 	m.SlotBytes = d.u64()
 	m.Memory = d.str("memory")
-	m.MaxNodes = d.u32()
-	m.MaxEdges = d.u32()
-	m.Hops = d.u16()
-	if n := d.count("regions", d.lim.MaxList, 2+8+8+2+2); n > 0 {
+	if n := d.count("regions", d.lim.MaxList, 2+8+8+2+2+1); n > 0 {
 		m.Regions = make([]Region, n)
 		for i := range m.Regions {
 			r := &m.Regions[i]
@@ -415,8 +419,11 @@ func (m *Opened) decode(d *decoder) {
 					r.Shape[j] = d.u64()
 				}
 			}
+			r.CountAxis = d.u8()
 		}
 	}
+	m.Scalars = d.strs("scalars")
+	m.Lists = d.strs("lists")
 	m.CUDADevice = d.u32()
 	if n := d.count("mem_handle", d.lim.MaxList, 1); n > 0 {
 		m.MemHandle = append([]byte(nil), d.next(n)...)
@@ -451,6 +458,9 @@ func (m *Opened) check() *ProtocolError {
 		if r.Offset > m.SlotBytes || r.Bytes > m.SlotBytes-r.Offset {
 			return perr(CodeBadMessage, "region %q: [%d, +%d) outside the %d-byte slot", r.Name, r.Offset, r.Bytes, m.SlotBytes)
 		}
+		if len(r.Shape) == 0 || int(r.CountAxis) >= len(r.Shape) {
+			return perr(CodeBadMessage, "region %q: count axis %d of a %d-dimensional shape", r.Name, r.CountAxis, len(r.Shape))
+		}
 	}
 	switch m.Memory {
 	case MemoryShm:
@@ -480,6 +490,56 @@ func (m *Opened) Region(name string) *Region {
 	return nil
 }
 
+// Count returns b's count for the region called name (false if there is no
+// such region, or b does not match m).
+func (m *Opened) Count(b *BatchReady, name string) (uint32, bool) {
+	for i := range m.Regions {
+		if m.Regions[i].Name == name && i < len(b.Counts) {
+			return b.Counts[i], true
+		}
+	}
+	return 0, false
+}
+
+// Scalar returns b's value of the scalar called name.
+func (m *Opened) Scalar(b *BatchReady, name string) (int64, bool) {
+	for i, s := range m.Scalars {
+		if s == name && i < len(b.Scalars) {
+			return b.Scalars[i], true
+		}
+	}
+	return 0, false
+}
+
+// List returns b's value of the list called name.
+func (m *Opened) List(b *BatchReady, name string) ([]uint32, bool) {
+	for i, s := range m.Lists {
+		if s == name && i < len(b.Lists) {
+			return b.Lists[i], true
+		}
+	}
+	return nil, false
+}
+
+// Matches reports whether b has what m says every batch has: a count per
+// region (within its capacity), a value per scalar and per list, and a slot
+// of the ring.
+func (m *Opened) Matches(b *BatchReady) error {
+	switch {
+	case b.Slot >= m.Slots:
+		return perr(CodeBadMessage, "BatchReady for slot %d of %d", b.Slot, m.Slots)
+	case len(b.Counts) != len(m.Regions) || len(b.Scalars) != len(m.Scalars) || len(b.Lists) != len(m.Lists):
+		return perr(CodeBadMessage, "BatchReady with %d counts, %d scalars and %d lists; Opened has %d regions, %d scalars and %d lists",
+			len(b.Counts), len(b.Scalars), len(b.Lists), len(m.Regions), len(m.Scalars), len(m.Lists))
+	}
+	for i, r := range m.Regions {
+		if uint64(b.Counts[i]) > r.Shape[r.CountAxis] {
+			return perr(CodeBadMessage, "BatchReady: region %q counts %d, its capacity is %d", r.Name, b.Counts[i], r.Shape[r.CountAxis])
+		}
+	}
+	return nil
+}
+
 func (m *StartEpoch) encode(e *encoder) { e.u32(m.Epoch) }
 func (m *StartEpoch) decode(d *decoder) { m.Epoch = d.u32() }
 
@@ -487,16 +547,20 @@ func (m *BatchReady) encode(e *encoder) {
 	e.u32(m.Slot)
 	e.u32(m.Epoch)
 	e.u32(m.Index)
-	e.u32(m.BatchSize)
-	e.u32(m.NumNodes)
-	e.u32(m.NumEdges)
-	e.count("num_sampled_nodes", len(m.NumSampledNodes))
-	for _, v := range m.NumSampledNodes {
+	e.count("counts", len(m.Counts))
+	for _, v := range m.Counts {
 		e.u32(v)
 	}
-	e.count("num_sampled_edges", len(m.NumSampledEdges))
-	for _, v := range m.NumSampledEdges {
-		e.u32(v)
+	e.count("scalars", len(m.Scalars))
+	for _, v := range m.Scalars {
+		e.u64(uint64(v))
+	}
+	e.count("lists", len(m.Lists))
+	for _, l := range m.Lists {
+		e.count("list", len(l))
+		for _, v := range l {
+			e.u32(v)
+		}
 	}
 }
 
@@ -504,14 +568,19 @@ func (m *BatchReady) decode(d *decoder) {
 	m.Slot = d.u32()
 	m.Epoch = d.u32()
 	m.Index = d.u32()
-	m.BatchSize = d.u32()
-	if d.err == nil && uint64(m.BatchSize) > uint64(d.lim.MaxBatchSize) {
-		d.fail(CodeLimit, "batch_size %d exceeds the limit of %d", m.BatchSize, d.lim.MaxBatchSize)
+	m.Counts = d.u32s("counts", d.lim.MaxList)
+	if n := d.count("scalars", d.lim.MaxList, 8); n > 0 {
+		m.Scalars = make([]int64, n)
+		for i := range m.Scalars {
+			m.Scalars[i] = int64(d.u64())
+		}
 	}
-	m.NumNodes = d.u32()
-	m.NumEdges = d.u32()
-	m.NumSampledNodes = d.u32s("num_sampled_nodes", d.lim.MaxFanouts+1)
-	m.NumSampledEdges = d.u32s("num_sampled_edges", d.lim.MaxFanouts+1)
+	if n := d.count("lists", d.lim.MaxList, 2); n > 0 {
+		m.Lists = make([][]uint32, n)
+		for i := range m.Lists {
+			m.Lists[i] = d.u32s("list", d.lim.MaxList)
+		}
+	}
 }
 
 func (d *decoder) u32s(what string, max int) []uint32 {

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -129,12 +130,13 @@ func compareWithCPU(t *testing.T, slots uint32, g GPUConfig, busy bool) (*Server
 				break
 			}
 			bc, bg := mc.(*ipc.BatchReady), mg.(*ipc.BatchReady)
-			if bc.Index != bg.Index || bc.NumNodes != bg.NumNodes || bc.NumEdges != bg.NumEdges {
+			if bc.Index != bg.Index || !slices.Equal(bc.Counts, bg.Counts) || !slices.Equal(bc.Scalars, bg.Scalars) {
 				t.Fatalf("batch %d: cpu %+v gpu %+v", bc.Index, bc, bg)
 			}
 			copySlot(t, gpu, ring, bg.Slot)
 			checkBatch(t, gpu, src, bg)
-			n, e, rb := int(bc.NumNodes), int(bc.NumEdges), src.Data.RowBytes()
+			n, e, _, _ := cpu.sizes(bc)
+			rb := src.Data.RowBytes()
 			for _, r := range []struct {
 				name  string
 				bytes int

@@ -194,7 +194,7 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 		srv.metrics.gather.Observe(seconds(took) / float64(m))
 		b.Meta(&p.meta)
 		srv.metrics.gatherBytes.Add(float64(gatheredBytes(ss.mode.Layout(), &p.meta)))
-		ready := batchReady(ss.mode.Layout(), slots[j], p.epoch, i+j, &p.meta)
+		ready := batchReady(slots[j], p.epoch, i+j, &p.meta)
 		p.pool <- b
 		ss.ring.Publish(slots[j], pingpong.Tag{Epoch: p.epoch, Index: uint32(i + j)})
 		ss.readyAt[slots[j]].Store(time.Now().UnixNano())
@@ -281,29 +281,13 @@ func gatheredBytes(l *batch.Layout, m *batch.Meta) int64 {
 	return n
 }
 
-// batchReady is the announcement of a filled slot.
-func batchReady(l *batch.Layout, slot int, epoch uint32, i int, m *batch.Meta) *ipc.BatchReady {
-	br := &ipc.BatchReady{Slot: uint32(slot), Epoch: epoch, Index: uint32(i)}
-	for r, reg := range l.Regions {
-		switch reg.Name {
-		case "n_id":
-			br.NumNodes = m.Counts[r]
-		case "edge_index":
-			br.NumEdges = m.Counts[r]
-		}
-	}
-	for s, name := range l.Scalars {
-		if name == "batch_size" {
-			br.BatchSize = uint32(m.Scalars[s])
-		}
-	}
-	for k, name := range l.Lists {
-		switch name {
-		case "num_sampled_nodes":
-			br.NumSampledNodes = append([]uint32(nil), m.Lists[k]...)
-		case "num_sampled_edges":
-			br.NumSampledEdges = append([]uint32(nil), m.Lists[k]...)
-		}
+// batchReady is the announcement of a filled slot: the batch's counts,
+// scalars and lists in the order of its layout (and of Opened).
+func batchReady(slot int, epoch uint32, i int, m *batch.Meta) *ipc.BatchReady {
+	br := &ipc.BatchReady{Slot: uint32(slot), Epoch: epoch, Index: uint32(i),
+		Counts: append([]uint32(nil), m.Counts...), Scalars: append([]int64(nil), m.Scalars...)}
+	for _, l := range m.Lists {
+		br.Lists = append(br.Lists, append([]uint32(nil), l...))
 	}
 	return br
 }

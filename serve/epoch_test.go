@@ -75,7 +75,8 @@ func TestHeldSlotSurvivesEpochBoundary(t *testing.T) {
 		}
 		c.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index})
 	}
-	n := int(kept.NumNodes) * src.Data.RowBytes()
+	nodes, _, _, _ := c.sizes(kept)
+	n := nodes * src.Data.RowBytes()
 	snapshot := append([]byte(nil), c.region(kept.Slot, "x", n)...)
 	c.send(&ipc.StartEpoch{Epoch: 1})
 	for i := 0; i < 3; i++ {

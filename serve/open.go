@@ -115,10 +115,9 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 		return perrf(ipc.CodeBadRequest, "%v", err)
 	}
 	// The budget covers what the request makes the daemon hold: the slots,
-	// and the sampled batches in flight (the pipeline's pool, each at most
-	// MaxNodes ids and orders and MaxEdges edges).
+	// and the sampled batches in flight (the pipeline's pool).
 	inFlight := int64(2*cfg.Prefetch + min(req.slots, gather.MaxSweepParts))
-	slotBytes, extra := layout.SlotBytes*int64(req.slots), inFlight*(12*mode.MaxNodes+8*mode.MaxEdges)
+	slotBytes, extra := layout.SlotBytes*int64(req.slots), inFlight*mode.BatchBytes()
 	if err := ss.srv.admit(ss, slotBytes, extra); err != nil {
 		return err
 	}
@@ -134,12 +133,12 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 		NumBatches: uint32(plan.NumBatches()),
 		Slots:      uint32(req.slots),
 		SlotBytes:  uint64(layout.SlotBytes),
-		MaxNodes:   uint32(mode.MaxNodes),
-		MaxEdges:   uint32(mode.MaxEdges),
-		Hops:       uint16(len(req.fanouts)),
+		Scalars:    mode.Layout().Scalars,
+		Lists:      mode.Layout().Lists,
 	}
 	for i, r := range mode.Layout().Regions {
-		reg := ipc.Region{Name: r.Name, Offset: uint64(layout.Regions[i].Offset), Bytes: uint64(layout.Regions[i].Bytes), DType: r.DType}
+		reg := ipc.Region{Name: r.Name, Offset: uint64(layout.Regions[i].Offset), Bytes: uint64(layout.Regions[i].Bytes),
+			DType: r.DType, CountAxis: uint8(r.CountAxis)}
 		for _, d := range r.Shape {
 			reg.Shape = append(reg.Shape, uint64(d))
 		}

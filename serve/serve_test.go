@@ -152,11 +152,28 @@ func openReq() ipc.Open {
 		WorldSize: 1, Device: "cpu"}
 }
 
+// sizes are a node batch's nodes, edges, seeds and per-hop node counts, as
+// its BatchReady reports them.
+func (c *client) sizes(b *ipc.BatchReady) (nodes, edges, seeds int, perHop []uint32) {
+	c.t.Helper()
+	if err := c.opened.Matches(b); err != nil {
+		c.t.Fatal(err)
+	}
+	n, ok1 := c.opened.Count(b, "n_id")
+	e, ok2 := c.opened.Count(b, "edge_index")
+	bs, ok3 := c.opened.Scalar(b, "batch_size")
+	hops, ok4 := c.opened.List(b, "num_sampled_nodes")
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		c.t.Fatalf("BatchReady %+v lacks a node batch's counts", b)
+	}
+	return int(n), int(e), int(bs), hops
+}
+
 // checkBatch verifies a served batch against the dataset itself.
 func checkBatch(t *testing.T, c *client, src *Source, b *ipc.BatchReady) []int64 {
 	t.Helper()
 	d := src.Data
-	n, e := int(b.NumNodes), int(b.NumEdges)
+	n, e, batchSize, perHop := c.sizes(b)
 	nid := c.region(b.Slot, "n_id", 8*n)
 	y := c.region(b.Slot, "y", 8*n)
 	rb := d.RowBytes()
@@ -179,11 +196,11 @@ func checkBatch(t *testing.T, c *client, src *Source, b *ipc.BatchReady) []int64
 		}
 	}
 	sum := 0
-	for _, k := range b.NumSampledNodes {
+	for _, k := range perHop {
 		sum += int(k)
 	}
-	if sum != n || int(b.NumSampledNodes[0]) != int(b.BatchSize) {
-		t.Fatalf("num_sampled_nodes %v for %d nodes, batch size %d", b.NumSampledNodes, n, b.BatchSize)
+	if sum != n || int(perHop[0]) != batchSize {
+		t.Fatalf("num_sampled_nodes %v for %d nodes, batch size %d", perHop, n, batchSize)
 	}
 	for j := 0; j < e; j++ {
 		src, dst := i64(ei, j), i64(ei, e+j)
@@ -205,7 +222,7 @@ func checkBatch(t *testing.T, c *client, src *Source, b *ipc.BatchReady) []int64
 			t.Fatalf("edge %d: %d is not a neighbour of %d", j, ids[src], u)
 		}
 	}
-	return ids[:b.BatchSize]
+	return ids[:batchSize]
 }
 
 // epoch runs one epoch and returns the seeds served, in order.
@@ -304,7 +321,8 @@ func TestHeldSlotNeverChanges(t *testing.T) {
 	c.handshake(openReq())
 	c.send(&ipc.StartEpoch{Epoch: 0})
 	first := c.recv().(*ipc.BatchReady)
-	n := int(first.NumNodes) * src.Data.RowBytes()
+	nodes, _, _, _ := c.sizes(first)
+	n := nodes * src.Data.RowBytes()
 	snapshot := slices.Clone(c.region(first.Slot, "x", n))
 	// Keep the first batch; take and release the others. The daemon runs
 	// ahead through the other slots but must never refill the held one.

@@ -274,8 +274,13 @@ func consume(socket string, open ipc.Open, epochs int) (batches, nodes int64, er
 	if err := c.WriteMsg(&open); err != nil {
 		return 0, 0, err
 	}
-	if _, err := recv(); err != nil {
+	om, err := recv()
+	if err != nil {
 		return 0, 0, err
+	}
+	opened, ok := om.(*ipc.Opened)
+	if !ok {
+		return 0, 0, fmt.Errorf("daemon answered Open with %T", om)
 	}
 	for ep := 0; ep < epochs; ep++ {
 		if err := c.WriteMsg(&ipc.StartEpoch{Epoch: uint32(ep)}); err != nil {
@@ -288,7 +293,8 @@ func consume(socket string, open ipc.Open, epochs int) (batches, nodes int64, er
 			}
 			if b, ok := m.(*ipc.BatchReady); ok {
 				batches++
-				nodes += int64(b.NumNodes)
+				n, _ := opened.Count(b, "n_id")
+				nodes += int64(n)
 				if err := c.WriteMsg(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index}); err != nil {
 					return batches, nodes, err
 				}

@@ -8,7 +8,6 @@ import mmap
 import os
 import socket
 import time
-from dataclasses import dataclass, field
 from typing import Iterator, List, Optional, Sequence
 
 import torch
@@ -23,6 +22,11 @@ _DTYPES = {
     "bfloat16": torch.bfloat16,
     "int64": torch.int64,
     "int32": torch.int32,
+    "float64": torch.float64,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "bool": torch.bool,
 }
 
 
@@ -40,23 +44,26 @@ class LoaderError(RuntimeError):
         self.code = code
 
 
-@dataclass
 class Batch:
-    """One sampled mini-batch, with the fields of PyG's NeighborLoader output.
+    """One sampled mini-batch, with the fields of PyG's NeighborLoader output:
+    one attribute per region of the daemon's batch layout (x, y, n_id,
+    edge_index, ...), per scalar (batch_size) and per list
+    (num_sampled_nodes, num_sampled_edges), as Opened declared them.
 
-    x, y, n_id and edge_index are views of a loaderd slot (no copy): they are
-    valid until the batch is released (by default when the next batch is
-    taken). Call .clone() on what you want to keep longer."""
+    The tensors are views of a loaderd slot (no copy): they are valid until
+    the batch is released (by default when the next batch is taken). Call
+    .clone() on what you want to keep longer."""
 
-    x: torch.Tensor  # [num_nodes, feature_dim] features, hop order (seeds first)
-    y: torch.Tensor  # [num_nodes] int64 labels (-1 = unlabelled)
-    edge_index: torch.Tensor  # [2, num_edges] int64 local ids, messages flow row 0 -> row 1
-    n_id: torch.Tensor  # [num_nodes] int64 global node ids
-    batch_size: int  # the first batch_size nodes are the seeds
-    num_sampled_nodes: List[int] = field(default_factory=list)  # per hop, seeds first
-    num_sampled_edges: List[int] = field(default_factory=list)  # per hop
-    epoch: int = 0
-    index: int = 0  # batch number within the epoch
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def keys(self) -> List[str]:
+        return [k for k in self.__dict__ if k not in ("epoch", "index", "slot")]
+
+    def __repr__(self) -> str:
+        def show(v):
+            return f"[{', '.join(map(str, v.shape))}]" if isinstance(v, torch.Tensor) else repr(v)
+        return f"Batch({', '.join(f'{k}={show(getattr(self, k))}' for k in self.keys())})"
 
     @property
     def num_nodes(self) -> int:
@@ -88,7 +95,7 @@ class Loader:
     release, so hold at most slots-1 batches at once).
 
     Batches are torch_geometric.data.Data objects when PyG is importable and
-    `Batch` dataclasses otherwise; both have the same fields.
+    `Batch` objects otherwise; both have the same fields.
     """
 
     def __init__(self, socket_path: str, split: str = "train", batch_size: int = 1024,
@@ -320,35 +327,43 @@ class Loader:
         self._send(p.Release(slot=slot, epoch=epoch, index=index))
 
     def _view(self, m: p.BatchReady):
+        """The batch in slot m.slot, built from what Opened declared: a tensor
+        per region (its capacity shape with the count axis cut to the batch's
+        count), then the scalars and lists."""
+        try:
+            self.opened.check_batch(m)
+        except p.ProtocolError as e:
+            raise LoaderError(f"loaderd sent a batch that does not match its slots: {e.message}", code="bad_message") from e
         base = m.slot * self.opened.slot_bytes
-        n, e, dim = m.num_nodes, m.num_edges, self.dataset.feature_dim
-
-        def region(name: str, count: int) -> torch.Tensor:
-            r = self._regions[name]
+        fields = {}
+        for r, count in zip(self.opened.regions, m.counts):
+            shape = list(r.shape)
+            shape[r.count_axis] = count
+            numel = 1
+            for d in shape:
+                numel *= d
+            dtype = _DTYPES.get(r.dtype)
+            if dtype is None:
+                raise LoaderError(f"region {r.name!r} has dtype {r.dtype!r}, which this client does not know",
+                                  code="bad_message")
             if self._cuda is not None:
-                return self._cuda.view(m.slot, r.offset, count, _DTYPES[r.dtype])
-            if count == 0:
-                return torch.empty(0, dtype=_DTYPES[r.dtype])
-            return torch.frombuffer(self._mem, dtype=_DTYPES[r.dtype], count=count, offset=base + r.offset)
-
-        x = region("x", n * dim).view(n, dim) if "x" in self._regions else None  # none: no features
-        y = region("y", n)
-        n_id = region("n_id", n)
-        edge_index = region("edge_index", 2 * e).view(2, e)
+                t = self._cuda.view(m.slot, r.offset, numel, dtype)
+            elif numel == 0:
+                t = torch.empty(0, dtype=dtype)
+            else:
+                t = torch.frombuffer(self._mem, dtype=dtype, count=numel, offset=base + r.offset)
+            fields[r.name] = t.view(shape)
         if self._cuda is not None:
             self._cuda.wait_ready(m.slot)  # the current stream reads the slot after its fill
         elif self.device.type != "cpu":
-            x, y, n_id, edge_index = (None if t is None else t.to(self.device) for t in (x, y, n_id, edge_index))
-        fields = dict(x=x, y=y, edge_index=edge_index, n_id=n_id, batch_size=m.batch_size,
-                      num_sampled_nodes=list(m.num_sampled_nodes),
-                      num_sampled_edges=list(m.num_sampled_edges))
+            fields = {k: t.to(self.device) for k, t in fields.items()}
+        fields.update(zip(self.opened.scalars, (int(v) for v in m.scalars)))
+        fields.update(zip(self.opened.lists, (list(v) for v in m.lists)))
         if self._data_cls is not None:
             b = self._data_cls(**fields)
             b.epoch, b.index, b.slot = m.epoch, m.index, m.slot
             return b
-        b = Batch(epoch=m.epoch, index=m.index, **fields)
-        b.slot = m.slot  # type: ignore[attr-defined]
-        return b
+        return Batch(epoch=m.epoch, index=m.index, slot=m.slot, **fields)
 
     # -- lifetime -----------------------------------------------------------
 

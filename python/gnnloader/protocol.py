@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 MAGIC = b"GNNL"
-VERSION = 1
+VERSION = 2
 HEADER_SIZE = 8  # u32 length | u16 type | u16 flags
 MAX_DIMS = 8
 HANDLE_SIZE = 64
@@ -103,7 +103,7 @@ class Limits:
     """Bounds applied by a receiver; see docs/protocol.md, "Limits"."""
 
     max_frame: int = 1 << 20  # bytes in a whole frame, length field included
-    max_fanouts: int = 16  # Open.fanouts; BatchReady lists hold max_fanouts+1
+    max_fanouts: int = 8  # Open.fanouts (the sampler's most hops)
     max_batch_size: int = 1 << 20
     max_string: int = 4096  # bytes in any string
     max_list: int = 1024  # entries in any other list
@@ -398,13 +398,16 @@ class Open(_Msg):
 
 @dataclass
 class Region:
-    """One array inside a slot (same offset in every slot)."""
+    """One array inside a slot (same offset in every slot). A batch's data is
+    the contiguous array of `shape` with shape[count_axis] replaced by the
+    batch's count for the region (BatchReady.counts), at `offset`."""
 
     name: str = ""
     offset: int = 0  # from the slot start, multiple of REGION_ALIGN
     bytes: int = 0  # capacity; offset + bytes <= slot_bytes
     dtype: str = ""
-    shape: List[int] = field(default_factory=list)  # capacity shape, <= MAX_DIMS dims
+    shape: List[int] = field(default_factory=list)  # capacity shape, 1..MAX_DIMS dims
+    count_axis: int = 0  # the axis whose length varies per batch
 
 
 @dataclass
@@ -418,17 +421,18 @@ class EventIPC:
 @dataclass
 class Opened(_Msg):
     """Daemon -> client: the slot ring. With memory "shm" the frame carries one
-    memfd of slots*slot_bytes bytes (slot i at i*slot_bytes)."""
+    memfd of slots*slot_bytes bytes (slot i at i*slot_bytes). Regions, scalars
+    and lists say what every batch holds: each BatchReady carries a count per
+    region and a value per scalar and per list, in this order."""
 
     TYPE: ClassVar[MsgType] = MsgType.OPENED
     num_batches: int = 0
     slots: int = 0
     slot_bytes: int = 0
     memory: str = MEMORY_SHM
-    max_nodes: int = 0
-    max_edges: int = 0
-    hops: int = 0
     regions: List[Region] = field(default_factory=list)
+    scalars: List[str] = field(default_factory=list)  # e.g. "batch_size"
+    lists: List[str] = field(default_factory=list)  # e.g. "num_sampled_nodes"
     cuda_device: int = 0
     mem_handle: bytes = b""  # empty or HANDLE_SIZE bytes
     events: List[EventIPC] = field(default_factory=list)  # empty or `slots` entries
@@ -438,6 +442,22 @@ class Opened(_Msg):
             if r.name == name:
                 return r
         raise KeyError(name)
+
+    def check_batch(self, b: "BatchReady") -> None:
+        """Raise ProtocolError(BAD_MESSAGE) unless `b` has what every batch of
+        this ring has: a slot of the ring, a count per region within its
+        capacity, a value per scalar and per list."""
+        if b.slot >= self.slots:
+            raise ProtocolError(Code.BAD_MESSAGE, f"BatchReady for slot {b.slot} of {self.slots}")
+        if (len(b.counts), len(b.scalars), len(b.lists)) != (len(self.regions), len(self.scalars), len(self.lists)):
+            raise ProtocolError(
+                Code.BAD_MESSAGE,
+                f"BatchReady with {len(b.counts)} counts, {len(b.scalars)} scalars and {len(b.lists)} lists; "
+                f"Opened has {len(self.regions)} regions, {len(self.scalars)} scalars and {len(self.lists)} lists")
+        for r, n in zip(self.regions, b.counts):
+            if n > r.shape[r.count_axis]:
+                raise ProtocolError(Code.BAD_MESSAGE, f"BatchReady: region {r.name!r} counts {n}, "
+                                    f"its capacity is {r.shape[r.count_axis]}")
 
     def _check(self) -> None:
         def bad(msg: str) -> ProtocolError:
@@ -451,6 +471,8 @@ class Opened(_Msg):
                 raise bad(f"region {r.name!r}: offset {r.offset} is not a multiple of {REGION_ALIGN}")
             if r.offset > self.slot_bytes or r.bytes > self.slot_bytes - r.offset:
                 raise bad(f"region {r.name!r}: [{r.offset}, +{r.bytes}) outside the {self.slot_bytes}-byte slot")
+            if not r.shape or r.count_axis >= len(r.shape):
+                raise bad(f"region {r.name!r}: count axis {r.count_axis} of a {len(r.shape)}-dimensional shape")
         if self.memory == MEMORY_SHM:
             if self.cuda_device != 0 or self.mem_handle or self.events:
                 raise bad("shm memory with CUDA handles")
@@ -467,9 +489,6 @@ class Opened(_Msg):
         w.u32(self.slots)
         w.u64(self.slot_bytes)
         w.str("memory", self.memory)
-        w.u32(self.max_nodes)
-        w.u32(self.max_edges)
-        w.u16(self.hops)
         w.count("regions", len(self.regions))
         for r in self.regions:
             w.str("region.name", r.name)
@@ -481,6 +500,11 @@ class Opened(_Msg):
             w.count("region.shape", len(r.shape))
             for s in r.shape:
                 w.u64(s)
+            w.u8(r.count_axis)
+        for what, names in (("scalars", self.scalars), ("lists", self.lists)):
+            w.count(what, len(names))
+            for name in names:
+                w.str(what, name)
         w.u32(self.cuda_device)
         w.count("mem_handle", len(self.mem_handle))
         w.raw(bytes(self.mem_handle))
@@ -494,14 +518,17 @@ class Opened(_Msg):
 
     @classmethod
     def _decode(cls, r: _Reader) -> "Opened":
-        m = cls(num_batches=r.u32(), slots=r.u32(), slot_bytes=r.u64(), memory=r.str("memory"),
-                max_nodes=r.u32(), max_edges=r.u32(), hops=r.u16())
-        n = r.count("regions", r.lim.max_list, 2 + 8 + 8 + 2 + 2)
+        m = cls(num_batches=r.u32(), slots=r.u32(), slot_bytes=r.u64(), memory=r.str("memory"))
+        n = r.count("regions", r.lim.max_list, 2 + 8 + 8 + 2 + 2 + 1)
         for _ in range(n):
             reg = Region(name=r.str("region.name"), offset=r.u64(), bytes=r.u64(), dtype=r.str("region.dtype"))
             k = r.count("region.shape", MAX_DIMS, 8)
             reg.shape = list(struct.unpack(f"<{k}Q", r.next(8 * k)))
+            reg.count_axis = r.u8()
             m.regions.append(reg)
+        for what in ("scalars", "lists"):
+            n = r.count(what, r.lim.max_list, 2)
+            setattr(m, what, [r.str(what) for _ in range(n)])
         m.cuda_device = r.u32()
         n = r.count("mem_handle", r.lim.max_list, 1)
         m.mem_handle = bytes(r.next(n))
@@ -529,36 +556,41 @@ class StartEpoch(_Msg):
 
 @dataclass
 class BatchReady(_Msg):
-    """Daemon -> client: slot `slot` holds batch `index` of `epoch`."""
+    """Daemon -> client: slot `slot` holds batch `index` of `epoch`. counts,
+    scalars and lists follow Opened.regions, Opened.scalars and Opened.lists,
+    entry for entry."""
 
     TYPE: ClassVar[MsgType] = MsgType.BATCH_READY
     slot: int = 0
     epoch: int = 0
     index: int = 0
-    batch_size: int = 0
-    num_nodes: int = 0
-    num_edges: int = 0
-    num_sampled_nodes: List[int] = field(default_factory=list)  # hops+1, seeds first
-    num_sampled_edges: List[int] = field(default_factory=list)  # hops
+    counts: List[int] = field(default_factory=list)  # per region, its length along its count axis
+    scalars: List[int] = field(default_factory=list)  # int64 each
+    lists: List[List[int]] = field(default_factory=list)
 
     def _encode(self, w: _Writer) -> None:
-        for v in (self.slot, self.epoch, self.index, self.batch_size, self.num_nodes, self.num_edges):
+        for v in (self.slot, self.epoch, self.index):
             w.u32(v)
-        for what, lst in (("num_sampled_nodes", self.num_sampled_nodes),
-                          ("num_sampled_edges", self.num_sampled_edges)):
-            w.count(what, len(lst))
+        w.count("counts", len(self.counts))
+        for v in self.counts:
+            w.u32(v)
+        w.count("scalars", len(self.scalars))
+        for v in self.scalars:
+            w.raw(struct.pack("<q", v))
+        w.count("lists", len(self.lists))
+        for lst in self.lists:
+            w.count("list", len(lst))
             for v in lst:
                 w.u32(v)
 
     @classmethod
     def _decode(cls, r: _Reader) -> "BatchReady":
-        m = cls(slot=r.u32(), epoch=r.u32(), index=r.u32(), batch_size=r.u32())
-        if m.batch_size > r.lim.max_batch_size:
-            raise ProtocolError(Code.LIMIT, f"batch_size {m.batch_size} exceeds the limit of {r.lim.max_batch_size}")
-        m.num_nodes = r.u32()
-        m.num_edges = r.u32()
-        m.num_sampled_nodes = r.u32s("num_sampled_nodes", r.lim.max_fanouts + 1)
-        m.num_sampled_edges = r.u32s("num_sampled_edges", r.lim.max_fanouts + 1)
+        m = cls(slot=r.u32(), epoch=r.u32(), index=r.u32())
+        m.counts = r.u32s("counts", r.lim.max_list)
+        n = r.count("scalars", r.lim.max_list, 8)
+        m.scalars = list(struct.unpack(f"<{n}q", r.next(8 * n)))
+        n = r.count("lists", r.lim.max_list, 2)
+        m.lists = [r.u32s("list", r.lim.max_list) for _ in range(n)]
         return m
 
 

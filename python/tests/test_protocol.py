@@ -42,12 +42,13 @@ def _align(n):
 def _sample_regions():
     nodes, edges, dim = 1000, 5000, 100
     regions, off = [], 0
-    for name, dtype, elem, shape in (("x", "float32", 4, [nodes, dim]), ("y", "int64", 8, [nodes]),
-                                     ("n_id", "int64", 8, [nodes]), ("edge_index", "int64", 8, [2, edges])):
+    for name, dtype, elem, axis, shape in (("x", "float32", 4, 0, [nodes, dim]), ("y", "int64", 8, 0, [nodes]),
+                                           ("n_id", "int64", 8, 0, [nodes]),
+                                           ("edge_index", "int64", 8, 1, [2, edges])):
         n = elem
         for s in shape:
             n *= s
-        regions.append(P.Region(name=name, offset=off, bytes=n, dtype=dtype, shape=list(shape)))
+        regions.append(P.Region(name=name, offset=off, bytes=n, dtype=dtype, shape=list(shape), count_axis=axis))
         off = _align(off + n)
     return regions, off
 
@@ -59,28 +60,31 @@ def _handle(seed):
 def _goldens():
     regions, slot_bytes = _sample_regions()
     return {
-        "hello": P.Hello(version=1, pid=4242, name="train.py rank 0"),
-        "welcome": P.Welcome(version=1, daemon_version="loaderd 0.1.0", dataset=P.Dataset(
+        "hello": P.Hello(version=2, pid=4242, name="train.py rank 0"),
+        "welcome": P.Welcome(version=2, daemon_version="loaderd 0.1.0", dataset=P.Dataset(
             name="ogbn-products", num_nodes=2449029, num_edges=123718280, feature_dim=100,
             feature_dtype="float32", num_classes=47,
             splits=[P.Split("train", 196615), P.Split("val", 39323), P.Split("test", 2213091)])),
-        "welcome_empty": P.Welcome(version=1),
+        "welcome_empty": P.Welcome(version=2),
         "open": P.Open(job="sage", split="train", batch_size=1024, fanouts=[15, 10, 5], shuffle=True,
                        seed=0x0123456789ABCDEF, rank=1, world_size=4, drop_last=False, device="cuda:1",
                        feature_dtype="", slots=0, start_epoch=0, start_batch=0),
         "open_resume": P.Open(job="jöb-ü", split="val", batch_size=512, fanouts=[-1, 10], shuffle=False,
                               seed=7, rank=0, world_size=1, drop_last=True, device="cpu",
                               feature_dtype="float16", slots=3, start_epoch=2, start_batch=17),
-        "opened_shm": P.Opened(num_batches=48, slots=2, slot_bytes=slot_bytes, memory="shm",
-                               max_nodes=1000, max_edges=5000, hops=3, regions=regions),
-        "opened_cuda": P.Opened(num_batches=48, slots=2, slot_bytes=slot_bytes, memory="cuda",
-                                max_nodes=1000, max_edges=5000, hops=3, regions=regions, cuda_device=1,
+        "opened_shm": P.Opened(num_batches=48, slots=2, slot_bytes=slot_bytes, memory="shm", regions=regions,
+                               scalars=["batch_size"], lists=["num_sampled_nodes", "num_sampled_edges"]),
+        "opened_cuda": P.Opened(num_batches=48, slots=2, slot_bytes=slot_bytes, memory="cuda", regions=regions,
+                                scalars=["batch_size"], lists=["num_sampled_nodes", "num_sampled_edges"],
+                                cuda_device=1,
                                 mem_handle=_handle(0),
                                 events=[P.EventIPC(_handle(0x10), _handle(0x80)),
                                         P.EventIPC(_handle(0x11), _handle(0x81))]),
         "start_epoch": P.StartEpoch(epoch=3),
-        "batch_ready": P.BatchReady(slot=1, epoch=3, index=7, batch_size=4, num_nodes=900, num_edges=4000,
-                                    num_sampled_nodes=[4, 50, 300, 546], num_sampled_edges=[60, 940, 3000]),
+        "batch_ready": P.BatchReady(slot=1, epoch=3, index=7, counts=[900, 900, 900, 4000], scalars=[4],
+                                    lists=[[4, 50, 300, 546], [60, 940, 3000]]),
+        "batch_ready_bare": P.BatchReady(slot=0, epoch=1 << 31, index=9, counts=[], scalars=[-1, 1 << 40],
+                                         lists=[[], [7]]),
         "release": P.Release(slot=1, epoch=3, index=7),
         "epoch_end": P.EpochEnd(epoch=3, num_batches=48),
         "error": P.Error(code=P.Code.OUT_OF_ORDER, message="Release from the client in phase open"),
