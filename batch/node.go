@@ -33,6 +33,7 @@ type NodeOptions struct {
 //	y           [nodes] int64         labels of n_id (-1 = unlabelled)
 //	n_id        [nodes] int64         global node ids
 //	edge_index  [2, edges] int64      local ids; messages flow row 0 -> row 1
+//	e_id        [edges] int64         the graph's id of each edge (its CSR position)
 //
 // with the scalar batch_size (the first batch_size nodes are the seeds) and
 // the lists num_sampled_nodes (per hop, seeds first) and num_sampled_edges.
@@ -49,7 +50,7 @@ var _ Mode = (*Node)(nil)
 
 // NewNode makes the node mode over d.
 func NewNode(d *datasets.Data, o NodeOptions) (*Node, error) {
-	smp, err := sampler.New(&d.Graph, sampler.Options{Fanouts: o.Fanouts, Workers: o.Workers})
+	smp, err := sampler.New(&d.Graph, sampler.Options{Fanouts: o.Fanouts, Workers: o.Workers, EdgeIDs: true})
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +77,7 @@ func NewNode(d *datasets.Data, o NodeOptions) (*Node, error) {
 	node(Region{Name: "y", DType: "int64", Shape: []int64{m.MaxNodes}})
 	node(Region{Name: "n_id", DType: "int64", Shape: []int64{m.MaxNodes}})
 	edge(Region{Name: "edge_index", DType: "int64", Shape: []int64{2, m.MaxEdges}, CountAxis: 1})
+	edge(Region{Name: "e_id", DType: "int64", Shape: []int64{m.MaxEdges}})
 	m.layout.Scalars = []string{"batch_size"}
 	m.layout.Lists = []string{"num_sampled_nodes", "num_sampled_edges"}
 	if err := m.layout.Check(); err != nil {
@@ -95,8 +97,8 @@ func (m *Node) Layout() *Layout { return &m.layout }
 func (m *Node) NewBatch() Batch { return &NodeBatch{m: m} }
 
 // BatchBytes implements Mode: per node its id and address-order position,
-// per edge its two local ids.
-func (m *Node) BatchBytes() int64 { return 12*m.MaxNodes + 8*m.MaxEdges }
+// per edge its two local ids and its id.
+func (m *Node) BatchBytes() int64 { return 12*m.MaxNodes + 16*m.MaxEdges }
 
 // Sample implements Mode.
 func (m *Node) Sample(seeds []int64, key uint64, b Batch) error {
@@ -133,7 +135,7 @@ func (b *NodeBatch) Rows(r int) ([]int64, []int32) { return b.S.NID, b.S.Order }
 // WriteStructure implements Batch: labels (a random read each), n_id and
 // edge_index widened to int64, in pieces on up to workers goroutines.
 func (b *NodeBatch) WriteStructure(region func(r int) []byte, workers int) {
-	var y, nid, ei []int64
+	var y, nid, ei, eid []int64
 	for r, reg := range b.m.layout.Regions {
 		switch reg.Name {
 		case "y":
@@ -142,6 +144,8 @@ func (b *NodeBatch) WriteStructure(region func(r int) []byte, workers int) {
 			nid = int64s(region(r))
 		case "edge_index":
 			ei = int64s(region(r))
+		case "e_id":
+			eid = int64s(region(r))
 		}
 	}
 	labels := b.m.data.Labels
@@ -164,6 +168,7 @@ func (b *NodeBatch) WriteStructure(region func(r int) []byte, workers int) {
 				ei[k] = int64(s.Src[k])
 				ei[e+k] = int64(s.Dst[k])
 			}
+			copy(eid[lo:hi], s.EID[lo:hi])
 		})
 	}
 	p.run(workers)

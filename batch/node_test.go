@@ -69,7 +69,7 @@ func TestNodeBatchWritesItsStructure(t *testing.T) {
 	for _, r := range l.Regions {
 		names = append(names, r.Name)
 	}
-	if !slices.Equal(names, []string{"x", "y", "n_id", "edge_index"}) || l.Regions[0].Table != "x" {
+	if !slices.Equal(names, []string{"x", "y", "n_id", "edge_index", "e_id"}) || l.Regions[0].Table != "x" {
 		t.Fatalf("regions %v", l.Regions)
 	}
 	seeds := d.Splits[datasets.SplitTrain][:512]
@@ -84,13 +84,16 @@ func TestNodeBatchWritesItsStructure(t *testing.T) {
 	}
 	var meta Meta
 	b.Meta(&meta)
-	if !slices.Equal(meta.Counts, []uint32{uint32(n), uint32(n), uint32(n), uint32(e)}) || meta.Scalars[0] != 512 {
+	if !slices.Equal(meta.Counts, []uint32{uint32(n), uint32(n), uint32(n), uint32(e), uint32(e)}) || meta.Scalars[0] != 512 {
 		t.Fatalf("meta %+v for %d nodes and %d edges", meta, n, e)
 	}
 	if ids, order := b.Rows(0); !slices.Equal(ids, s.NID) || !slices.Equal(order, s.Order) {
 		t.Fatal("rows of x are not n_id in address order")
 	}
-	want := map[string][]int64{"y": make([]int64, n), "n_id": s.NID, "edge_index": make([]int64, 2*e)}
+	want := map[string][]int64{"y": make([]int64, n), "n_id": s.NID, "edge_index": make([]int64, 2*e), "e_id": s.EID}
+	if len(s.EID) != e {
+		t.Fatalf("%d edge ids for %d edges", len(s.EID), e)
+	}
 	for i, v := range s.NID {
 		want["y"][i] = int64(d.Labels[v])
 	}

@@ -140,7 +140,7 @@ func compareWithCPU(t *testing.T, slots uint32, g GPUConfig, busy bool) (*Server
 			for _, r := range []struct {
 				name  string
 				bytes int
-			}{{"x", n * rb}, {"y", 8 * n}, {"n_id", 8 * n}, {"edge_index", 16 * e}} {
+			}{{"x", n * rb}, {"y", 8 * n}, {"n_id", 8 * n}, {"edge_index", 16 * e}, {"e_id", 8 * e}} {
 				if !bytes.Equal(cpu.region(bc.Slot, r.name, r.bytes), gpu.region(bg.Slot, r.name, r.bytes)) {
 					t.Fatalf("epoch %d batch %d: %s differs between the CPU and GPU paths", epoch, bc.Index, r.name)
 				}

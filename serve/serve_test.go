@@ -202,8 +202,14 @@ func checkBatch(t *testing.T, c *client, src *Source, b *ipc.BatchReady) []int64
 	if sum != n || int(perHop[0]) != batchSize {
 		t.Fatalf("num_sampled_nodes %v for %d nodes, batch size %d", perHop, n, batchSize)
 	}
+	eid := c.region(b.Slot, "e_id", 8*e)
 	for j := 0; j < e; j++ {
 		src, dst := i64(ei, j), i64(ei, e+j)
+		// e_id names the edge: the CSR row of the target holds the source
+		// at that position.
+		if id := i64(eid, j); id < d.Graph.Indptr[ids[dst]] || id >= d.Graph.Indptr[ids[dst]+1] || d.Graph.Neighbor(id) != ids[src] {
+			t.Fatalf("edge %d (%d -> %d): e_id %d is not that edge", j, ids[src], ids[dst], id)
+		}
 		if src < 0 || src >= int64(n) || dst < 0 || dst >= int64(n) {
 			t.Fatalf("edge %d: local ids %d->%d out of range", j, src, dst)
 		}

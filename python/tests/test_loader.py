@@ -117,6 +117,24 @@ class LoaderTest(unittest.TestCase):
         if b.edge_index.numel():
             self.assertGreaterEqual(int(b.edge_index.min()), 0)
             self.assertLess(int(b.edge_index.max()), n)
+        e = b.edge_index.shape[1]
+        self.assertEqual((b.e_id.dtype, tuple(b.e_id.shape)), (torch.int64, (e,)))
+        if e:
+            self.assertGreaterEqual(int(b.e_id.min()), 0)
+            self.assertLess(int(b.e_id.max()), 2 * 5429)  # Cora imported undirected
+
+    def test_edge_ids_name_edges(self):
+        """e_id is a function of the edge and tells edges apart: the same
+        (source, target) pair always has the same id, different pairs never."""
+        by_pair, by_id = {}, {}
+        with self.loader() as ld:
+            for b in ld:
+                src = b.n_id[b.edge_index[0]].tolist()
+                dst = b.n_id[b.edge_index[1]].tolist()
+                for u, v, i in zip(src, dst, b.e_id.tolist()):
+                    self.assertEqual(by_pair.setdefault((u, v), i), i, f"edge {u}->{v} has two ids")
+                    self.assertEqual(by_id.setdefault(i, (u, v)), (u, v), f"id {i} names two edges")
+        self.assertGreater(len(by_id), 1000)
 
     def test_one_trainer(self):
         with self.loader() as ld:
