@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The test command (what .ci/run runs): installs what the tests need, then
-# runs every CPU test. GPU tests skip here with their reason; on a GPU machine
-# scripts/gpu-check.sh runs them.
+# The test command (what .ci/run runs): installs what the tests need, checks
+# that go.mod is tidy, then runs every CPU test. GPU tests skip here with
+# their reason; on a GPU machine scripts/gpu-check.sh runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -9,6 +9,8 @@ export PATH=/usr/local/go/bin:$PATH
 # go-nvml's header marks functions deprecated; the warnings are noise.
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
 
+echo "== go mod tidy (go.mod and go.sum must already be tidy)"
+go mod tidy -diff
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
