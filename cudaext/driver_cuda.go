@@ -9,14 +9,10 @@ import "C"
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"unsafe"
 )
-
-// Library is the file Init opens.
-const Library = "libcuda.so.1"
 
 var (
 	initOnce sync.Once
@@ -121,24 +117,6 @@ func GetDevice(ordinal int) (Device, error) {
 	return Device{Ordinal: ordinal, h: d}, nil
 }
 
-// DeviceAttribute is a CUdevice_attribute.
-type DeviceAttribute int
-
-// Attributes gnnloader reads.
-const (
-	AttrMaxThreadsPerBlock      DeviceAttribute = 1
-	AttrMultiprocessorCount     DeviceAttribute = 16
-	AttrCanMapHostMemory        DeviceAttribute = 19
-	AttrPCIBusID                DeviceAttribute = 33
-	AttrPCIDeviceID             DeviceAttribute = 34
-	AttrUnifiedAddressing       DeviceAttribute = 41
-	AttrComputeCapabilityMajor  DeviceAttribute = 75
-	AttrComputeCapabilityMinor  DeviceAttribute = 76
-	AttrL2CacheSize             DeviceAttribute = 38
-	AttrMaxThreadsPerSM         DeviceAttribute = 39
-	AttrCanUseHostPointerForReg DeviceAttribute = 91
-)
-
 // Attribute reads a device attribute.
 func (d Device) Attribute(a DeviceAttribute) (int, error) {
 	var v C.int
@@ -219,16 +197,6 @@ func (c *Context) Release() error {
 // be locked to its thread (runtime.LockOSThread) for as long as it relies on it.
 func (c *Context) SetCurrent() error {
 	return check("cuCtxSetCurrent", C.gnn_cuCtxSetCurrent(c.h))
-}
-
-// Do runs fn on the calling goroutine locked to its OS thread with c current.
-func (c *Context) Do(fn func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := c.SetCurrent(); err != nil {
-		return err
-	}
-	return fn()
 }
 
 // Synchronize waits for all work in the current context (cuCtxSynchronize).
