@@ -1,3 +1,5 @@
+//go:build cgo && !nocuda
+
 package cudaext
 
 /*
@@ -73,6 +75,22 @@ func newError(op string, code int) *Error {
 		e.Name = "CUDA_ERROR_UNKNOWN_CODE"
 	}
 	return e
+}
+
+// knownNames covers codes seen before the driver can name them.
+var knownNames = map[int]string{
+	codeInvalidValue:         "CUDA_ERROR_INVALID_VALUE",
+	codeOutOfMemory:          "CUDA_ERROR_OUT_OF_MEMORY",
+	codeNotInitialized:       "CUDA_ERROR_NOT_INITIALIZED",
+	codeStubLibrary:          "CUDA_ERROR_STUB_LIBRARY",
+	codeInsufficientDriver:   "CUDA_ERROR_INSUFFICIENT_DRIVER",
+	codeNoDevice:             "CUDA_ERROR_NO_DEVICE",
+	codeInvalidDevice:        "CUDA_ERROR_INVALID_DEVICE",
+	codeNotReady:             "CUDA_ERROR_NOT_READY",
+	codeHostMemAlreadyReg:    "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+	codeHostMemNotRegistered: "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+	codePeerAlreadyEnabled:   "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+	codeSystemDriverMismatch: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
 }
 
 // DriverVersion is the CUDA version the driver supports, e.g. 13000 for 13.0.

@@ -16,8 +16,14 @@ unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
 echo "== go vet"
 go vet ./...
+echo "== go vet, the nocuda build (cudaext's stubs in place of its cgo calls)"
+go vet -tags nocuda ./...
+echo "== go build without cgo (CGO_ENABLED=0 implies nocuda)"
+CGO_ENABLED=0 go build ./...
 echo "== go test -race"
 go test -race -count=1 ./...
+echo "== go test, the nocuda build of the packages with a cuda/nocuda split, and the daemon that says so"
+go test -tags nocuda -count=1 ./cudaext/... ./cmd/loaderd/
 echo "== fuzz the protocol decoder (short; longer runs are recorded in docs/reliability.md)"
 go test -run='^$' -fuzz=FuzzUnmarshal -fuzztime=20s ./ipc/
 echo "== build loaderd"
