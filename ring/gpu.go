@@ -378,8 +378,7 @@ func (g *GPU) AllReduce(bufs []cudaext.DevicePtr, n int64, dt DType, op Op) erro
 	}
 	for i := range bufs {
 		if g.needMir[i] && int64(len(g.mirror[i])) < size {
-			var err error
-			err = g.ctxs[i].Do(func() error {
+			err := g.ctxs[i].Do(func() error {
 				hostFree(g.mirror[i])
 				g.mirror[i] = nil
 				b, _, err := hostAlloc(int(size))

@@ -20,6 +20,27 @@ echo "== go vet, the nocuda build (cudaext's stubs in place of its cgo calls)"
 go vet -tags nocuda ./...
 echo "== go build without cgo (CGO_ENABLED=0 implies nocuda)"
 CGO_ENABLED=0 go build ./...
+echo "== staticcheck (both builds)"
+# A tool, not a dependency of the product: installed at a pinned version
+# into $(go env GOPATH)/bin, where it stays between runs, and kept out of go.mod.
+staticcheck_version=v0.8.2
+staticcheck=$(go env GOPATH)/bin/staticcheck
+if ! "$staticcheck" -version 2> /dev/null | grep -qF "(${staticcheck_version#v})"; then
+	go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
+fi
+# The one known finding, in ipc/, which another branch is changing now: fix
+# it there (one line) and delete this allowance. Any other finding fails.
+known='^ipc/twin_test\.go:[0-9]+:[0-9]+: should replace loop with frames = append\(frames, seeds\.\.\.\) \(S1011\)$'
+findings=
+for tags in "" nocuda; do
+	pkgs=./...
+	[ -n "$tags" ] && pkgs="./cudaext/... ./cmd/loaderd/" # the only code that differs
+	rc=0
+	out=$("$staticcheck" -tags "$tags" $pkgs 2>&1) || rc=$?
+	if [ $rc -gt 1 ]; then echo "$out"; echo "staticcheck failed (exit $rc)"; exit 1; fi
+	findings+=$(grep -Ev "$known" <<< "$out" || true)$'\n'
+done
+if [ -n "${findings//$'\n'/}" ]; then echo "$findings"; exit 1; fi
 echo "== go test -race"
 go test -race -count=1 ./...
 echo "== go test, the nocuda build of the packages with a cuda/nocuda split, and the daemon that says so"
