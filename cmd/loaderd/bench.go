@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/internal/bench/samplerbench"
 	"github.com/gnnloader/gnnloader/ipc"
-	"github.com/gnnloader/gnnloader/sampler"
 	"github.com/gnnloader/gnnloader/serve"
 )
 
@@ -117,7 +117,7 @@ func benchGraph(spec string, e *env) (*datasets.Data, func(), error) {
 func benchSample(ctx context.Context, e *env, args []string) error {
 	var (
 		spec, split, fanouts string
-		cfg                  sampler.BenchConfig
+		cfg                  samplerbench.Config
 	)
 	fs := benchFlags(e, "sample", "loaderd bench sample --dataset synthetic:papers100M:1:1 --duration 10s", func(fs *flag.FlagSet) {
 		fs.StringVar(&spec, "dataset", "synthetic:papers100M:0.01:1", "dataset directory or synthetic:NAME[:SCALE[:SEED]] (graph only)")
@@ -147,7 +147,7 @@ func benchSample(ctx context.Context, e *env, args []string) error {
 	if len(seeds) == 0 {
 		return fmt.Errorf("dataset %s has no seeds in split %q", d.Name, split)
 	}
-	_, err = sampler.RunBench(ctx, &d.Graph, seeds, cfg, e.stdout)
+	_, err = samplerbench.Run(ctx, &d.Graph, seeds, cfg, e.stdout)
 	return err
 }
 
