@@ -45,6 +45,8 @@ echo "== go test -race"
 go test -race -count=1 ./...
 echo "== go test, the nocuda build of the packages with a cuda/nocuda split, and the daemon that says so"
 go test -tags nocuda -count=1 ./cudaext/... ./cmd/loaderd/
+echo "== benchmarks, once each so that they never rot (GPU ones skip here)"
+GNNLOADER_BENCH_SCALE=0.001 go test -run='^$' -bench=. -benchtime=1x ./sampler/ ./internal/bench/...
 echo "== fuzz the protocol decoder (short; longer runs are recorded in docs/reliability.md)"
 go test -run='^$' -fuzz=FuzzUnmarshal -fuzztime=20s ./ipc/
 echo "== build loaderd"
