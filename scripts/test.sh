@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command (what .ci/run runs): installs what the tests need, checks
-# that go.mod is tidy, then runs every CPU test. GPU tests skip here with
-# their reason; on a GPU machine scripts/gpu-check.sh runs them.
+# that go.mod is tidy, vets and staticchecks both builds (with CUDA, and
+# nocuda: CGO_ENABLED=0 or -tags nocuda), then runs every CPU test and each
+# benchmark once. GPU tests skip here with their reason; on a GPU machine
+# scripts/gpu-check.sh runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
