@@ -1,3 +1,5 @@
+//go:build cgo && !nocuda
+
 // The function-pointer table behind cu.h. Every symbol is resolved when the
 // library is opened; a missing one is reported by name and nothing is kept.
 #include <dlfcn.h>

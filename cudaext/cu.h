@@ -1,3 +1,5 @@
+//go:build cgo && !nocuda
+
 // Our own prototypes for the parts of the CUDA driver API that gnnloader uses.
 // No CUDA header is needed at build time: libcuda.so.1 is opened with dlopen
 // and every symbol is resolved when it is opened (gnn_cu_load).

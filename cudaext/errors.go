@@ -57,19 +57,3 @@ func (e *Error) Is(target error) bool {
 	}
 	return false
 }
-
-// knownNames covers codes seen before the driver can name them.
-var knownNames = map[int]string{
-	codeInvalidValue:         "CUDA_ERROR_INVALID_VALUE",
-	codeOutOfMemory:          "CUDA_ERROR_OUT_OF_MEMORY",
-	codeNotInitialized:       "CUDA_ERROR_NOT_INITIALIZED",
-	codeStubLibrary:          "CUDA_ERROR_STUB_LIBRARY",
-	codeInsufficientDriver:   "CUDA_ERROR_INSUFFICIENT_DRIVER",
-	codeNoDevice:             "CUDA_ERROR_NO_DEVICE",
-	codeInvalidDevice:        "CUDA_ERROR_INVALID_DEVICE",
-	codeNotReady:             "CUDA_ERROR_NOT_READY",
-	codeHostMemAlreadyReg:    "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
-	codeHostMemNotRegistered: "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
-	codePeerAlreadyEnabled:   "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
-	codeSystemDriverMismatch: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
-}

@@ -8,6 +8,8 @@
 // Ownership: nid, order and the sources of CopyIn may be reused as soon as a
 // call returns; a CUDA destination must stay allocated until the work enqueued
 // on (*CUDA).Stream has completed (Sync, or an event recorded on the stream).
-// RunBench measures the CUDA backend against the memcpy ceiling, the CPU
-// gather and a naive kernel (docs/gpu.md).
+// The benchmark that measures the CUDA backend against the memcpy ceiling,
+// the CPU gather and a naive kernel is internal/bench/gatherbench (docs/gpu.md);
+// it times the backend's steps apart through internal/gatherhook, which
+// benchhook.go fills.
 package gather

@@ -30,9 +30,10 @@ func TestPlanSweep(t *testing.T) {
 	// The kernels' form: 8 bytes a distinct row; row 1 (shared) and row 9
 	// (shared) keep their deliveries in extras.
 	d := func(part, pos uint32) uint32 { return part<<partShift | pos }
+	shared := func(extra uint32) uint32 { return sharedRow | extra }
 	r32, first, extras := compactOf(pl)
 	if !slices.Equal(r32, []uint32{1, 2, 5, 9}) ||
-		!slices.Equal(first, []uint32{sharedRow | 0, d(1, 1), d(0, 0), sharedRow | 3}) ||
+		!slices.Equal(first, []uint32{shared(0), d(1, 1), d(0, 0), shared(3)}) ||
 		!slices.Equal(extras, []uint32{2, d(0, 1), d(3, 0), 2, d(0, 2), d(1, 0)}) {
 		t.Fatalf("compact form: rows %v first %#x extras %#x", r32, first, extras)
 	}

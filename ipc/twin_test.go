@@ -55,9 +55,7 @@ func TestPythonTwin(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	frames := make([][]byte, 0, 20000)
-	for _, s := range seeds {
-		frames = append(frames, s)
-	}
+	frames = append(frames, seeds...)
 	for len(frames) < cap(frames) {
 		b := append([]byte(nil), seeds[rng.IntN(len(seeds))]...)
 		for k := 1 + rng.IntN(3); k > 0; k-- {

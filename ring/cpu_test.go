@@ -47,13 +47,13 @@ func checkResult(t *testing.T, in, got [][]byte, n int64, dt DType, op Op) {
 			t.Fatalf("rank %d result differs from rank 0", r)
 		}
 	}
-	ref := Reference64(in, n, dt, op)
+	ref := reference64(in, n, dt, op)
 	bad := 0
 	for i := 0; i < int(n); i++ {
 		v := dt.Load(got[0], i)
-		if d := math.Abs(v - ref[i]); !(d <= Tolerance(in, i, dt, op)) {
+		if d := math.Abs(v - ref[i]); !(d <= tolerance(in, i, dt, op)) {
 			if bad++; bad < 5 {
-				t.Errorf("element %d: %g, float64 reference %g (diff %g > %g)", i, v, ref[i], d, Tolerance(in, i, dt, op))
+				t.Errorf("element %d: %g, float64 reference %g (diff %g > %g)", i, v, ref[i], d, tolerance(in, i, dt, op))
 			}
 		}
 	}

@@ -3,8 +3,6 @@ package ring
 import (
 	"fmt"
 	"sync"
-	"syscall"
-	"unsafe"
 
 	"github.com/gnnloader/gnnloader/cudaext"
 )
@@ -225,34 +223,6 @@ func NewGPU(ctxs []*cudaext.Context, opts *GPUOptions) (*GPU, error) {
 	return g, nil
 }
 
-// hostAlloc maps n bytes of zeroed memory and registers it (portable, mapped):
-// under unified addressing its device address is its host address.
-func hostAlloc(n int) ([]byte, cudaext.DevicePtr, error) {
-	n = (n + 4095) &^ 4095
-	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := cudaext.HostRegister(b, cudaext.HostRegisterPortable|cudaext.HostRegisterDeviceMap); err != nil {
-		syscall.Munmap(b)
-		return nil, 0, err
-	}
-	p, err := cudaext.HostDevicePointer(b)
-	if err != nil {
-		cudaext.HostUnregister(b)
-		syscall.Munmap(b)
-		return nil, 0, err
-	}
-	return b, p, nil
-}
-
-func hostFree(b []byte) {
-	if b != nil {
-		cudaext.HostUnregister(b)
-		syscall.Munmap(b)
-	}
-}
-
 // Push reports whether the ring runs the push kernels for large buckets
 // (every link has peer access; see GPUOptions.Pull and Plan).
 func (g *GPU) Push() bool { return g.push }
@@ -266,164 +236,6 @@ func (g *GPU) Links() []Link { return append([]Link(nil), g.links...) }
 // Stream is rank i's stream: make it wait on the input's event before
 // AllReduce, and record the completion event on it after.
 func (g *GPU) Stream(i int) *cudaext.Stream { return g.streams[i] }
-
-// Plan is how AllReduce cuts a bucket: Blocks per rank, Piece elements per
-// block and step, Rounds of Blocks pieces per chunk.
-type Plan struct {
-	Layout
-	Blocks int
-	Piece  int64
-	Rounds int
-	Push   bool // the push kernels (else pull)
-}
-
-// DefaultPushMinBytes is the smallest bucket the push kernels run for. On
-// 2x H200 (NV18) push reached 362 GB/s bus bandwidth at 1 GiB against 322
-// for pull, but pull was faster up to 16 MiB (8 MiB: 178 vs 163 GB/s).
-const DefaultPushMinBytes = 32 << 20
-
-func (g *GPU) pushMin() int64 {
-	if g.opts.PushMinBytes > 0 {
-		return g.opts.PushMinBytes
-	}
-	return DefaultPushMinBytes
-}
-
-// Plan returns the cut of n elements of dt.
-func (g *GPU) Plan(n int64, dt DType) Plan {
-	l := NewLayout(n, g.ranks)
-	es := int64(dt.Size())
-	maxB := g.opts.MaxBlocks
-	if maxB <= 0 {
-		maxB = max(1, g.sms/g.perDev)
-	}
-	maxB = min(maxB, maxFlagBlocks)
-	pmax, pmin := int64(g.opts.PieceBytes), int64(g.opts.MinPieceBytes)
-	if pmax <= 0 {
-		pmax = 256 << 10
-	}
-	if pmin <= 0 {
-		pmin = 16 << 10
-	}
-	pmin = min(pmin, pmax)
-	align := func(e int64) int64 { return max(chunkAlign, (e+chunkAlign-1)/chunkAlign*chunkAlign) }
-	// As few rounds as pieces of at most pmax allow, the pieces of equal
-	// size (a last round of one small piece would cost two flag waits for
-	// nothing), and no piece smaller than pmin (small buckets use fewer blocks).
-	rounds := max(1, (l.Chunk*es+int64(maxB)*pmax-1)/(int64(maxB)*pmax))
-	piece := align((l.Chunk + int64(maxB)*rounds - 1) / (int64(maxB) * rounds))
-	piece = max(piece, align(pmin/es))
-	pieces := (l.Chunk + piece - 1) / piece
-	blocks := int(min(int64(maxB), pieces))
-	rounds = (pieces + int64(blocks) - 1) / int64(blocks)
-	push := g.push && n*es >= g.pushMin()
-	return Plan{Layout: l, Blocks: blocks, Piece: piece, Rounds: int(rounds), Push: push}
-}
-
-// AllReduce enqueues the all-reduce of bufs (bufs[i]: n elements of dt in
-// rank i's context, 16-byte aligned) on the ranks' streams and returns. Every
-// rank's buffer holds the same result once its stream reaches that point; a
-// buffer may be reused then (the kernel ends after the next rank has read it).
-// Calls must not overlap from several goroutines on one GPU (it serialises).
-func (g *GPU) AllReduce(bufs []cudaext.DevicePtr, n int64, dt DType, op Op) error {
-	if len(bufs) != g.ranks {
-		return fmt.Errorf("ring: %d buffers for %d ranks", len(bufs), g.ranks)
-	}
-	if dt < Float32 || dt > Float16 {
-		return fmt.Errorf("ring: bad dtype %d", dt)
-	}
-	for i, b := range bufs {
-		if b%16 != 0 {
-			return fmt.Errorf("ring: rank %d buffer %#x is not 16-byte aligned", i, b)
-		}
-	}
-	if g.ranks == 1 || n == 0 {
-		return nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	p := g.Plan(n, dt)
-	if uint64(p.Rounds)*uint64(2*(g.ranks-1))+2 >= 1<<32 {
-		return fmt.Errorf("ring: %d elements is too many", n)
-	}
-	size := n * int64(dt.Size())
-	for i := range bufs {
-		// Growing a staging buffer or mirror: earlier operations, on any
-		// rank, may still use the old one.
-		if p.Push && g.stageN[i] < size && g.stage[i] != 0 || g.needMir[i] && g.mirror[i] != nil && int64(len(g.mirror[i])) < size {
-			if err := g.Sync(); err != nil {
-				return err
-			}
-			break
-		}
-	}
-	for i := range bufs {
-		if p.Push && g.stageN[i] < size {
-			err := g.ctxs[i].Do(func() error {
-				if g.stage[i] != 0 {
-					cudaext.MemFree(g.stage[i])
-					g.stage[i], g.stageN[i] = 0, 0
-				}
-				p, err := cudaext.MemAlloc(size)
-				if err != nil {
-					return err
-				}
-				g.stage[i], g.stageN[i] = p, size
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-	}
-	for i := range bufs {
-		if g.needMir[i] && int64(len(g.mirror[i])) < size {
-			var err error
-			err = g.ctxs[i].Do(func() error {
-				hostFree(g.mirror[i])
-				g.mirror[i] = nil
-				b, _, err := hostAlloc(int(size))
-				g.mirror[i] = b
-				return err
-			})
-			if err != nil {
-				return err
-			}
-		}
-	}
-	base := g.op << 32
-	g.op++
-	avg := int32(0)
-	if op == Avg {
-		avg = 1
-	}
-	nr := g.ranks
-	for i := 0; i < nr; i++ {
-		prev, next := (i-1+nr)%nr, (i+1)%nr
-		src := bufs[prev]
-		if g.mirror[prev] != nil && g.links[i].Via == "host" {
-			src = cudaext.DevicePtr(uintptr(unsafe.Pointer(&g.mirror[prev][0])))
-		}
-		var mir cudaext.DevicePtr
-		if g.needMir[i] {
-			mir = cudaext.DevicePtr(uintptr(unsafe.Pointer(&g.mirror[i][0])))
-		}
-		err := g.ctxs[i].Do(func() error {
-			if p.Push {
-				return g.pfns[i][dt].Launch(cudaext.Dim3{X: uint32(p.Blocks)}, cudaext.Dim3{X: threads}, 0, g.streams[i],
-					bufs[i], bufs[next], g.stage[i], g.stage[next], g.flags[i], g.flags[prev], g.flags[next],
-					n, p.Chunk, p.Piece, int32(i), int32(nr), base, avg, int32(p.Rounds))
-			}
-			return g.fns[i][dt].Launch(cudaext.Dim3{X: uint32(p.Blocks)}, cudaext.Dim3{X: threads}, 0, g.streams[i],
-				bufs[i], src, mir, g.flags[i], g.flags[prev], g.flags[next],
-				n, p.Chunk, p.Piece, int32(i), int32(nr), base, avg, int32(p.Rounds))
-		})
-		if err != nil {
-			return fmt.Errorf("ring: rank %d: %w", i, err)
-		}
-	}
-	return nil
-}
 
 // Sync waits for every rank's stream.
 func (g *GPU) Sync() error {

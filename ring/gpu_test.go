@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/gnnloader/gnnloader/cudaext"
@@ -149,39 +147,5 @@ func TestGPUMatchesCPU(t *testing.T) {
 			})
 			g.Close()
 		}
-	}
-}
-
-// TestBenchRing is the ring benchmark (GNNLOADER_BENCH=1): see RunBench.
-func TestBenchRing(t *testing.T) {
-	if os.Getenv("GNNLOADER_BENCH") != "1" {
-		t.Skip("set GNNLOADER_BENCH=1")
-	}
-	all := cudatest.Contexts(t)
-	cfg := BenchConfig{MaxBytes: 1 << 30}
-	if v := os.Getenv("GNNLOADER_BENCH_SCALE"); v == "small" {
-		cfg.MaxBytes = 64 << 20
-	}
-	if v, err := strconv.Atoi(os.Getenv("GNNLOADER_RING_PIECE")); err == nil {
-		cfg.Options.PieceBytes = v
-	}
-	if v, err := strconv.Atoi(os.Getenv("GNNLOADER_RING_BLOCKS")); err == nil {
-		cfg.Options.MaxBlocks = v
-	}
-	cfg.Options.Pull = os.Getenv("GNNLOADER_RING_PULL") == "1"
-	if v, err := strconv.ParseInt(os.Getenv("GNNLOADER_RING_PUSH_MIN"), 10, 64); err == nil {
-		cfg.Options.PushMinBytes = v
-	}
-	w := os.Stdout
-	if p := os.Getenv("GNNLOADER_BENCH_OUT"); p != "" {
-		f, err := os.Create(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		w = f
-	}
-	if _, err := RunBench(w, all, cfg); err != nil {
-		t.Fatal(err)
 	}
 }

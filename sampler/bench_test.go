@@ -1,8 +1,6 @@
 package sampler
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"runtime"
 	"strconv"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/internal/cputime"
 )
 
 // Benchmarks run on a papers100M-shaped synthetic graph from
@@ -103,7 +102,7 @@ func BenchmarkSample(b *testing.B) {
 			b.ReportAllocs()
 			var edges, nodes int64
 			i := 0
-			cpu0 := processCPU()
+			cpu0 := cputime.Process()
 			for b.Loop() {
 				bi := i % plan.NumBatches()
 				if err := s.Sample(plan.Batch(bi), plan.Key(bi), &out); err != nil {
@@ -113,7 +112,7 @@ func BenchmarkSample(b *testing.B) {
 				nodes += int64(len(out.NID))
 				i++
 			}
-			report(b, int64(i), edges, nodes, processCPU()-cpu0)
+			report(b, int64(i), edges, nodes, cputime.Process()-cpu0)
 		})
 	}
 	b.Run("batches", func(b *testing.B) {
@@ -130,7 +129,7 @@ func BenchmarkSample(b *testing.B) {
 			wg.Go(func() { s.Sample(plan.Batch(i%plan.NumBatches()), plan.Key(i), &outs[i]) })
 		}
 		wg.Wait()
-		cpu0 := processCPU()
+		cpu0 := cputime.Process()
 		var next, edges, nodes, slot atomic.Int64
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -146,26 +145,6 @@ func BenchmarkSample(b *testing.B) {
 				nodes.Add(int64(len(out.NID)))
 			}
 		})
-		report(b, next.Load(), edges.Load(), nodes.Load(), processCPU()-cpu0)
+		report(b, next.Load(), edges.Load(), nodes.Load(), cputime.Process()-cpu0)
 	})
-}
-
-func TestRunBench(t *testing.T) {
-	g := testGraphs()[0]
-	var buf bytes.Buffer
-	res, err := RunBench(context.Background(), g, testSeeds(g, 3000, 5), BenchConfig{Fanouts: []int{5, 5}, BatchSize: 256, Workers: 2, Batches: 6, Duration: time.Minute}, &buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + buf.String())
-	for _, r := range res.Rows() {
-		if r.Batches != 6 || r.EdgesPerSec <= 0 || r.NodesPerBatch <= 256 {
-			t.Errorf("row %+v", r)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := RunBench(ctx, g, testSeeds(g, 300, 5), BenchConfig{Batches: 3}, nil); err != context.Canceled {
-		t.Errorf("cancelled bench: %v", err)
-	}
 }

@@ -84,8 +84,8 @@
 // # Benchmarks
 //
 // BenchmarkSample (papers100M-shaped graph from datasets.Generate, scale
-// GNNLOADER_BENCH_SCALE, default 0.01) and RunBench (what `loaderd bench
-// sample` prints) report sampled edges/s, batches/s and unique nodes per
-// batch for one worker, for all workers inside one batch, and for as many
-// batches in flight as workers.
+// GNNLOADER_BENCH_SCALE, default 0.01) and internal/bench/samplerbench (what
+// `loaderd bench sample` prints) report sampled edges/s, batches/s and unique
+// nodes per batch for one worker, for all workers inside one batch, and for
+// as many batches in flight as workers.
 package sampler

@@ -13,8 +13,9 @@
 #   mps      under an MPS control daemon of our own (temp pipe/log dirs): the
 #            CUDA end-to-end test, then the gather benchmark (small table) at
 #            several CUDA_MPS_ACTIVE_THREAD_PERCENTAGE shares (GPU_CHECK_MPS=0 skips)
-#   bench    the gather benchmark (GNNLOADER_BENCH_SCALE=small|full, default full;
-#            GPU_CHECK_BENCH=0 skips it)
+#   bench    the gather benchmark, TestBenchGather of internal/bench/gatherbench
+#            (GNNLOADER_BENCH_SCALE=small|full, default full; GPU_CHECK_BENCH=0
+#            skips it)
 #   steps    scripts/gpu-steps/*.sh (papers100M generated at scale 1, pyarrow
 #            reading loaderd's files, the sampler and serve benchmarks on the
 #            machine's cores; GPU_CHECK_STEPS=0 skips them), then any
@@ -98,8 +99,11 @@ if [ "${GPU_CHECK_MPS:-1}" != 0 ] && [ -x .gpu/bin/loaderd ] && command -v nvidi
 fi
 
 # bench
-if [ "${GPU_CHECK_BENCH:-1}" != 0 ] && [ -x .gpu/bin/gather.test ]; then
-	step "bench gather (${GNNLOADER_BENCH_SCALE:-full})" bash -c "cd '$root/gather' && GNNLOADER_BENCH=1 GNNLOADER_BENCH_OUT='$OUT/bench.txt' '$root/.gpu/bin/gather.test' -test.run '^TestBenchGather\$' -test.v -test.timeout=6m"
+# (internal/bench/gatherbench's TestBenchGather; gpu-build.sh names its
+# binary after the package path)
+gatherbench=.gpu/bin/internal_bench_gatherbench.test
+if [ "${GPU_CHECK_BENCH:-1}" != 0 ] && [ -x "$gatherbench" ]; then
+	step "bench gather (${GNNLOADER_BENCH_SCALE:-full})" bash -c "cd '$root/internal/bench/gatherbench' && GNNLOADER_BENCH=1 GNNLOADER_BENCH_OUT='$OUT/bench.txt' '$root/$gatherbench' -test.run '^TestBenchGather\$' -test.v -test.timeout=6m"
 fi
 
 # steps: the committed ones (dataset, sampler and serve figures on the GPU

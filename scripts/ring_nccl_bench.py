@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """NCCL all-reduce through torch.distributed, measured like nccl-tests'
-all_reduce_perf and like gnnloader's ring benchmark (ring.RunBench): one
+all_reduce_perf and like gnnloader's ring benchmark (ringbench.Run): one
 process per GPU, float32 sum in place, sizes doubling from 1 KiB to 1 GiB;
 per size a warm-up repetition then REPS repetitions of back-to-back
 all_reduce calls timed with CUDA events on each rank's stream; a

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The test command (what .ci/run runs): installs what the tests need, then
-# runs every CPU test. GPU tests skip here with their reason; on a GPU machine
+# The test command (what .ci/run runs): installs what the tests need, checks
+# that go.mod is tidy, vets and staticchecks both builds (with CUDA, and
+# nocuda: CGO_ENABLED=0 or -tags nocuda), then runs every CPU test and each
+# benchmark once. GPU tests skip here with their reason; on a GPU machine
 # scripts/gpu-check.sh runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,13 +11,37 @@ export PATH=/usr/local/go/bin:$PATH
 # go-nvml's header marks functions deprecated; the warnings are noise.
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
 
+echo "== go mod tidy (go.mod and go.sum must already be tidy)"
+go mod tidy -diff
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
 echo "== go vet"
 go vet ./...
+echo "== go vet, the nocuda build (cudaext's stubs in place of its cgo calls)"
+go vet -tags nocuda ./...
+echo "== go build without cgo (CGO_ENABLED=0 implies nocuda)"
+CGO_ENABLED=0 go build ./...
+echo "== staticcheck (both builds)"
+# A tool, not a dependency of the product: installed at a pinned version
+# into $(go env GOPATH)/bin, where it stays between runs, and kept out of go.mod.
+staticcheck_version=v0.8.2
+staticcheck=$(go env GOPATH)/bin/staticcheck
+if ! "$staticcheck" -version 2> /dev/null | grep -qF "(${staticcheck_version#v})"; then
+	go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
+fi
+# Any finding fails.
+for tags in "" nocuda; do
+	pkgs=./...
+	[ -n "$tags" ] && pkgs="./cudaext/... ./cmd/loaderd/" # the only code that differs
+	"$staticcheck" -tags "$tags" $pkgs
+done
 echo "== go test -race"
 go test -race -count=1 ./...
+echo "== go test, the nocuda build of the packages with a cuda/nocuda split, and the daemon that says so"
+go test -tags nocuda -count=1 ./cudaext/... ./cmd/loaderd/
+echo "== benchmarks, once each so that they never rot (GPU ones skip here)"
+GNNLOADER_BENCH_SCALE=0.001 go test -run='^$' -bench=. -benchtime=1x ./sampler/ ./internal/bench/...
 echo "== fuzz the protocol decoder (short; longer runs are recorded in docs/reliability.md)"
 go test -run='^$' -fuzz=FuzzUnmarshal -fuzztime=20s ./ipc/
 echo "== build loaderd"

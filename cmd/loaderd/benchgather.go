@@ -10,6 +10,7 @@ import (
 
 	"github.com/gnnloader/gnnloader/cudaext"
 	"github.com/gnnloader/gnnloader/gather"
+	"github.com/gnnloader/gnnloader/internal/bench/gatherbench"
 )
 
 func init() {
@@ -22,7 +23,7 @@ func benchGather(ctx context.Context, e *env, args []string) error {
 		rowBytes int
 		device   int
 		caps     string
-		cfg      gather.BenchConfig
+		cfg      gatherbench.Config
 	)
 	example := "loaderd bench gather                      # 16M x 512 B table, 600K-row batches, 3-batch sweeps\n" +
 		"loaderd bench gather --rows 111059956 --batch-rows 700000   # papers100M-sized (57 GB of host memory)"
@@ -62,14 +63,14 @@ func benchGather(ctx context.Context, e *env, args []string) error {
 	defer cc.Release()
 	name, _ := d.Name()
 	sms, _ := d.Attribute(cudaext.AttrMultiprocessorCount) // under MPS: the share this client gets
-	st, err := gather.FillBenchTable(cc, rows, rowBytes)
+	st, err := gatherbench.FillTable(cc, rows, rowBytes)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	fmt.Fprintf(e.stdout, "gather benchmark on cuda:%d (%s, %d SMs visible, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%q): table %d x %d B = %.1f GB (fill %.1f s, cuMemHostRegister %.2f s), batches of %d rows, sweeps of %d\n",
 		device, name, sms, os.Getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), rows, rowBytes, float64(len(st.Rows))/1e9, st.LoadTime.Seconds(), st.RegisterTime.Seconds(), cfg.BatchRows, cfg.SweepBatches)
-	_, err = gather.RunBench(ctx, cc, st, cfg, e.stdout)
+	_, err = gatherbench.Run(ctx, cc, st, cfg, e.stdout)
 	return err
 }
 

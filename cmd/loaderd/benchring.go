@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/internal/bench/ringbench"
 	"github.com/gnnloader/gnnloader/ring"
 )
 
@@ -64,7 +65,7 @@ func benchRing(ctx context.Context, e *env, args []string) error {
 		ctxs = append(ctxs, c)
 	}
 	fmt.Fprintf(e.stdout, "# %d GPUs\n", gpus)
-	_, err = ring.RunBench(e.stdout, ctxs, ring.BenchConfig{MinBytes: minB, MaxBytes: maxB, DType: dt, Op: o, Reps: reps,
+	_, err = ringbench.Run(e.stdout, ctxs, ringbench.Config{MinBytes: minB, MaxBytes: maxB, DType: dt, Op: o, Reps: reps,
 		Options: ring.GPUOptions{PieceBytes: piece, MaxBlocks: blk, HostLinks: host}})
 	return err
 }

@@ -1,4 +1,9 @@
-package sampler
+// Package samplerbench is the sampler benchmark behind `loaderd bench
+// sample`: how fast one process samples GraphSAGE batches on a graph with
+// one worker, with every worker inside one batch, and with as many batches
+// in flight as workers (Run). sampler's BenchmarkSample reports the same
+// metrics under go test -bench. One Run at a time.
+package samplerbench
 
 import (
 	"context"
@@ -12,10 +17,12 @@ import (
 	"time"
 
 	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/internal/cputime"
+	"github.com/gnnloader/gnnloader/sampler"
 )
 
-// BenchConfig configures RunBench.
-type BenchConfig struct {
+// Config configures Run.
+type Config struct {
 	// Fanouts per hop; nil means [15, 10, 5].
 	Fanouts []int
 	// BatchSize is the number of seeds per batch; 0 means 1024.
@@ -32,10 +39,10 @@ type BenchConfig struct {
 	Seed uint64
 }
 
-// BenchRow is one measured run.
-type BenchRow struct {
+// Row is one measured run.
+type Row struct {
 	Name          string  // what ran
-	Workers       int     // goroutines per batch (Options.Workers)
+	Workers       int     // goroutines per batch (sampler.Options.Workers)
 	InFlight      int     // batches sampled at once
 	Batches       int     // batches sampled
 	Seconds       float64 // wall time
@@ -50,22 +57,22 @@ type BenchRow struct {
 	CPUPerBatch time.Duration
 }
 
-// BenchResult holds RunBench's runs: one worker, one batch at a time with
+// Result holds Run's runs: one worker, one batch at a time with
 // all workers inside it, and as many batches in flight as workers.
-type BenchResult struct {
-	Single   BenchRow // 1 worker, 1 batch in flight
-	Intra    BenchRow // Workers goroutines inside each batch, 1 batch in flight
-	Parallel BenchRow // Workers batches in flight, 1 goroutine each
+type Result struct {
+	Single   Row // 1 worker, 1 batch in flight
+	Intra    Row // Workers goroutines inside each batch, 1 batch in flight
+	Parallel Row // Workers batches in flight, 1 goroutine each
 }
 
 // Rows returns the runs in table order.
-func (r BenchResult) Rows() []BenchRow { return []BenchRow{r.Single, r.Intra, r.Parallel} }
+func (r Result) Rows() []Row { return []Row{r.Single, r.Intra, r.Parallel} }
 
-// RunBench measures how fast this process samples batches of seeds on g and
+// Run measures how fast this process samples batches of seeds on g and
 // prints a table to w (nil means none). Cancelling ctx ends the current run
 // early; the rows measured so far are returned with ctx's error.
-func RunBench(ctx context.Context, g *datasets.Graph, seeds []int64, cfg BenchConfig, w io.Writer) (BenchResult, error) {
-	var res BenchResult
+func Run(ctx context.Context, g *datasets.Graph, seeds []int64, cfg Config, w io.Writer) (Result, error) {
+	var res Result
 	if cfg.Fanouts == nil {
 		cfg.Fanouts = []int{15, 10, 5}
 	}
@@ -81,7 +88,7 @@ func RunBench(ctx context.Context, g *datasets.Graph, seeds []int64, cfg BenchCo
 	if len(seeds) == 0 {
 		return res, errors.New("sampler: bench needs seeds")
 	}
-	plan, err := NewPlan(seeds, EpochConfig{BatchSize: cfg.BatchSize, Shuffle: true, Seed: cfg.Seed}, 0)
+	plan, err := sampler.NewPlan(seeds, sampler.EpochConfig{BatchSize: cfg.BatchSize, Shuffle: true, Seed: cfg.Seed}, 0)
 	if err != nil {
 		return res, err
 	}
@@ -89,7 +96,7 @@ func RunBench(ctx context.Context, g *datasets.Graph, seeds []int64, cfg BenchCo
 		return res, errors.New("sampler: bench has no batches")
 	}
 	runs := []struct {
-		row              *BenchRow
+		row              *Row
 		name             string
 		workers, flights int
 	}{
@@ -110,15 +117,15 @@ func RunBench(ctx context.Context, g *datasets.Graph, seeds []int64, cfg BenchCo
 	return res, nil
 }
 
-func benchRun(ctx context.Context, g *datasets.Graph, plan *Plan, cfg BenchConfig, workers, flights int) (BenchRow, error) {
-	row := BenchRow{Workers: workers, InFlight: flights}
-	s, err := New(g, Options{Fanouts: cfg.Fanouts, Workers: workers})
+func benchRun(ctx context.Context, g *datasets.Graph, plan *sampler.Plan, cfg Config, workers, flights int) (Row, error) {
+	row := Row{Workers: workers, InFlight: flights}
+	s, err := sampler.New(g, sampler.Options{Fanouts: cfg.Fanouts, Workers: workers})
 	if err != nil {
 		return row, err
 	}
 	// Warm up every goroutine's buffers outside the clock.
 	var wg sync.WaitGroup
-	bufs := make([]Batch, flights)
+	bufs := make([]sampler.Batch, flights)
 	for f := range bufs {
 		wg.Go(func() { _ = s.Sample(plan.Batch(f%plan.NumBatches()), plan.Key(f), &bufs[f]) })
 	}
@@ -126,7 +133,7 @@ func benchRun(ctx context.Context, g *datasets.Graph, plan *Plan, cfg BenchConfi
 	var next, edges, nodes atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	start := time.Now()
 	deadline := time.Time{}
 	if cfg.Duration > 0 {
@@ -152,7 +159,7 @@ func benchRun(ctx context.Context, g *datasets.Graph, plan *Plan, cfg BenchConfi
 	}
 	wg.Wait()
 	sec := time.Since(start).Seconds()
-	cpu := processCPU() - cpu0
+	cpu := cputime.Process() - cpu0
 	n := next.Load()
 	if cfg.Batches > 0 {
 		n = min(n, int64(cfg.Batches))
@@ -173,7 +180,7 @@ func benchRun(ctx context.Context, g *datasets.Graph, plan *Plan, cfg BenchConfi
 	return row, ctx.Err()
 }
 
-func writeBench(w io.Writer, g *datasets.Graph, cfg BenchConfig, res BenchResult) {
+func writeBench(w io.Writer, g *datasets.Graph, cfg Config, res Result) {
 	if w == nil {
 		return
 	}

@@ -1,4 +1,8 @@
-package ring
+// Package ringbench is the ring all-reduce benchmark behind `loaderd bench
+// ring` and scripts/ring-bench.sh: the GPU ring's time, algbw and busbw for
+// bucket sizes doubling from MinBytes to MaxBytes, in nccl-tests' columns
+// (Run). One Run at a time over a set of contexts.
+package ringbench
 
 import (
 	"fmt"
@@ -7,32 +11,33 @@ import (
 	"time"
 
 	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/ring"
 )
 
-// BenchConfig is the ring benchmark's setup (nccl-tests' all_reduce_perf:
+// Config is the ring benchmark's setup (nccl-tests' all_reduce_perf:
 // sizes doubling from MinBytes to MaxBytes, float32 sum, in place).
-type BenchConfig struct {
+type Config struct {
 	MinBytes, MaxBytes int64 // default 1 KiB .. 1 GiB
-	DType              DType
-	Op                 Op
+	DType              ring.DType
+	Op                 ring.Op
 	Reps               int // timed repetitions per size (median), default 9
-	Options            GPUOptions
+	Options            ring.GPUOptions
 }
 
-// BenchRow is one size's result. Time is the median over repetitions of a
+// Row is one size's result. Time is the median over repetitions of a
 // repetition's time per all-reduce, the slowest rank's (CUDA events on each
 // rank's stream around back-to-back all-reduces). AlgBW = bytes / time;
 // BusBW = AlgBW * 2(n-1)/n, as nccl-tests reports them.
-type BenchRow struct {
+type Row struct {
 	Bytes        int64
 	Count        int64
 	Time         time.Duration
 	AlgBW, BusBW float64 // GB/s (1e9 bytes)
 }
 
-// RunBench measures the GPU ring over ctxs (one rank each) and prints a table
+// Run measures the GPU ring over ctxs (one rank each) and prints a table
 // to w: size, count, time (us), algbw and busbw (GB/s).
-func RunBench(w io.Writer, ctxs []*cudaext.Context, cfg BenchConfig) ([]BenchRow, error) {
+func Run(w io.Writer, ctxs []*cudaext.Context, cfg Config) ([]Row, error) {
 	if cfg.MinBytes <= 0 {
 		cfg.MinBytes = 1 << 10
 	}
@@ -43,7 +48,7 @@ func RunBench(w io.Writer, ctxs []*cudaext.Context, cfg BenchConfig) ([]BenchRow
 		cfg.Reps = 9
 	}
 	n := len(ctxs)
-	g, err := NewGPU(ctxs, &cfg.Options)
+	g, err := ring.NewGPU(ctxs, &cfg.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -84,14 +89,13 @@ func RunBench(w io.Writer, ctxs []*cudaext.Context, cfg BenchConfig) ([]BenchRow
 	if err := g.Sync(); err != nil {
 		return nil, err
 	}
-	for i, l := range g.Links() {
-		_ = i
+	for _, l := range g.Links() {
 		fmt.Fprintf(w, "# link %s\n", l)
 	}
 	fmt.Fprintf(w, "# gnnloader ring all-reduce, %d ranks, %s %s, in place; time = median of %d reps, slowest rank\n", n, cfg.DType, cfg.Op, cfg.Reps)
 	fmt.Fprintf(w, "%12s %12s %10s %9s %9s %7s %7s %6s %5s\n", "size(B)", "count", "time(us)", "algbw", "busbw", "blocks", "piece", "rounds", "kind")
 	es := int64(cfg.DType.Size())
-	var rows []BenchRow
+	var rows []Row
 	for size := cfg.MinBytes; size <= cfg.MaxBytes; size *= 2 {
 		count := size / es
 		iters := int(max(3, min(200, (512<<20)/size)))
@@ -131,7 +135,7 @@ func RunBench(w io.Writer, ctxs []*cudaext.Context, cfg BenchConfig) ([]BenchRow
 		slices.Sort(times)
 		t := times[len(times)/2]
 		alg := float64(size) / t.Seconds() / 1e9
-		row := BenchRow{Bytes: size, Count: count, Time: t, AlgBW: alg, BusBW: alg * 2 * float64(n-1) / float64(n)}
+		row := Row{Bytes: size, Count: count, Time: t, AlgBW: alg, BusBW: alg * 2 * float64(n-1) / float64(n)}
 		rows = append(rows, row)
 		p := g.Plan(count, cfg.DType)
 		kind := "pull"

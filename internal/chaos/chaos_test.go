@@ -180,7 +180,7 @@ func TestChaos(t *testing.T) {
 	h := &harness{t: t, dir: t.TempDir(), kills: map[string]int{}}
 	h.socket = filepath.Join(h.dir, "loaderd.sock")
 	h.loaderd = filepath.Join(h.dir, "loaderd")
-	build := exec.Command("go", "build", "-o", h.loaderd, "../cmd/loaderd")
+	build := exec.Command("go", "build", "-o", h.loaderd, "github.com/gnnloader/gnnloader/cmd/loaderd")
 	build.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building loaderd: %v\n%s", err, out)

@@ -4,8 +4,8 @@
 // seed was delivered exactly once per epoch per rank, that no shared-memory
 // segment leaked, and that the daemon's memory stayed flat.
 //
-// go test ./chaos runs a short version (a few seconds, in CI);
-// GNNLOADER_CHAOS=5m go test -run Chaos -v ./chaos runs a long one
+// go test ./internal/chaos runs a short version (a few seconds, in CI);
+// GNNLOADER_CHAOS=5m go test -run Chaos -v ./internal/chaos runs a long one
 // (figures in docs/reliability.md). The trainers are this test binary
 // re-executed with GNNLOADER_CHAOS_TRAINER set.
 package chaos

@@ -1,15 +1,15 @@
 //go:build unix
 
-package sampler
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the user+system CPU time of the process so far, or 0 when
+// Process is the user+system CPU time of the process so far, or 0 when
 // unknown.
-func processCPU() time.Duration {
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0

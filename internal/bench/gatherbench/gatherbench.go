@@ -1,4 +1,12 @@
-package gather
+// Package gatherbench is the gather benchmark: on one table and in one run,
+// the pinned host-to-device memcpy (the ceiling), the CPU gather plus its
+// copy, a naive zero-copy kernel in sampled order, the sorted kernel and
+// sorted sweeps of several batches, each optionally capped to a number of
+// SMs or forced onto the any-size kernels (Run). `loaderd bench gather` and
+// TestBenchGather (scripts/gpu-check.sh) print its table; docs/gpu.md says
+// how to read it. It drives gather's CUDA backend step by step through
+// internal/gatherhook. One Run at a time per table.
+package gatherbench
 
 import (
 	"context"
@@ -13,24 +21,30 @@ import (
 	"unsafe"
 
 	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/gather"
+	"github.com/gnnloader/gnnloader/internal/gatherhook"
 	"github.com/gnnloader/gnnloader/pinned"
 )
 
-// BenchConfig describes one gather benchmark over one table.
-type BenchConfig struct {
+// hooks are the CUDA backend's steps one at a time (set by gather's init,
+// which runs before this package's).
+var hooks = gatherhook.Get[*gather.CUDA, *gather.CUDAOptions, *gather.SweepPlan, gather.SweepPart]()
+
+// Config describes one gather benchmark over one table.
+type Config struct {
 	// BatchRows is the number of distinct rows one sampled batch gathers
 	// (about 700 K for [15,10,5] fan-outs and 1024 seeds on papers100M).
 	BatchRows int
 	// SweepBatches is how many batches one sweep covers (0: no sweep).
 	SweepBatches int
 	// SweepWidths adds sweeps over these numbers of batches (2 to
-	// MaxSweepParts), on the default backend only.
+	// gather.MaxSweepParts), on the default backend only.
 	SweepWidths []int
 	// Reps is the number of timed repetitions (the median is reported); 0 means 11.
 	Reps int
 	// Caps adds runs of the sorted kernel and the sweep capped to these
-	// numbers of SMs (CUDAOptions.MaxSMs: -1 is every SM at full occupancy);
-	// the default runs use DefaultSMs.
+	// numbers of SMs (gather.CUDAOptions.MaxSMs: -1 is every SM at full
+	// occupancy); the default runs use gather.DefaultSMs.
 	Caps []int
 	// Variants adds runs with the any-size kernels forced (for rows that are
 	// a multiple of 16 but not of 128), reading only the chunks a row
@@ -42,10 +56,10 @@ type BenchConfig struct {
 	Seed uint64
 }
 
-// BenchResult is one line of the benchmark. Delivered bytes are feature
+// Result is one line of the benchmark. Delivered bytes are feature
 // bytes written to slots (a row shared by k batches of a sweep counts k
 // times); read bytes are those fetched from the table (such a row once).
-type BenchResult struct {
+type Result struct {
 	Name          string
 	RowsRead      int64
 	RowsDelivered int64
@@ -64,10 +78,10 @@ func median(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// FillBenchTable allocates rows x rowBytes of pinned memory, fills it with
+// FillTable allocates rows x rowBytes of pinned memory, fills it with
 // non-zero pseudo-random bytes using every core, and registers it through
 // pinned.FromAlloc (no copy). It reports the fill time in LoadTime.
-func FillBenchTable(c *cudaext.Context, rows int64, rowBytes int) (*pinned.Store, error) {
+func FillTable(c *cudaext.Context, rows int64, rowBytes int) (*pinned.Store, error) {
 	n := rows * int64(rowBytes)
 	mem, err := pinned.Alloc(n)
 	if err != nil {
@@ -131,14 +145,14 @@ func SampleBatch(r *rand.Rand, n int, rows int64) []int64 {
 	return nid
 }
 
-// RunBench measures, in one run on one table: the pinned host-to-device
+// Run measures, in one run on one table: the pinned host-to-device
 // memcpy bandwidth (the ceiling), a CPU gather into pinned memory plus its
 // copy, the zero-copy kernel in sampled order (naive), the sorted kernel on
 // one batch (optionally capped to MaxSMs), and a sorted sweep over
 // SweepBatches batches. GPU figures are timed with CUDA events over back-to-
 // back repetitions (index upload included, plan building on the CPU not);
 // each is the median after a warm-up. It prints a table to w.
-func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg BenchConfig, w io.Writer) ([]BenchResult, error) {
+func Run(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Config, w io.Writer) ([]Result, error) {
 	if cfg.Reps <= 0 {
 		cfg.Reps = 11
 	}
@@ -146,8 +160,8 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 	r := rand.New(rand.NewPCG(cfg.Seed, 0x9e37))
 	nb := max(cfg.SweepBatches, 1)
 	for _, w := range cfg.SweepWidths {
-		if w < 2 || w > MaxSweepParts {
-			return nil, fmt.Errorf("gather: sweep width %d not in [2, %d]", w, MaxSweepParts)
+		if w < 2 || w > gather.MaxSweepParts {
+			return nil, fmt.Errorf("gather: sweep width %d not in [2, %d]", w, gather.MaxSweepParts)
 		}
 		nb = max(nb, w)
 	}
@@ -155,12 +169,12 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 	orders := make([][]int32, nb)
 	for k := range batches {
 		batches[k] = SampleBatch(r, cfg.BatchRows, st.NumRows)
-		orders[k] = SortOrder(batches[k])
+		orders[k] = gather.SortOrder(batches[k])
 	}
 	n := int64(cfg.BatchRows)
-	var out []BenchResult
+	var out []Result
 	var ceiling float64
-	add := func(res BenchResult) {
+	add := func(res Result) {
 		secs := res.Time.Seconds()
 		res.RowBytes = st.RowBytes
 		res.GBps = float64(res.RowsDelivered*rb) / secs / 1e9
@@ -172,7 +186,7 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 		out = append(out, res)
 	}
 
-	g, err := NewCUDA(c, st, nil)
+	g, err := gather.NewCUDA(c, st, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -199,8 +213,8 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 			evs[i] = e
 		}
 		timed := func(op func() error) (time.Duration, error) { return timeOps(s, evs, cfg.Reps, op) }
-		g.mu.Lock() // the bench drives g's internals directly
-		defer g.mu.Unlock()
+		unlock := hooks.Lock(g) // the bench drives g's steps directly
+		defer unlock()
 
 		// 1. The ceiling: pinned memcpy of up to 1 GiB from the table.
 		cp := min(int64(len(st.Rows)), 1<<30, n*rb)
@@ -211,7 +225,7 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 			return err
 		}
 		ceiling = float64(cp) / d.Seconds() / 1e9
-		add(BenchResult{Name: fmt.Sprintf("memcpy pinned H2D %d MiB (ceiling)", cp>>20), RowsRead: cp / rb, RowsDelivered: cp / rb, Time: d})
+		add(Result{Name: fmt.Sprintf("memcpy pinned H2D %d MiB (ceiling)", cp>>20), RowsRead: cp / rb, RowsDelivered: cp / rb, Time: d})
 
 		// 2. CPU gather into pinned staging + H2D copy (wall clock).
 		stage, err := pinned.Alloc(n * rb)
@@ -223,8 +237,8 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 			return err
 		}
 		defer cudaext.HostUnregister(stage)
-		cpu := &CPU{Workers: cfg.CPUWorkers}
-		tab := TableOf(st)
+		cpu := &gather.CPU{Workers: cfg.CPUWorkers}
+		tab := gather.TableOf(st)
 		var ds []time.Duration
 		for i := 0; i <= min(cfg.Reps, 5); i++ {
 			t0 := time.Now()
@@ -245,35 +259,35 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 		if workers <= 0 {
 			workers = runtime.GOMAXPROCS(0)
 		}
-		add(BenchResult{Name: fmt.Sprintf("CPU gather (%d goroutines) + H2D copy", workers), RowsRead: n, RowsDelivered: n, Time: median(ds), Note: "wall clock"})
+		add(Result{Name: fmt.Sprintf("CPU gather (%d goroutines) + H2D copy", workers), RowsRead: n, RowsDelivered: n, Time: median(ds), Note: "wall clock"})
 
 		// 3. Naive zero-copy kernel in sampled order.
-		dst0 := Dest{Device: slots[0]}
+		dst0 := slots[0]
 		if d, err = timed(func() error {
-			ix, err := g.prepareGather(batches[0], nil)
+			launch, err := hooks.StageGather(g, batches[0], nil)
 			if err != nil {
 				return err
 			}
-			return g.launchGather(dst0, ix)
+			return launch(dst0)
 		}); err != nil {
 			return err
 		}
-		add(BenchResult{Name: "naive kernel, sampled order, 1 batch", RowsRead: n, RowsDelivered: n, Time: d, Note: "incl. index upload"})
+		add(Result{Name: "naive kernel, sampled order, 1 batch", RowsRead: n, RowsDelivered: n, Time: d, Note: "incl. index upload"})
 
 		// 4, 5. Sorted kernel and sweep, on the default backend and the variants.
-		var pl *SweepPlan
-		parts := make([]SweepPart, nb)
+		var pl *gather.SweepPlan
+		parts := make([]gather.SweepPart, nb)
 		for k := range parts {
-			parts[k] = SweepPart{Dst: Dest{Device: slots[k]}, Nid: batches[k], Order: orders[k]}
+			parts[k] = gather.SweepPart{Dst: gather.Dest{Device: slots[k]}, Nid: batches[k], Order: orders[k]}
 		}
 		if cfg.SweepBatches > 1 {
-			if pl, err = PlanSweep(parts[:cfg.SweepBatches], st.NumRows); err != nil {
+			if pl, err = gather.PlanSweep(parts[:cfg.SweepBatches], st.NumRows); err != nil {
 				return err
 			}
 		}
 		type variant struct {
 			label string
-			o     *CUDAOptions
+			o     *gather.CUDAOptions
 		}
 		vs := []variant{{"", nil}}
 		for _, c := range cfg.Caps {
@@ -281,14 +295,16 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 			if c < 0 {
 				label = ", all SMs x 256 thr"
 			}
-			vs = append(vs, variant{label, &CUDAOptions{MaxSMs: c}})
+			vs = append(vs, variant{label, &gather.CUDAOptions{MaxSMs: c}})
 		}
 		if cfg.Variants {
-			vs = append(vs, variant{", any-size kernel", &CUDAOptions{forceAny: true}},
-				variant{", any-size kernel, whole lines", &CUDAOptions{forceAny: true, fullLines: true}})
+			anySize, wholeLines := &gather.CUDAOptions{}, &gather.CUDAOptions{}
+			hooks.AnySize(anySize, false)
+			hooks.AnySize(wholeLines, true)
+			vs = append(vs, variant{", any-size kernel", anySize}, variant{", any-size kernel, whole lines", wholeLines})
 		}
 		for _, w := range cfg.SweepWidths {
-			wp, err := PlanSweep(parts[:w], st.NumRows)
+			wp, err := gather.PlanSweep(parts[:w], st.NumRows)
 			if err != nil {
 				return err
 			}
@@ -299,7 +315,7 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 		for _, v := range vs {
 			gv := g
 			if v.o != nil {
-				if gv, err = NewCUDA(c, st, v.o); err != nil {
+				if gv, err = gather.NewCUDA(c, st, v.o); err != nil {
 					return err
 				}
 			}
@@ -316,33 +332,34 @@ func RunBench(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Ben
 	if err != nil {
 		return out, err
 	}
-	PrintBench(w, out)
+	Print(w, out)
 	return out, nil
 }
 
 // measure times, on g: the sorted kernel on one batch, with its index upload
-// and alone, and the sweep the same two ways. Called with the context current.
-func measure(g *CUDA, evs []*cudaext.Event, reps int, label string, dst0 Dest, nid []int64, order []int32, parts []SweepPart, pl *SweepPlan, n int64, add func(BenchResult)) error {
+// and alone, and the sweep the same two ways. Called with the context
+// current; it drives g's steps directly, so nothing else may use g meanwhile.
+func measure(g *gather.CUDA, evs []*cudaext.Event, reps int, label string, dst0 cudaext.DevicePtr, nid []int64, order []int32, parts []gather.SweepPart, pl *gather.SweepPlan, n int64, add func(Result)) error {
 	s := g.Stream()
 	d, err := timeOps(s, evs, reps, func() error {
-		ix, err := g.prepareGather(nid, order)
+		launch, err := hooks.StageGather(g, nid, order)
 		if err != nil {
 			return err
 		}
-		return g.launchGather(dst0, ix)
+		return launch(dst0)
 	})
 	if err != nil {
 		return err
 	}
-	add(BenchResult{Name: "sorted kernel, 1 batch" + label, RowsRead: n, RowsDelivered: n, Time: d, Note: "incl. index upload"})
-	ix, err := g.prepareGather(nid, order)
+	add(Result{Name: "sorted kernel, 1 batch" + label, RowsRead: n, RowsDelivered: n, Time: d, Note: "incl. index upload"})
+	launch, err := hooks.StageGather(g, nid, order)
 	if err != nil {
 		return err
 	}
-	if d, err = timeOps(s, evs, reps, func() error { return g.launchGather(dst0, ix) }); err != nil {
+	if d, err = timeOps(s, evs, reps, func() error { return launch(dst0) }); err != nil {
 		return err
 	}
-	add(BenchResult{Name: "sorted kernel, 1 batch" + label, RowsRead: n, RowsDelivered: n, Time: d, Note: "kernel only"})
+	add(Result{Name: "sorted kernel, 1 batch" + label, RowsRead: n, RowsDelivered: n, Time: d, Note: "kernel only"})
 	if pl == nil {
 		return nil
 	}
@@ -350,34 +367,30 @@ func measure(g *CUDA, evs []*cudaext.Event, reps int, label string, dst0 Dest, n
 }
 
 // measureSweep times the sweep pl over parts on g, with its index upload and
-// alone. Called with the context current.
-func measureSweep(g *CUDA, evs []*cudaext.Event, reps int, label string, parts []SweepPart, pl *SweepPlan, add func(BenchResult)) error {
+// alone. Called with the context current; nothing else may use g meanwhile.
+func measureSweep(g *gather.CUDA, evs []*cudaext.Event, reps int, label string, parts []gather.SweepPart, pl *gather.SweepPlan, add func(Result)) error {
 	s := g.Stream()
-	align := uint64(0)
-	for _, p := range parts {
-		align |= uint64(p.Dst.Device)
-	}
 	note := fmt.Sprintf("%d rows shared", pl.Delivered()-pl.Unique())
 	d, err := timeOps(s, evs, reps, func() error {
-		ix, err := g.prepareSweep(pl)
+		launch, err := hooks.StageSweep(g, pl, parts)
 		if err != nil {
 			return err
 		}
-		return g.launchSweep(parts, align, ix)
+		return launch()
 	})
 	if err != nil {
 		return err
 	}
 	name := fmt.Sprintf("sorted sweep, %d batches%s", len(parts), label)
-	add(BenchResult{Name: name, RowsRead: pl.Unique(), RowsDelivered: pl.Delivered(), Time: d, Note: "incl. index upload; " + note})
-	ix, err := g.prepareSweep(pl)
+	add(Result{Name: name, RowsRead: pl.Unique(), RowsDelivered: pl.Delivered(), Time: d, Note: "incl. index upload; " + note})
+	launch, err := hooks.StageSweep(g, pl, parts)
 	if err != nil {
 		return err
 	}
-	if d, err = timeOps(s, evs, reps, func() error { return g.launchSweep(parts, align, ix) }); err != nil {
+	if d, err = timeOps(s, evs, reps, launch); err != nil {
 		return err
 	}
-	add(BenchResult{Name: name, RowsRead: pl.Unique(), RowsDelivered: pl.Delivered(), Time: d, Note: "kernel only"})
+	add(Result{Name: name, RowsRead: pl.Unique(), RowsDelivered: pl.Delivered(), Time: d, Note: "kernel only"})
 	return nil
 }
 
@@ -416,8 +429,8 @@ func timeOps(s *cudaext.Stream, evs []*cudaext.Event, reps int, op func() error)
 	return median(ds), nil
 }
 
-// PrintBench writes results as a table.
-func PrintBench(w io.Writer, res []BenchResult) {
+// Print writes results as a table.
+func Print(w io.Writer, res []Result) {
 	fmt.Fprintf(w, "%-44s %6s %10s %10s %9s %10s %9s %8s %9s  %s\n", "what", "row B", "rows read", "rows dlv", "ms", "Mrows/s", "GB/s dlv", "% memcpy", "GB/s read", "note")
 	for _, r := range res {
 		fmt.Fprintf(w, "%-44s %6d %10d %10d %9.3f %10.1f %9.1f %8.1f %9.1f  %s\n", r.Name, r.RowBytes, r.RowsRead, r.RowsDelivered,

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/internal/bench/samplerbench"
+	"github.com/gnnloader/gnnloader/serve"
+)
+
+func init() {
+	registerBench("sample", "neighbour sampling: sampled edges/s, batches/s and unique nodes per batch, 1 core vs all", benchSample)
+}
+
+// benchGraph loads the graph and a seed split for sampling benchmarks: a
+// dataset directory, or a synthetic spec generated without features.
+func benchGraph(spec string, e *env) (*datasets.Data, func(), error) {
+	start := time.Now()
+	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
+		opts, err := serve.ParseSynthetic(rest)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.NoFeatures = true
+		p := newProgress(e.log, 5*time.Second)
+		opts.Progress = p
+		d, err := datasets.Generate(opts)
+		p.Finish()
+		if err != nil {
+			return nil, nil, err
+		}
+		fmt.Fprintf(e.stdout, "generated %s (graph only) in %s\n", spec, time.Since(start).Round(time.Millisecond))
+		return d, func() {}, nil
+	}
+	ds, err := datasets.Open(spec, &datasets.OpenOptions{SkipChecksums: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &ds.Data, func() { ds.Close() }, nil
+}
+
+func benchSample(ctx context.Context, e *env, args []string) error {
+	var (
+		spec, split, fanouts string
+		cfg                  samplerbench.Config
+	)
+	fs := benchFlags(e, "sample", "loaderd bench sample --dataset synthetic:papers100M:1:1 --duration 10s", func(fs *flag.FlagSet) {
+		fs.StringVar(&spec, "dataset", "synthetic:papers100M:0.01:1", "dataset directory or synthetic:NAME[:SCALE[:SEED]] (graph only)")
+		fs.StringVar(&split, "split", "train", "seed split")
+		fs.StringVar(&fanouts, "fanouts", "15,10,5", "fanouts per hop")
+		fs.IntVar(&cfg.BatchSize, "batch-size", 1024, "seeds per batch")
+		fs.IntVar(&cfg.Workers, "workers", 0, "cores of the all-cores runs (0 = GOMAXPROCS)")
+		fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "time per run")
+		fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the shuffle and the sampling")
+	})
+	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 {
+		if err == nil {
+			err = usageError{fmt.Sprintf("unexpected argument %q", pos[0])}
+		}
+		return err
+	}
+	var err error
+	if cfg.Fanouts, err = parseFanouts(fanouts); err != nil {
+		return usageError{err.Error()}
+	}
+	d, done, err := benchGraph(spec, e)
+	if err != nil {
+		return err
+	}
+	defer done()
+	seeds := d.Splits[split]
+	if len(seeds) == 0 {
+		return fmt.Errorf("dataset %s has no seeds in split %q", d.Name, split)
+	}
+	_, err = samplerbench.Run(ctx, &d.Graph, seeds, cfg, e.stdout)
+	return err
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gnnloader/gnnloader/ipc"
+	"github.com/gnnloader/gnnloader/serve"
+)
+
+func init() {
+	registerBench("serve", "the CPU serving pipeline end to end: batches/s and time per stage", benchServe)
+}
+
+func benchServe(ctx context.Context, e *env, args []string) error {
+	var (
+		spec, fanouts       string
+		trainers, batchSize int
+		epochs              int
+		cfg                 serve.Config
+	)
+	fs := benchFlags(e, "serve", "loaderd bench serve --dataset synthetic:products:0.1:1 --trainers 2", func(fs *flag.FlagSet) {
+		fs.StringVar(&spec, "dataset", "synthetic:products:0.05:1", "dataset directory or synthetic:NAME[:SCALE[:SEED]]")
+		fs.StringVar(&fanouts, "fanouts", "15,10,5", "fanouts per hop")
+		fs.IntVar(&batchSize, "batch-size", 1024, "seeds per batch")
+		fs.IntVar(&trainers, "trainers", 1, "trainers (ranks of one job) consuming batches")
+		fs.IntVar(&epochs, "epochs", 1, "epochs each trainer consumes")
+		fs.IntVar(&cfg.SamplerThreads, "sampler-threads", 0, "goroutines per batch (0 = all cores)")
+		fs.IntVar(&cfg.Prefetch, "prefetch", 2, "batches sampled ahead per trainer")
+		fs.IntVar(&cfg.Slots, "slots", 2, "slots per trainer")
+	})
+	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 {
+		if err == nil {
+			err = usageError{fmt.Sprintf("unexpected argument %q", pos[0])}
+		}
+		return err
+	}
+	fo, err := parseFanouts(fanouts)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	src, err := serve.OpenSource(spec, true, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dir, err := os.MkdirTemp("", "loaderd-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg.Socket = filepath.Join(dir, "s.sock")
+	srv := serve.New(src, cfg, nil)
+	if err := srv.Listen(); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx) }()
+
+	open := ipc.Open{Split: "train", BatchSize: uint32(batchSize), Shuffle: true, Seed: 1, WorldSize: uint32(trainers), Device: "cpu"}
+	for _, f := range fo {
+		open.Fanouts = append(open.Fanouts, int32(f))
+	}
+	start := time.Now()
+	var (
+		wg           sync.WaitGroup
+		mu           sync.Mutex
+		total, nodes int64
+		firstErr     error
+	)
+	for r := 0; r < trainers; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := open
+			o.Rank = uint32(r)
+			n, nn, err := consume(cfg.Socket, o, epochs)
+			mu.Lock()
+			defer mu.Unlock()
+			total += n
+			nodes += nn
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	cancel()
+	<-served
+	if firstErr != nil {
+		return firstErr
+	}
+	st := srv.Stats()
+	per := func(ns int64) string {
+		return (time.Duration(ns) / time.Duration(max(total, 1))).Round(time.Microsecond).String()
+	}
+	d := src.Data
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(e.stdout, "serve benchmark: %s (%d nodes, %d edges, %d-byte rows), fanouts %v, batch %d, %d trainer(s), %d epoch(s)\n",
+		d.Name, d.Graph.NumNodes, d.Graph.NumEdges(), d.RowBytes(), fo, batchSize, trainers, epochs)
+	fmt.Fprintln(tw, "batches\tseconds\tbatches/s\tnodes/batch\tfeature GB/s\tsample/batch\tgather/batch\tslot wait/batch\t")
+	fmt.Fprintf(tw, "%d\t%.2f\t%.1f\t%.0f\t%.2f\t%s\t%s\t%s\t\n", total, el.Seconds(), float64(total)/el.Seconds(),
+		float64(nodes)/float64(max(total, 1)), float64(nodes)*float64(d.RowBytes())/el.Seconds()/1e9,
+		per(st.SampleNanos.Load()), per(st.GatherNanos.Load()), per(st.WaitNanos.Load()))
+	tw.Flush()
+	fmt.Fprintln(e.stdout, "sample and gather times are per batch on their own goroutines; they overlap each other and the trainers.")
+	return nil
+}
+
+// consume is a trainer that takes every batch and releases it at once: the
+// loader's ceiling.
+func consume(socket string, open ipc.Open, epochs int) (batches, nodes int64, err error) {
+	c, err := ipc.Dial(socket, ipc.DefaultLimits)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	recv := func() (ipc.Msg, error) {
+		m, fds, err := c.ReadMsg()
+		ipc.CloseFDs(fds)
+		if e, ok := m.(*ipc.Error); ok {
+			return nil, e.AsError()
+		}
+		return m, err
+	}
+	if err := c.WriteMsg(&ipc.Hello{Version: ipc.Version, Name: "bench"}); err != nil {
+		return 0, 0, err
+	}
+	if _, err := recv(); err != nil {
+		return 0, 0, err
+	}
+	if err := c.WriteMsg(&open); err != nil {
+		return 0, 0, err
+	}
+	om, err := recv()
+	if err != nil {
+		return 0, 0, err
+	}
+	opened, ok := om.(*ipc.Opened)
+	if !ok {
+		return 0, 0, fmt.Errorf("daemon answered Open with %T", om)
+	}
+	for ep := 0; ep < epochs; ep++ {
+		if err := c.WriteMsg(&ipc.StartEpoch{Epoch: uint32(ep)}); err != nil {
+			return batches, nodes, err
+		}
+		for {
+			m, err := recv()
+			if err != nil {
+				return batches, nodes, err
+			}
+			if b, ok := m.(*ipc.BatchReady); ok {
+				batches++
+				n, _ := opened.Count(b, "n_id")
+				nodes += int64(n)
+				if err := c.WriteMsg(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index}); err != nil {
+					return batches, nodes, err
+				}
+				continue
+			}
+			if _, ok := m.(*ipc.EpochEnd); ok {
+				break
+			}
+			return batches, nodes, fmt.Errorf("unexpected %T", m)
+		}
+	}
+	c.WriteMsg(&ipc.Goodbye{Reason: "bench done"})
+	return batches, nodes, nil
+}
