@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/gnnloader/gnnloader/internal/cputime"
+	"github.com/gnnloader/gnnloader/internal/stages"
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/serve"
 )
@@ -20,10 +25,13 @@ func init() {
 
 func benchServe(ctx context.Context, e *env, args []string) error {
 	var (
-		spec, fanouts       string
-		trainers, batchSize int
-		epochs              int
-		cfg                 serve.Config
+		spec, fanouts, device string
+		trainers, batchSize   int
+		epochs, slots         int
+		maxBatches            int
+		budget                bool
+		cfg                   serve.Config
+		gpu                   serve.GPUConfig
 	)
 	fs := benchFlags(e, "serve", "loaderd bench serve --dataset synthetic:products:0.1:1 --trainers 2", func(fs *flag.FlagSet) {
 		fs.StringVar(&spec, "dataset", "synthetic:products:0.05:1", "dataset directory or synthetic:NAME[:SCALE[:SEED]]")
@@ -33,7 +41,12 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&epochs, "epochs", 1, "epochs each trainer consumes")
 		fs.IntVar(&cfg.SamplerThreads, "sampler-threads", 0, "goroutines per batch (0 = all cores)")
 		fs.IntVar(&cfg.Prefetch, "prefetch", 2, "batches sampled ahead per trainer")
-		fs.IntVar(&cfg.Slots, "slots", 2, "slots per trainer")
+		fs.IntVar(&slots, "slots", 0, "slots per trainer (0 = the daemon's default: 2 on the CPU, 6 on a GPU)")
+		fs.StringVar(&device, "device", "cpu", "where the trainers ask for their slots: cpu or cuda:N (the GPU path: the table pinned, CUDA gather)")
+		fs.IntVar(&gpu.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass covers (0 = half the slots)")
+		fs.IntVar(&gpu.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
+		fs.IntVar(&maxBatches, "batches", 0, "stop each trainer after this many batches (0 = whole epochs)")
+		fs.BoolVar(&budget, "budget", true, "profile the daemon while the trainers consume and print the CPU time per batch of each stage")
 	})
 	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 {
 		if err == nil {
@@ -45,7 +58,17 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	src, err := serve.OpenSource(spec, true, nil, nil)
+	dev, err := ipc.ParseDevice(device)
+	if err != nil {
+		return usageError{"--device: " + err.Error()}
+	}
+	open := serve.OpenSource
+	if dev >= 0 {
+		open = serve.OpenSourcePinned
+	}
+	p := newProgress(e.log, 5*time.Second)
+	src, err := open(spec, true, p, e.log)
+	p.Finish()
 	if err != nil {
 		return err
 	}
@@ -56,7 +79,14 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 	cfg.Socket = filepath.Join(dir, "s.sock")
+	cfg.MemoryBudget = 1 << 40 // the benchmark measures speed, not admission
 	srv := serve.New(src, cfg, nil)
+	if dev >= 0 {
+		gpu.Devices = []int{dev}
+		if err := srv.EnableGPU(gpu); err != nil {
+			return err
+		}
+	}
 	if err := srv.Listen(); err != nil {
 		return err
 	}
@@ -65,10 +95,18 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(sctx) }()
 
-	open := ipc.Open{Split: "train", BatchSize: uint32(batchSize), Shuffle: true, Seed: 1, WorldSize: uint32(trainers), Device: "cpu"}
+	req := ipc.Open{Split: "train", BatchSize: uint32(batchSize), Shuffle: true, Seed: 1, WorldSize: uint32(trainers),
+		Device: device, Slots: uint32(slots)}
 	for _, f := range fo {
-		open.Fanouts = append(open.Fanouts, int32(f))
+		req.Fanouts = append(req.Fanouts, int32(f))
 	}
+	var prof bytes.Buffer
+	if budget {
+		if err := pprof.StartCPUProfile(&prof); err != nil {
+			return fmt.Errorf("--budget: %w (is loaderd serve --cpu-profile running in this process?)", err)
+		}
+	}
+	cpu0 := cputime.Process()
 	start := time.Now()
 	var (
 		wg           sync.WaitGroup
@@ -80,9 +118,9 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o := open
+			o := req
 			o.Rank = uint32(r)
-			n, nn, err := consume(cfg.Socket, o, epochs)
+			n, nn, err := consume(cfg.Socket, o, epochs, maxBatches)
 			mu.Lock()
 			defer mu.Unlock()
 			total += n
@@ -94,6 +132,10 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 	}
 	wg.Wait()
 	el := time.Since(start)
+	cpu := cputime.Process() - cpu0
+	if budget {
+		pprof.StopCPUProfile()
+	}
 	cancel()
 	<-served
 	if firstErr != nil {
@@ -113,12 +155,28 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 		per(st.SampleNanos.Load()), per(st.GatherNanos.Load()), per(st.WaitNanos.Load()))
 	tw.Flush()
 	fmt.Fprintln(e.stdout, "sample and gather times are per batch on their own goroutines; they overlap each other and the trainers.")
+	fmt.Fprintf(e.stdout, "CPU: %.1f core-ms per batch, %.1f of %d cores busy on average\n",
+		float64(cpu)/1e6/float64(max(total, 1)), cpu.Seconds()/el.Seconds(), runtime.NumCPU())
+	if budget {
+		b, sampled, err := stages.Attribute(&prof)
+		if err != nil {
+			return fmt.Errorf("reading the profile: %w", err)
+		}
+		fmt.Fprintln(e.stdout, "CPU budget per batch, by stage (from the daemon's CPU profile):")
+		tw = tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "stage\tcore-ms/batch\tshare\t")
+		for _, name := range b.Stages() {
+			fmt.Fprintf(tw, "%s\t%.2f\t%.1f%%\t\n", name, float64(b[name])/1e6/float64(max(total, 1)), 100*float64(b[name])/float64(max(sampled, 1)))
+		}
+		fmt.Fprintf(tw, "all (profiled)\t%.2f\t100%%\t\n", float64(sampled)/1e6/float64(max(total, 1)))
+		tw.Flush()
+	}
 	return nil
 }
 
 // consume is a trainer that takes every batch and releases it at once: the
-// loader's ceiling.
-func consume(socket string, open ipc.Open, epochs int) (batches, nodes int64, err error) {
+// loader's ceiling. It stops after maxBatches batches when that is not 0.
+func consume(socket string, open ipc.Open, epochs, maxBatches int) (batches, nodes int64, err error) {
 	c, err := ipc.Dial(socket, ipc.DefaultLimits)
 	if err != nil {
 		return 0, 0, err
@@ -164,6 +222,10 @@ func consume(socket string, open ipc.Open, epochs int) (batches, nodes int64, er
 				nodes += int64(n)
 				if err := c.WriteMsg(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index}); err != nil {
 					return batches, nodes, err
+				}
+				if maxBatches > 0 && batches >= int64(maxBatches) {
+					c.WriteMsg(&ipc.Goodbye{Reason: "bench done"})
+					return batches, nodes, nil
 				}
 				continue
 			}
