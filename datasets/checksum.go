@@ -24,9 +24,13 @@ const ChecksumAlgorithm = "xxhash64-tree"
 // DefaultChunkBytes is the chunk size of new checksums (64 MiB).
 const DefaultChunkBytes = 64 << 20
 
-// minChunkBytes bounds what a manifest may ask for: tiny chunks would make
-// verifying cost 8 bytes of digests per chunk.
-const minChunkBytes = 64 << 10
+// minChunkBytes and maxChunkBytes bound what a manifest may ask for: tiny
+// chunks would make verifying cost 8 bytes of digests per chunk, huge ones
+// would leave all but one core idle (every writer has used DefaultChunkBytes).
+const (
+	minChunkBytes = 64 << 10
+	maxChunkBytes = 1 << 30
+)
 
 // Checksum is a data file's checksum as stored in the manifest.
 type Checksum struct {
@@ -39,8 +43,8 @@ func (c Checksum) check() error {
 	if c.Algorithm != ChecksumAlgorithm {
 		return fmt.Errorf("unknown checksum algorithm %q (want %q)", c.Algorithm, ChecksumAlgorithm)
 	}
-	if c.ChunkBytes < minChunkBytes {
-		return fmt.Errorf("checksum chunk_bytes %d is below the minimum of %d", c.ChunkBytes, minChunkBytes)
+	if c.ChunkBytes < minChunkBytes || c.ChunkBytes > maxChunkBytes {
+		return fmt.Errorf("checksum chunk_bytes %d is outside [%d, %d]", c.ChunkBytes, minChunkBytes, maxChunkBytes)
 	}
 	if len(c.Value) != 16 {
 		return fmt.Errorf("checksum value %q is not 16 hex digits", c.Value)
