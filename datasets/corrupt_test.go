@@ -1,10 +1,14 @@
 package datasets
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -19,6 +23,100 @@ func openNoPanic(t *testing.T, dir string, opts *OpenOptions) (ds *Dataset, err 
 		}
 	}()
 	return Open(dir, opts)
+}
+
+// replaceFile writes b as dir/name and records its size and checksum in the
+// manifest, so that what is wrong with b reaches the Arrow reader instead of
+// being caught by the checksum.
+func replaceFile(t *testing.T, dir string, m *Manifest, name string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.Files {
+		if m.Files[i].Name == name {
+			m.Files[i].Bytes = int64(len(b))
+			m.Files[i].Checksum = ComputeChecksum(b, DefaultChunkBytes, 1, nil)
+		}
+	}
+	rewriteManifest(t, dir, m)
+}
+
+// mutations writes a tiny dataset and, for every file and every change that
+// change makes of the file's bytes, writes the changed file (fixing its size
+// and checksum up in the manifest unless skip says to open with
+// SkipChecksums and a stale checksum instead) and calls check with the
+// result of Open. Open must never panic, never allocate more than a few MB
+// (the dataset is a few KB), and fail with an error naming the file, or
+// return a dataset whose invariants hold.
+func mutations(t *testing.T, change func(orig []byte, yield func(b []byte, skip bool, what string))) (opened, refused int) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "ds")
+	if err := Write(dir, smallData(t, 6, Float32, 2, 5), nil); err != nil {
+		t.Fatal(err)
+	}
+	m0, err := ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms runtime.MemStats
+	for _, f := range m0.Files {
+		path := filepath.Join(dir, f.Name)
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(orig, func(b []byte, skip bool, what string) {
+			if skip {
+				if err := os.WriteFile(path, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				m := *m0
+				m.Files = append([]FileEntry(nil), m0.Files...)
+				replaceFile(t, dir, &m, f.Name, b)
+			}
+			runtime.ReadMemStats(&ms)
+			before := ms.TotalAlloc
+			ds, err := openNoPanic(t, dir, &OpenOptions{SkipChecksums: skip, Workers: 1})
+			runtime.ReadMemStats(&ms)
+			if grew := ms.TotalAlloc - before; grew > 4<<20 {
+				t.Errorf("%s %s: Open allocated %d bytes for a dataset of a few KB", f.Name, what, grew)
+			}
+			if err != nil {
+				refused++
+				if !strings.Contains(err.Error(), f.Name) {
+					t.Errorf("%s %s: the error does not name the file: %v", f.Name, what, err)
+				}
+				return
+			}
+			opened++
+			if err := ds.Data.Validate(); err != nil {
+				t.Errorf("%s %s: opened a dataset that is not valid: %v", f.Name, what, err)
+			}
+			ds.Close()
+		})
+		if err := os.WriteFile(path, orig, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rewriteManifest(t, dir, m0)
+	}
+	return opened, refused
+}
+
+// TestOpenSurvivesMetadataMutations changes every byte of every Arrow file of
+// a tiny dataset in turn, to a random other value. Half the cases fix the
+// checksum up, half open with SkipChecksums.
+func TestOpenSurvivesMetadataMutations(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	opened, refused := mutations(t, func(orig []byte, yield func([]byte, bool, string)) {
+		for pos := range orig {
+			b := append([]byte(nil), orig...)
+			b[pos] ^= byte(1 + r.IntN(255))
+			yield(b, pos%2 == 1, fmt.Sprintf("byte %d", pos))
+		}
+	})
+	t.Logf("%d mutations: %d refused, %d still valid", opened+refused, refused, opened)
 }
 
 // editManifest writes a dataset, applies edit to its manifest as a generic
@@ -101,4 +199,19 @@ func TestOpenRejectsImpossibleManifests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOpenForgedArrowLengths sets every aligned word of every Arrow file to
+// a huge value in turn, with checksums that match: the byte patterns that
+// made arrow-go slice out of range or ask for hundreds of GB.
+func TestOpenForgedArrowLengths(t *testing.T) {
+	mutations(t, func(orig []byte, yield func([]byte, bool, string)) {
+		for pos := 0; pos+8 <= len(orig); pos += 4 {
+			for _, v := range []uint64{0x7fffffff, 1 << 40, math.MaxInt64} {
+				b := append([]byte(nil), orig...)
+				binary.LittleEndian.PutUint64(b[pos:], v)
+				yield(b, false, fmt.Sprintf("word %d = %#x", pos, v))
+			}
+		}
+	})
 }

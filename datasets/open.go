@@ -26,8 +26,7 @@ type Dataset struct {
 	Manifest *Manifest
 	Dir      string
 
-	maps    []*mappedFile
-	columns []*mappedColumn
+	maps []*mappedFile
 }
 
 // Open maps the dataset at dir and reads it zero-copy. By default it checks
@@ -85,14 +84,8 @@ func Open(dir string, opts *OpenOptions) (ds *Dataset, err error) {
 		}
 		mapped[f.Role] = mf.data
 	}
-	read := func(role string, want column) (*mappedColumn, error) {
-		f := m.File(role)
-		mc, err := readColumn(filepath.Join(dir, f.Name), mapped[role], want)
-		if err != nil {
-			return nil, err
-		}
-		ds.columns = append(ds.columns, mc)
-		return mc, nil
+	read := func(role string, want column) ([]byte, error) {
+		return readColumn(filepath.Join(dir, m.File(role).Name), mapped[role], want)
 	}
 	n := m.NumNodes
 	d := &ds.Data
@@ -103,16 +96,16 @@ func Open(dir string, opts *OpenOptions) (ds *Dataset, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d.Graph.Indptr = asInt64s(c.data)
+	d.Graph.Indptr = asInt64s(c)
 	if Wide(n) {
 		c, err = read(roleIndices, column{field: "indices", elem: int64Type, rows: m.NumEdges})
 		if err == nil {
-			d.Graph.Indices64 = asInt64s(c.data)
+			d.Graph.Indices64 = asInt64s(c)
 		}
 	} else {
 		c, err = read(roleIndices, column{field: "indices", elem: int32Type, rows: m.NumEdges})
 		if err == nil {
-			d.Graph.Indices32 = asInt32s(c.data)
+			d.Graph.Indices32 = asInt32s(c)
 		}
 	}
 	if err != nil {
@@ -122,12 +115,12 @@ func Open(dir string, opts *OpenOptions) (ds *Dataset, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d.Features = c.data
+	d.Features = c
 	c, err = read(roleLabels, column{field: "y", elem: int32Type, rows: n})
 	if err != nil {
 		return nil, err
 	}
-	d.Labels = asInt32s(c.data)
+	d.Labels = asInt32s(c)
 	d.Splits = map[string][]int64{}
 	for s, size := range m.Splits {
 		if m.File(rolePrefixSp+s) == nil {
@@ -137,9 +130,13 @@ func Open(dir string, opts *OpenOptions) (ds *Dataset, err error) {
 		if err != nil {
 			return nil, err
 		}
-		d.Splits[s] = asInt64s(c.data)
+		d.Splits[s] = asInt64s(c)
 	}
 	if err := d.validate(workersOr(opts.Workers)); err != nil {
+		var ae *arrayError
+		if errors.As(err, &ae) && m.File(ae.role) != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, m.File(ae.role).Name), err)
+		}
 		return nil, fmt.Errorf("dataset %s: %w", dir, err)
 	}
 	return ds, nil
@@ -150,10 +147,6 @@ func (ds *Dataset) Close() error {
 	if ds == nil {
 		return nil
 	}
-	for _, c := range ds.columns {
-		c.release()
-	}
-	ds.columns = nil
 	var errs []error
 	for _, m := range ds.maps {
 		errs = append(errs, m.unmap())
