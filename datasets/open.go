@@ -3,8 +3,10 @@ package datasets
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // OpenOptions control Open. A nil *OpenOptions means the defaults.
@@ -12,80 +14,100 @@ type OpenOptions struct {
 	// SkipChecksums skips hashing the data files. Sizes, Arrow structure,
 	// and the ranges of indices, labels and split ids are checked anyway.
 	SkipChecksums bool
-	// Workers hashes and checks on this many goroutines; 0 = GOMAXPROCS.
+	// NoFeatures leaves the feature table out: Features is nil and
+	// features.arrow is neither read nor checked (for work on the graph
+	// alone, such as benchmarking the sampler).
+	NoFeatures bool
+	// Workers reads, hashes and checks on this many goroutines;
+	// 0 = GOMAXPROCS.
 	Workers int
-	// Progress counts bytes hashed.
+	// Progress counts the bytes read (stage "verify" when hashing, "read"
+	// otherwise).
 	Progress Progress
+	// AllocFeatures, when set, allocates the memory features.arrow is read
+	// into (for example pinned.Alloc, so that the GPU path registers the
+	// rows where they lie instead of copying them); FreeFeatures must be
+	// set with it. Open asks for the file's size plus FeatureAlign bytes
+	// and places the file so that the rows start on a FeatureAlign
+	// boundary, somewhere inside the allocation. If Open fails it gives the
+	// memory back with FreeFeatures; once it succeeds the memory is the
+	// caller's: Close leaves it alone.
+	AllocFeatures func(n int64) ([]byte, error)
+	FreeFeatures  func([]byte) error
 }
 
-// Dataset is an open dataset directory. Its Data aliases read-only mappings
-// of the files: the slices are valid until Close and must not be written.
-// A Dataset may be read by any number of goroutines at once.
+// Dataset is an open dataset directory. Its Data lies in private memory
+// Open read the files into, so nothing that happens to the files afterwards
+// (a truncation, a copy over them) reaches it. The slices are valid until
+// Close and must not be written (they are read-only, except features in
+// memory from OpenOptions.AllocFeatures). A Dataset may be read by any
+// number of goroutines at once.
 type Dataset struct {
 	Data
 	Manifest *Manifest
 	Dir      string
 
-	maps []*mappedFile
+	images []*image
 }
 
-// Open maps the dataset at dir and reads it zero-copy. By default it checks
-// every file's size and checksum against the manifest (in parallel: the
-// hashing runs at several GB/s per core) and the ranges of every id; any
-// mismatch is an error naming the file and what is wrong, and nothing stays
-// mapped.
-func Open(dir string, opts *OpenOptions) (ds *Dataset, err error) {
+// Open reads the dataset at dir into memory, each file once, and checks
+// it: by default every file's size and checksum against the manifest (in
+// parallel chunks, each hashed as it is read, so the checksum covers exactly
+// the bytes served), the Arrow structure of every file, and the ranges of
+// every id. Any mismatch is an error naming the file and what is wrong, and
+// nothing stays allocated. The feature rows start on a FeatureAlign
+// boundary.
+func Open(dir string, opts *OpenOptions) (_ *Dataset, err error) {
 	if opts == nil {
 		opts = &OpenOptions{}
+	}
+	if (opts.AllocFeatures == nil) != (opts.FreeFeatures == nil) {
+		return nil, errors.New("datasets: OpenOptions.AllocFeatures and FreeFeatures go together")
 	}
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return nil, err
 	}
-	ds = &Dataset{Manifest: m, Dir: dir}
+	ds := &Dataset{Manifest: m, Dir: dir}
 	defer func() {
 		if err != nil {
+			// ds, not the result: "return nil, err" has set that to nil.
 			ds.Close()
-			ds = nil
 		}
 	}()
 	progress := orNop(opts.Progress)
-	if !opts.SkipChecksums {
-		var total int64
-		for _, f := range m.Files {
+	var total int64
+	for _, f := range m.Files {
+		if f.Role != roleFeatures || !opts.NoFeatures {
 			total += f.Bytes
 		}
+	}
+	if opts.SkipChecksums {
+		progress.Begin("read", total)
+	} else {
 		progress.Begin("verify", total)
 	}
-	mapped := map[string][]byte{}
-	for _, f := range m.Files {
+	var features *image
+	read := func(role string, want column) ([]byte, error) {
+		f := m.File(role)
 		path := filepath.Join(dir, f.Name)
-		st, err := os.Stat(path)
-		if err != nil {
-			return nil, fmt.Errorf("dataset %s: %w", dir, err)
+		o := readOptions{size: f.Bytes, workers: opts.Workers, progress: progress}
+		if !opts.SkipChecksums {
+			o.checksum = &f.Checksum
 		}
-		if st.Size() != f.Bytes {
-			what := "truncated"
-			if st.Size() > f.Bytes {
-				what = "longer than recorded"
-			}
-			return nil, fmt.Errorf("%s: %s: %d bytes, manifest says %d", path, what, st.Size(), f.Bytes)
+		if role == roleFeatures {
+			o.alignValues = FeatureAlign
+			o.alloc, o.free = opts.AllocFeatures, opts.FreeFeatures
 		}
-		mf, err := mapFile(path)
+		im, err := readImage(path, o)
 		if err != nil {
 			return nil, err
 		}
-		ds.maps = append(ds.maps, mf)
-		if !opts.SkipChecksums {
-			got := ComputeChecksum(mf.data, f.Checksum.ChunkBytes, opts.Workers, progress)
-			if got.Value != f.Checksum.Value {
-				return nil, fmt.Errorf("%s: checksum mismatch: file hashes to %s, manifest says %s (the file is corrupt or was changed)", path, got.Value, f.Checksum.Value)
-			}
+		ds.images = append(ds.images, im)
+		if role == roleFeatures {
+			features = im
 		}
-		mapped[f.Role] = mf.data
-	}
-	read := func(role string, want column) ([]byte, error) {
-		return readColumn(filepath.Join(dir, m.File(role).Name), mapped[role], want)
+		return readColumn(path, im.data, want)
 	}
 	n := m.NumNodes
 	d := &ds.Data
@@ -111,11 +133,16 @@ func Open(dir string, opts *OpenOptions) (ds *Dataset, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err = read(roleFeatures, column{field: "x", elem: arrowElemType(m.FeatureDType), dim: m.FeatureDim, rows: n})
-	if err != nil {
-		return nil, err
+	if !opts.NoFeatures {
+		c, err = read(roleFeatures, column{field: "x", elem: arrowElemType(m.FeatureDType), dim: m.FeatureDim, rows: n})
+		if err != nil {
+			return nil, err
+		}
+		if len(c) > 0 && uintptr(unsafe.Pointer(&c[0]))%FeatureAlign != 0 {
+			return nil, fmt.Errorf("%s: the rows moved while the file was read (was it changed?)", filepath.Join(dir, m.File(roleFeatures).Name))
+		}
+		d.Features = c
 	}
-	d.Features = c
 	c, err = read(roleLabels, column{field: "y", elem: int32Type, rows: n})
 	if err != nil {
 		return nil, err
@@ -123,35 +150,43 @@ func Open(dir string, opts *OpenOptions) (ds *Dataset, err error) {
 	d.Labels = asInt32s(c)
 	d.Splits = map[string][]int64{}
 	for s, size := range m.Splits {
-		if m.File(rolePrefixSp+s) == nil {
-			return nil, fmt.Errorf("dataset %s: manifest lists split %q but no file for it", dir, s)
-		}
 		c, err = read(rolePrefixSp+s, column{field: "node_id", elem: int64Type, rows: size})
 		if err != nil {
 			return nil, err
 		}
 		d.Splits[s] = asInt64s(c)
 	}
-	if err := d.validate(workersOr(opts.Workers)); err != nil {
+	if err := d.validateArrays(workersOr(opts.Workers), !opts.NoFeatures); err != nil {
 		var ae *arrayError
 		if errors.As(err, &ae) && m.File(ae.role) != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, m.File(ae.role).Name), err)
 		}
 		return nil, fmt.Errorf("dataset %s: %w", dir, err)
 	}
+	for _, im := range ds.images {
+		if im != features || opts.AllocFeatures == nil {
+			// Read-only from here, as the shared mappings were.
+			_ = unix.Mprotect(im.mem, unix.PROT_READ)
+		}
+	}
+	if features != nil && opts.AllocFeatures != nil {
+		features.free = nil // the caller's now
+	}
 	return ds, nil
 }
 
-// Close unmaps the files. The Dataset's slices must not be used afterwards.
+// Close frees the memory the files were read into (except features in
+// memory from OpenOptions.AllocFeatures, which is the caller's). The
+// Dataset's slices must not be used afterwards.
 func (ds *Dataset) Close() error {
 	if ds == nil {
 		return nil
 	}
 	var errs []error
-	for _, m := range ds.maps {
-		errs = append(errs, m.unmap())
+	for _, im := range ds.images {
+		errs = append(errs, im.release())
 	}
-	ds.maps = nil
+	ds.images = nil
 	ds.Data = Data{}
 	return errors.Join(errs...)
 }

@@ -183,7 +183,11 @@ func (d *Data) Row(v int64) []byte {
 // feature size, labels in [0, NumClasses) or -1, split ids in range.
 func (d *Data) Validate() error { return d.validate(1) }
 
-func (d *Data) validate(workers int) error {
+func (d *Data) validate(workers int) error { return d.validateArrays(workers, true) }
+
+// validateArrays is validate; features false leaves the feature table out
+// (a dataset opened with NoFeatures has none).
+func (d *Data) validateArrays(workers int, features bool) error {
 	if err := d.Graph.validate(workers); err != nil {
 		return err
 	}
@@ -194,7 +198,7 @@ func (d *Data) validate(workers int) error {
 	if d.FeatureDim <= 0 {
 		return fmt.Errorf("features: feature_dim %d must be positive", d.FeatureDim)
 	}
-	if want := n * int64(d.RowBytes()); int64(len(d.Features)) != want {
+	if want := n * int64(d.RowBytes()); features && int64(len(d.Features)) != want {
 		return inArray(roleFeatures, fmt.Errorf("features: %d bytes, want %d nodes x %d bytes = %d", len(d.Features), n, d.RowBytes(), want))
 	}
 	if d.NumClasses <= 0 {
