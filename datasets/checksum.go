@@ -83,3 +83,42 @@ func ComputeChecksum(b []byte, chunkBytes int64, workers int, progress Progress)
 		Value:      fmt.Sprintf("%016x", xxhash.Sum64(digests)),
 	}
 }
+
+// treeHasher computes the tree checksum of the bytes written to it, in
+// order, on the writing goroutine: Write hashes a file while writing it
+// instead of reading it back.
+type treeHasher struct {
+	chunk   int64
+	cur     *xxhash.Digest
+	n       int64 // bytes of the current chunk so far
+	digests []byte
+}
+
+func newTreeHasher(chunkBytes int64) *treeHasher {
+	return &treeHasher{chunk: chunkBytes, cur: xxhash.New()}
+}
+
+func (h *treeHasher) Write(b []byte) (int, error) {
+	written := len(b)
+	for len(b) > 0 {
+		k := min(int64(len(b)), h.chunk-h.n)
+		h.cur.Write(b[:k])
+		h.n += k
+		b = b[k:]
+		if h.n == h.chunk {
+			h.digests = binary.LittleEndian.AppendUint64(h.digests, h.cur.Sum64())
+			h.cur.Reset()
+			h.n = 0
+		}
+	}
+	return written, nil
+}
+
+// Checksum is the checksum of everything written so far.
+func (h *treeHasher) Checksum() Checksum {
+	d := h.digests
+	if h.n > 0 || len(d) == 0 {
+		d = binary.LittleEndian.AppendUint64(d, h.cur.Sum64())
+	}
+	return Checksum{Algorithm: ChecksumAlgorithm, ChunkBytes: h.chunk, Value: fmt.Sprintf("%016x", xxhash.Sum64(d))}
+}

@@ -311,3 +311,25 @@ func TestChecksumDefinition(t *testing.T) {
 }
 
 func uintptrOf(p *byte) uintptr { return uintptr(unsafe.Pointer(p)) }
+
+// TestTreeHasherMatchesComputeChecksum: the checksum Write computes while
+// writing, in pieces of any size, is the one Open computes in parallel.
+func TestTreeHasherMatchesComputeChecksum(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const chunk = 64 << 10
+	for _, n := range []int{0, 1, chunk - 1, chunk, chunk + 1, 3 * chunk, 5*chunk + 12345} {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		h := newTreeHasher(chunk)
+		for rest := b; len(rest) > 0; {
+			k := min(len(rest), 1+r.IntN(2*chunk))
+			h.Write(rest[:k])
+			rest = rest[k:]
+		}
+		if got, want := h.Checksum(), ComputeChecksum(b, chunk, 3, nil); got != want {
+			t.Fatalf("%d bytes: %+v, want %+v", n, got, want)
+		}
+	}
+}

@@ -34,6 +34,10 @@ type OpenOptions struct {
 	// caller's: Close leaves it alone.
 	AllocFeatures func(n int64) ([]byte, error)
 	FreeFeatures  func([]byte) error
+
+	// streamFeatures (Verify) checks features.arrow without keeping it:
+	// hashed through small buffers, structure checked from its metadata.
+	streamFeatures bool
 }
 
 // Dataset is an open dataset directory. Its Data lies in private memory
@@ -78,7 +82,7 @@ func Open(dir string, opts *OpenOptions) (_ *Dataset, err error) {
 	progress := orNop(opts.Progress)
 	var total int64
 	for _, f := range m.Files {
-		if f.Role != roleFeatures || !opts.NoFeatures {
+		if f.Role != roleFeatures || !opts.NoFeatures || opts.streamFeatures {
 			total += f.Bytes
 		}
 	}
@@ -133,7 +137,14 @@ func Open(dir string, opts *OpenOptions) (_ *Dataset, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if !opts.NoFeatures {
+	if opts.streamFeatures {
+		f := m.File(roleFeatures)
+		o := readOptions{size: f.Bytes, checksum: &f.Checksum, workers: opts.Workers, progress: progress}
+		want := column{field: "x", elem: arrowElemType(m.FeatureDType), dim: m.FeatureDim, rows: n}
+		if err := streamCheck(filepath.Join(dir, f.Name), o, want); err != nil {
+			return nil, err
+		}
+	} else if !opts.NoFeatures {
 		c, err = read(roleFeatures, column{field: "x", elem: arrowElemType(m.FeatureDType), dim: m.FeatureDim, rows: n})
 		if err != nil {
 			return nil, err
@@ -189,15 +200,4 @@ func (ds *Dataset) Close() error {
 	ds.images = nil
 	ds.Data = Data{}
 	return errors.Join(errs...)
-}
-
-// Verify opens the dataset at dir with every check, including checksums, and
-// closes it: the work of `loaderd verify`.
-func Verify(dir string, workers int, progress Progress) (*Manifest, error) {
-	ds, err := Open(dir, &OpenOptions{Workers: workers, Progress: progress})
-	if err != nil {
-		return nil, err
-	}
-	m := ds.Manifest
-	return m, ds.Close()
 }

@@ -58,25 +58,11 @@ type readOptions struct {
 // when o.checksum is set. The file must have the recorded size when opened
 // and keep it while being read.
 func readImage(path string, o readOptions) (im *image, err error) {
-	f, err := os.Open(path)
+	f, err := openSized(path, o.size)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	if st.Size() != o.size {
-		what := "truncated"
-		if st.Size() > o.size {
-			what = "longer than recorded"
-		}
-		return nil, fmt.Errorf("%s: %s: %d bytes, manifest says %d", path, what, st.Size(), o.size)
-	}
 	pad := int64(0)
 	alloc, free := allocAnon, freeAnon
 	if o.alloc != nil {
@@ -107,7 +93,7 @@ func readImage(path string, o readOptions) (im *image, err error) {
 	if o.alignValues > 0 {
 		// Where the values will be: found from the file's metadata now,
 		// checked again on the bytes read (the file may change meanwhile).
-		off := valueOffsetHint(f, o.size)
+		off := hintArrowLayout(f, o.size).valueOff
 		base := uintptr(unsafe.Pointer(&mem[0])) + uintptr(off)
 		pad = int64((uintptr(o.alignValues) - base%uintptr(o.alignValues)) % uintptr(o.alignValues))
 	}
@@ -116,6 +102,30 @@ func readImage(path string, o readOptions) (im *image, err error) {
 		return nil, err
 	}
 	return im, nil
+}
+
+// openSized opens the regular file at path and checks that it has the
+// size the manifest records.
+func openSized(path string, size int64) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+	case !st.Mode().IsRegular():
+		err = fmt.Errorf("%s: not a regular file", path)
+	case st.Size() < size:
+		err = fmt.Errorf("%s: truncated: %d bytes, manifest says %d", path, st.Size(), size)
+	case st.Size() > size:
+		err = fmt.Errorf("%s: longer than recorded: %d bytes, manifest says %d", path, st.Size(), size)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // readChunks fills b from f in chunks on o.workers goroutines, hashing each
@@ -139,7 +149,7 @@ func readChunks(f *os.File, path string, b []byte, o readOptions) error {
 				return fmt.Errorf("%s: reading bytes %d..%d: %w", path, lo, hi, err)
 			}
 			if o.checksum != nil {
-				binary.LittleEndian.PutUint64(digests[8*i:], xxhash.Sum64(b[lo:hi]))
+				putDigest(digests, i, xxhash.Sum64(b[lo:hi]))
 			}
 			progress.Add(hi - lo)
 			return nil
@@ -155,6 +165,10 @@ func readChunks(f *os.File, path string, b []byte, o readOptions) error {
 		return fmt.Errorf("%s: checksum mismatch: file hashes to %s, manifest says %s (the file is corrupt or was changed)", path, got, o.checksum.Value)
 	}
 	return nil
+}
+
+func putDigest(digests []byte, i int64, d uint64) {
+	binary.LittleEndian.PutUint64(digests[8*i:], d)
 }
 
 // preadFull reads len(b) bytes at off; a file that ends early (it shrank
@@ -173,60 +187,65 @@ func preadFull(f *os.File, b []byte, off int64) error {
 	return nil
 }
 
-// valueOffsetHint finds where the value buffer of the Arrow file f starts,
-// reading only its footer and record batch metadata, or returns 0 when the
-// metadata makes no sense (then the full check reports why).
-func valueOffsetHint(f *os.File, size int64) int64 {
+// arrowHint is where the parts of an Arrow file lie, read from its footer
+// and record batch metadata alone: the metadata before the body ends at
+// headEnd, the value buffer starts at valueOff, the footer at footerStart.
+// All zero when the metadata makes no sense (the full check says why).
+type arrowHint struct {
+	headEnd, valueOff, footerStart int64
+}
+
+func hintArrowLayout(f *os.File, size int64) arrowHint {
 	const tail = 10 // footer length + "ARROW1"
 	if size < 8+tail {
-		return 0
+		return arrowHint{}
 	}
 	var end [tail]byte
 	if preadFull(f, end[:], size-tail) != nil {
-		return 0
+		return arrowHint{}
 	}
 	flen := int64(binary.LittleEndian.Uint32(end[:]))
 	if flen < 4 || flen > min(size-8-tail, 16<<20) {
-		return 0
+		return arrowHint{}
 	}
 	fb := make([]byte, flen)
 	if preadFull(f, fb, size-tail-flen) != nil {
-		return 0
+		return arrowHint{}
 	}
 	footer, err := fbRoot(fb)
 	if err != nil {
-		return 0
+		return arrowHint{}
 	}
 	at, n, _, err := footer.vector(3, 24)
 	if err != nil || n != 1 {
-		return 0
+		return arrowHint{}
 	}
 	off := int64(binary.LittleEndian.Uint64(fb[at:]))
 	meta := int64(int32(binary.LittleEndian.Uint32(fb[at+8:])))
-	if off < 8 || meta < 16 || meta > 16<<20 || off > size-meta {
-		return 0
+	if off < 8 || meta < 16 || meta > 16<<20 || off > size-tail-flen-meta {
+		return arrowHint{}
 	}
 	mb := make([]byte, meta-8)
 	if preadFull(f, mb, off+8) != nil {
-		return 0
+		return arrowHint{}
 	}
 	msg, err := fbRoot(mb)
 	if err != nil {
-		return 0
+		return arrowHint{}
 	}
 	rb, ok, err := msg.table(2)
 	if err != nil || !ok {
-		return 0
+		return arrowHint{}
 	}
 	at, n, _, err = rb.vector(2, 16)
 	if err != nil || n == 0 {
-		return 0
+		return arrowHint{}
 	}
 	bufOff := int64(binary.LittleEndian.Uint64(mb[at+16*int64(n-1):]))
 	if bufOff < 0 || bufOff > size {
-		return 0
+		return arrowHint{}
 	}
-	return off + meta + bufOff
+	return arrowHint{headEnd: off + meta, valueOff: off + meta + bufOff, footerStart: size - tail - flen}
 }
 
 // allocAnon maps n bytes of private anonymous memory. Sizes from 2 MiB up
@@ -243,7 +262,7 @@ func allocAnon(n int64) ([]byte, error) {
 	// Over-map by one huge page and unmap the unaligned head and the tail
 	// after the last page.
 	pages := (n + pageSize - 1) &^ (pageSize - 1)
-	raw, err := mmapAnon(uintptr(pages+huge), unix.MAP_NORESERVE)
+	raw, err := mmapAnon(uintptr(pages+huge), mapNoReserve)
 	if err != nil {
 		return nil, err
 	}
@@ -264,6 +283,8 @@ func allocAnon(n int64) ([]byte, error) {
 }
 
 var pageSize = int64(os.Getpagesize())
+
+const mapNoReserve = unix.MAP_NORESERVE
 
 // mmapAnon maps n bytes with the mmap system call itself: unlike
 // unix.Mmap, whose Munmap only takes whole mappings, parts of this one can

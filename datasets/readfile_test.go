@@ -148,3 +148,47 @@ func TestReadNoticesAFileThatShrinks(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestVerifyAgreesWithOpen: Verify checks features.arrow without reading it
+// into memory (hashed in pieces, structure checked on a sparse image), and
+// must reach the verdict Open reaches for every single-byte change of it,
+// with checksums fixed up so the change reaches the structure check.
+func TestVerifyAgreesWithOpen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	if err := Write(dir, smallData(t, 6, BFloat16, 3, 8), nil); err != nil {
+		t.Fatal(err)
+	}
+	m0, _ := ReadManifest(dir)
+	if _, err := Verify(dir, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, m0.File(roleFeatures).Name)
+	orig, _ := os.ReadFile(path)
+	disagree := 0
+	for pos := range orig {
+		b := append([]byte(nil), orig...)
+		b[pos] ^= 0xa5
+		m := *m0
+		m.Files = append([]FileEntry(nil), m0.Files...)
+		replaceFile(t, dir, &m, m.File(roleFeatures).Name, b)
+		ds, errOpen := openNoPanic(t, dir, nil)
+		if errOpen == nil {
+			ds.Close()
+		}
+		_, errVerify := Verify(dir, 2, nil)
+		if (errOpen == nil) != (errVerify == nil) {
+			disagree++
+			t.Errorf("byte %d: Open says %v, Verify says %v", pos, errOpen, errVerify)
+		} else if errVerify != nil && !strings.Contains(errVerify.Error(), "features.arrow") {
+			t.Errorf("byte %d: Verify's error does not name the file: %v", pos, errVerify)
+		}
+	}
+	replaceFile(t, dir, m0, m0.File(roleFeatures).Name, orig)
+	// And a stale checksum is caught.
+	b := append([]byte(nil), orig...)
+	b[len(b)/2] ^= 1
+	os.WriteFile(path, b, 0o644)
+	if _, err := Verify(dir, 2, nil); err == nil || !strings.Contains(err.Error(), "features.arrow: checksum mismatch") {
+		t.Fatalf("got %v", err)
+	}
+}

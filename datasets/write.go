@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,7 +19,9 @@ type WriteOptions struct {
 	// Overwrite replaces an existing dataset at dir. Without it Write
 	// refuses to touch an existing path.
 	Overwrite bool
-	// Workers hashes files on this many goroutines; 0 = GOMAXPROCS.
+	// Workers is unused: Write hashes each file as it writes it.
+	//
+	// Deprecated: files are no longer hashed after writing.
 	Workers int
 	// Progress counts the bytes written.
 	Progress Progress
@@ -76,7 +79,7 @@ func WriteContext(ctx context.Context, dir string, d *Data, opts *WriteOptions) 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		entry, err := writeFile(tmp, c, opts.Workers, progress)
+		entry, err := writeFile(tmp, c, progress)
 		if err != nil {
 			return fmt.Errorf("writing %s: %w", c.role, err)
 		}
@@ -170,27 +173,33 @@ func manifestOf(d *Data) *Manifest {
 	return m
 }
 
-// progressWriter counts written bytes.
-type progressWriter struct {
-	w *bufio.Writer
+// countingWriter counts written bytes, for the manifest and for progress.
+type countingWriter struct {
+	w io.Writer
 	p Progress
+	n int64
 }
 
-func (pw progressWriter) Write(b []byte) (int, error) {
-	n, err := pw.w.Write(b)
-	pw.p.Add(int64(n))
+func (cw *countingWriter) Write(b []byte) (int, error) {
+	n, err := cw.w.Write(b)
+	cw.n += int64(n)
+	cw.p.Add(int64(n))
 	return n, err
 }
 
-func writeFile(dir string, c namedColumn, workers int, progress Progress) (FileEntry, error) {
+func writeFile(dir string, c namedColumn, progress Progress) (FileEntry, error) {
 	name := fileNameFor(c.role)
 	path := filepath.Join(dir, name)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return FileEntry{}, err
 	}
+	// Hash what is written as it is written: the checksum is of the bytes
+	// handed to the file, and nothing reads the file back.
 	bw := bufio.NewWriterSize(f, 4<<20)
-	err = writeColumn(progressWriter{bw, progress}, c.column)
+	h := newTreeHasher(DefaultChunkBytes)
+	cw := &countingWriter{w: io.MultiWriter(bw, h), p: progress}
+	err = writeColumn(cw, c.column)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -203,17 +212,7 @@ func writeFile(dir string, c namedColumn, workers int, progress Progress) (FileE
 	if err != nil {
 		return FileEntry{}, err
 	}
-	mf, err := mapFile(path)
-	if err != nil {
-		return FileEntry{}, err
-	}
-	defer mf.unmap()
-	return FileEntry{
-		Name:     name,
-		Role:     c.role,
-		Bytes:    int64(len(mf.data)),
-		Checksum: ComputeChecksum(mf.data, DefaultChunkBytes, workers, nil),
-	}, nil
+	return FileEntry{Name: name, Role: c.role, Bytes: cw.n, Checksum: h.Checksum()}, nil
 }
 
 func writeFileSync(path string, b []byte) error {
