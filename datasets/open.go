@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -91,81 +92,92 @@ func Open(dir string, opts *OpenOptions) (_ *Dataset, err error) {
 	} else {
 		progress.Begin("verify", total)
 	}
-	var features *image
-	read := func(role string, want column) ([]byte, error) {
-		f := m.File(role)
+	n := m.NumNodes
+	idx := int32Type
+	if Wide(n) {
+		idx = int64Type
+	}
+	type load struct {
+		role string
+		want column
+		im   *image
+		err  error
+	}
+	loads := []*load{
+		{role: roleIndptr, want: column{field: "indptr", elem: int64Type, rows: n + 1}},
+		{role: roleIndices, want: column{field: "indices", elem: idx, rows: m.NumEdges}},
+		{role: roleFeatures, want: column{field: "x", elem: arrowElemType(m.FeatureDType), dim: m.FeatureDim, rows: n}},
+		{role: roleLabels, want: column{field: "y", elem: int32Type, rows: n}},
+	}
+	for _, s := range SplitNames {
+		if size, ok := m.Splits[s]; ok {
+			loads = append(loads, &load{role: rolePrefixSp + s, want: column{field: "node_id", elem: int64Type, rows: size}})
+		}
+	}
+	// Every file is read at once, at most Workers chunks at a time in all,
+	// so that a dataset's small files do not wait for its big ones.
+	sem := make(chan struct{}, workersOr(opts.Workers))
+	var wg sync.WaitGroup
+	for _, l := range loads {
+		f := m.File(l.role)
 		path := filepath.Join(dir, f.Name)
-		o := readOptions{size: f.Bytes, workers: opts.Workers, progress: progress}
+		o := readOptions{size: f.Bytes, workers: opts.Workers, sem: sem, progress: progress}
 		if !opts.SkipChecksums {
 			o.checksum = &f.Checksum
 		}
-		if role == roleFeatures {
-			o.alignValues = FeatureAlign
-			o.alloc, o.free = opts.AllocFeatures, opts.FreeFeatures
+		switch {
+		case l.role == roleFeatures && opts.streamFeatures:
+			wg.Go(func() { l.err = streamCheck(path, o, l.want) })
+		case l.role == roleFeatures && opts.NoFeatures:
+		default:
+			if l.role == roleFeatures {
+				o.alignValues = FeatureAlign
+				o.alloc, o.free = opts.AllocFeatures, opts.FreeFeatures
+			}
+			wg.Go(func() { l.im, l.err = readImage(path, o) })
 		}
-		im, err := readImage(path, o)
-		if err != nil {
-			return nil, err
-		}
-		ds.images = append(ds.images, im)
-		if role == roleFeatures {
-			features = im
-		}
-		return readColumn(path, im.data, want)
 	}
-	n := m.NumNodes
+	wg.Wait()
+	var features *image
+	for _, l := range loads {
+		if l.im != nil {
+			ds.images = append(ds.images, l.im)
+			if l.role == roleFeatures {
+				features = l.im
+			}
+		}
+	}
+	// The first error in file order, whichever came first.
+	cols := map[string][]byte{}
+	for _, l := range loads {
+		if l.err == nil && l.im != nil {
+			path := filepath.Join(dir, m.File(l.role).Name)
+			cols[l.role], l.err = readColumn(path, l.im.data, l.want)
+		}
+		if l.err != nil {
+			return nil, l.err
+		}
+	}
 	d := &ds.Data
 	d.Name, d.Directed, d.NumClasses, d.ClassNames, d.Source = m.Name, m.Directed, m.NumClasses, m.ClassNames, m.Source
 	d.FeatureDim, d.FeatureDType = m.FeatureDim, m.FeatureDType
 	d.Graph.NumNodes = n
-	c, err := read(roleIndptr, column{field: "indptr", elem: int64Type, rows: n + 1})
-	if err != nil {
-		return nil, err
-	}
-	d.Graph.Indptr = asInt64s(c)
+	d.Graph.Indptr = asInt64s(cols[roleIndptr])
 	if Wide(n) {
-		c, err = read(roleIndices, column{field: "indices", elem: int64Type, rows: m.NumEdges})
-		if err == nil {
-			d.Graph.Indices64 = asInt64s(c)
-		}
+		d.Graph.Indices64 = asInt64s(cols[roleIndices])
 	} else {
-		c, err = read(roleIndices, column{field: "indices", elem: int32Type, rows: m.NumEdges})
-		if err == nil {
-			d.Graph.Indices32 = asInt32s(c)
-		}
+		d.Graph.Indices32 = asInt32s(cols[roleIndices])
 	}
-	if err != nil {
-		return nil, err
-	}
-	if opts.streamFeatures {
-		f := m.File(roleFeatures)
-		o := readOptions{size: f.Bytes, checksum: &f.Checksum, workers: opts.Workers, progress: progress}
-		want := column{field: "x", elem: arrowElemType(m.FeatureDType), dim: m.FeatureDim, rows: n}
-		if err := streamCheck(filepath.Join(dir, f.Name), o, want); err != nil {
-			return nil, err
-		}
-	} else if !opts.NoFeatures {
-		c, err = read(roleFeatures, column{field: "x", elem: arrowElemType(m.FeatureDType), dim: m.FeatureDim, rows: n})
-		if err != nil {
-			return nil, err
-		}
+	if c, ok := cols[roleFeatures]; ok {
 		if len(c) > 0 && uintptr(unsafe.Pointer(&c[0]))%FeatureAlign != 0 {
 			return nil, fmt.Errorf("%s: the rows moved while the file was read (was it changed?)", filepath.Join(dir, m.File(roleFeatures).Name))
 		}
 		d.Features = c
 	}
-	c, err = read(roleLabels, column{field: "y", elem: int32Type, rows: n})
-	if err != nil {
-		return nil, err
-	}
-	d.Labels = asInt32s(c)
+	d.Labels = asInt32s(cols[roleLabels])
 	d.Splits = map[string][]int64{}
-	for s, size := range m.Splits {
-		c, err = read(rolePrefixSp+s, column{field: "node_id", elem: int64Type, rows: size})
-		if err != nil {
-			return nil, err
-		}
-		d.Splits[s] = asInt64s(c)
+	for s := range m.Splits {
+		d.Splits[s] = asInt64s(cols[rolePrefixSp+s])
 	}
 	if err := d.validateArrays(workersOr(opts.Workers), !opts.NoFeatures); err != nil {
 		var ae *arrayError

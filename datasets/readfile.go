@@ -45,6 +45,7 @@ type readOptions struct {
 	size     int64     // the size the manifest records
 	checksum *Checksum // nil: do not hash
 	workers  int
+	sem      chan struct{} // shared by the files read at once; nil: workers
 	progress Progress
 	// alignValues, when > 0, places the file so that the value buffer of
 	// its column starts on that boundary.
@@ -52,6 +53,14 @@ type readOptions struct {
 	// alloc and free replace the default anonymous memory.
 	alloc func(int64) ([]byte, error)
 	free  func([]byte) error
+}
+
+// semaphore bounds the chunks in flight: o.sem, or one of its own.
+func (o readOptions) semaphore() chan struct{} {
+	if o.sem != nil {
+		return o.sem
+	}
+	return make(chan struct{}, workersOr(o.workers))
 }
 
 // readImage reads the file at path into fresh memory, hashing it on the way
@@ -139,10 +148,12 @@ func readChunks(f *os.File, path string, b []byte, o readOptions) error {
 	size := int64(len(b))
 	chunks := max(size/chunk+min(size%chunk, 1), 1)
 	digests := make([]byte, 8*chunks)
+	sem := o.semaphore()
 	var g errgroup.Group
-	g.SetLimit(workersOr(o.workers))
 	for i := int64(0); i < chunks; i++ {
 		g.Go(func() error {
+			sem <- struct{}{}
+			defer func() { <-sem }()
 			lo := i * chunk
 			hi := min(lo+chunk, size)
 			if err := preadFull(f, b[lo:hi], lo); err != nil {

@@ -39,15 +39,16 @@ func streamCheck(path string, o readOptions, want column) error {
 	chunk := o.checksum.ChunkBytes
 	chunks := max(o.size/chunk+min(o.size%chunk, 1), 1)
 	digests := make([]byte, 8*chunks)
-	workers := workersOr(o.workers)
-	bufs := make(chan []byte, workers)
-	for range workers {
+	sem := o.semaphore()
+	bufs := make(chan []byte, cap(sem))
+	for range cap(sem) {
 		bufs <- make([]byte, min(streamPiece, max(o.size, 1)))
 	}
 	var g errgroup.Group
-	g.SetLimit(workers)
 	for i := int64(0); i < chunks; i++ {
 		g.Go(func() error {
+			sem <- struct{}{}
+			defer func() { <-sem }()
 			buf := <-bufs
 			defer func() { bufs <- buf }()
 			h := xxhash.New()
