@@ -140,9 +140,7 @@ func editManifest(t *testing.T, edit func(m map[string]any)) error {
 	b, _ = json.Marshal(m)
 	if err := json.Unmarshal(b, &typed); err != nil {
 		// Not representable: write the raw edit.
-		if err := os.WriteFile(filepath.Join(dir, ManifestName), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeRawManifest(t, dir, b)
 	} else {
 		rewriteManifest(t, dir, &typed)
 	}

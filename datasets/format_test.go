@@ -198,9 +198,18 @@ func corrupt(t *testing.T, f func(dir string, m *Manifest)) error {
 	return err
 }
 
+// rewriteManifest writes m as dir's manifest with a matching checksum file,
+// so that what is wrong with m reaches the check meant to catch it.
 func rewriteManifest(t *testing.T, dir string, m *Manifest) {
 	b, _ := json.Marshal(m)
+	writeRawManifest(t, dir, b)
+}
+
+func writeRawManifest(t *testing.T, dir string, b []byte) {
 	if err := os.WriteFile(filepath.Join(dir, ManifestName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ManifestSumName), manifestSum(b), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -229,7 +238,7 @@ func TestOpenBadInput(t *testing.T) {
 			os.Remove(filepath.Join(dir, ManifestName))
 		}, "manifest.json: no such file"},
 		{"garbage manifest", func(t *testing.T, dir string, m *Manifest) {
-			os.WriteFile(filepath.Join(dir, ManifestName), []byte("{"), 0o644)
+			writeRawManifest(t, dir, []byte("{"))
 		}, "not a valid manifest"},
 		{"future version", func(t *testing.T, dir string, m *Manifest) {
 			m.FormatVersion = 99

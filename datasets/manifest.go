@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -31,6 +30,11 @@ type Manifest struct {
 	Splits        map[string]int64 `json:"splits"`
 	Source        string           `json:"source,omitempty"`
 	Files         []FileEntry      `json:"files"`
+
+	// Warnings are what ReadManifest found worth telling a user that does
+	// not stop the dataset from opening: a manifest without a checksum
+	// (written by an older gnnloader). Not stored.
+	Warnings []string `json:"-"`
 }
 
 // FileEntry is one data file of a dataset.
@@ -67,12 +71,18 @@ func fileNameFor(role string) string {
 	return role + ".arrow"
 }
 
-// ReadManifest reads and checks dir/manifest.json.
+// ReadManifest reads and checks dir/manifest.json: its checksum first
+// (ManifestSumName; a manifest without one is read with a warning in
+// Warnings), then its facts.
 func ReadManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestName)
-	b, err := os.ReadFile(path)
+	b, err := readBounded(path, maxManifestBytes)
 	if err != nil {
 		return nil, fmt.Errorf("dataset %s: %w", dir, err)
+	}
+	warning, err := checkManifestSum(dir, b)
+	if err != nil {
+		return nil, err
 	}
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -80,6 +90,9 @@ func ReadManifest(dir string) (*Manifest, error) {
 	}
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if warning != "" {
+		m.Warnings = append(m.Warnings, warning)
 	}
 	return &m, nil
 }
@@ -114,7 +127,7 @@ func (m *Manifest) check() error {
 	}
 	roles, names := map[string]bool{}, map[string]bool{}
 	for _, f := range m.Files {
-		if f.Name != filepath.Base(f.Name) || f.Name == "." || f.Name == ".." || f.Name == ManifestName {
+		if f.Name != filepath.Base(f.Name) || f.Name == "." || f.Name == ".." || f.Name == ManifestName || f.Name == ManifestSumName {
 			return fmt.Errorf("bad file name %q", f.Name)
 		}
 		if names[f.Name] {

@@ -89,7 +89,11 @@ func WriteContext(ctx context.Context, dir string, d *Data, opts *WriteOptions) 
 	if err != nil {
 		return err
 	}
-	if err := writeFileSync(filepath.Join(tmp, ManifestName), append(mb, '\n')); err != nil {
+	mb = append(mb, '\n')
+	if err := writeFileSync(filepath.Join(tmp, ManifestName), mb); err != nil {
+		return err
+	}
+	if err := writeFileSync(filepath.Join(tmp, ManifestSumName), manifestSum(mb)); err != nil {
 		return err
 	}
 	if err := syncDir(tmp); err != nil {

@@ -80,6 +80,11 @@ func openSource(spec string, skipChecksums bool, progress datasets.Progress, log
 			return nil, err
 		}
 		d, close = &ds.Data, ds.Close
+		for _, w := range ds.Manifest.Warnings {
+			if log != nil {
+				log.Warn(w, "dataset", spec)
+			}
+		}
 	}
 	s := &Source{
 		Data:  d,

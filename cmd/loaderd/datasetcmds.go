@@ -195,6 +195,9 @@ func runVerify(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	p.Finish()
+	for _, w := range m.Warnings {
+		e.log.Warn(w)
+	}
 	var bytes int64
 	for _, f := range m.Files {
 		bytes += f.Bytes

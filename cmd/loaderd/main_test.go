@@ -91,6 +91,28 @@ func TestGenVerifyAndBadImport(t *testing.T) {
 	}
 }
 
+// TestVerifyChecksManifest: loaderd verify refuses a manifest edited after
+// the write, and verifies a dataset whose manifest has no checksum (written
+// by an older gnnloader) with a warning that says so.
+func TestVerifyChecksManifest(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "cora")
+	if code, _, errOut := runCmd(t, "gen", "--like", "cora", "--scale", "0.2", "--seed", "3", "--out", out); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, errOut)
+	}
+	mf := filepath.Join(out, "manifest.json")
+	orig, _ := os.ReadFile(mf)
+	os.WriteFile(mf, bytes.Replace(orig, []byte(`"directed": true`), []byte(`"directed": false`), 1), 0o644)
+	if code, _, errOut := runCmd(t, "verify", out); code != 1 || !strings.Contains(errOut, "manifest.json: checksum mismatch") {
+		t.Fatalf("verify of an edited manifest: exit %d\n%s", code, errOut)
+	}
+	os.WriteFile(mf, orig, 0o644)
+	os.Remove(filepath.Join(out, "manifest.json.xxh64"))
+	code, stdout, errOut := runCmd(t, "verify", out)
+	if code != 0 || !strings.Contains(stdout, "ok: 7 files") || !strings.Contains(errOut, "manifest.json has no checksum") {
+		t.Fatalf("verify of a dataset without a manifest checksum: exit %d\n%s%s", code, stdout, errOut)
+	}
+}
+
 func TestParseBytes(t *testing.T) {
 	for in, want := range map[string]int64{"8GiB": 8 << 30, "512MiB": 512 << 20, "1.5GB": 1.5e9, "1024": 1024} {
 		if got, err := parseBytes(in); err != nil || got != want {
