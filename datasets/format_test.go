@@ -17,9 +17,11 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// smallData builds a random valid dataset of n nodes.
+// smallData builds a random valid dataset of n nodes (t may be nil).
 func smallData(t testing.TB, n int, dt DType, dim int, seed uint64) *Data {
-	t.Helper()
+	if t != nil {
+		t.Helper()
+	}
 	r := rand.New(rand.NewPCG(seed, 1))
 	g := Graph{NumNodes: int64(n), Indptr: make([]int64, n+1)}
 	for v := 0; v < n; v++ {
