@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 )
 
 // openNoPanic opens dir and turns a panic into a test failure that says
@@ -212,4 +214,19 @@ func TestOpenForgedArrowLengths(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestArrowPanicBecomesError: a panic inside arrow-go, on a file that passed
+// checkArrowFile, is an error naming the file, not a crash.
+func TestArrowPanicBecomesError(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	if err := Write(dir, smallData(t, 10, Float32, 2, 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func([]byte, ...ipc.Option) (*ipc.FileReader, error)) { newArrowReader = f }(newArrowReader)
+	newArrowReader = func([]byte, ...ipc.Option) (*ipc.FileReader, error) { panic("flatbuffer out of range") }
+	_, err := openNoPanic(t, dir, nil)
+	if err == nil || !strings.Contains(err.Error(), ".arrow: the Arrow reader failed") || !strings.Contains(err.Error(), "flatbuffer out of range") {
+		t.Fatalf("got %v", err)
+	}
 }
