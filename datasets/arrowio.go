@@ -87,33 +87,32 @@ func writeColumn(w io.Writer, c column) error {
 	return fw.Close()
 }
 
-// mappedColumn is a column read zero-copy from a mapped Arrow file.
-type mappedColumn struct {
-	reader *ipc.FileReader
-	rec    arrow.RecordBatch
-	data   []byte // the value buffer, aliasing the mapping
-	rows   int64
-}
+// newArrowReader is arrow-go's reader (a variable: a test makes it panic).
+var newArrowReader = ipc.NewMappedFileReader
 
-func (m *mappedColumn) release() {
-	if m.rec != nil {
-		m.rec.Release()
+// readColumn reads the single column of the Arrow file held in b (the whole
+// file) and checks its name, type and length; the returned values alias b.
+// The structure is checked by checkArrowFile before arrow-go parses it, and a
+// panic inside arrow-go is turned into an error here, at that parser
+// boundary: a file that gets past both is one arrow-go and gnnloader read the
+// same way (the value buffer must be where checkArrowFile found it). name
+// is the file's path, for errors.
+func readColumn(name string, b []byte, want column) (values []byte, err error) {
+	valueOff, err := checkArrowFile(b, want)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if m.reader != nil {
-		m.reader.Close()
-	}
-}
-
-// readColumn reads the single column of a mapped Arrow file and checks its
-// name, type and length. The returned data aliases mapped.
-func readColumn(name string, mapped []byte, want column) (*mappedColumn, error) {
-	r, err := ipc.NewMappedFileReader(mapped, ipc.WithBodySizeLimit(0), ipc.WithMetadataSizeLimit(64<<20))
+	defer func() {
+		if p := recover(); p != nil {
+			values, err = nil, fmt.Errorf("%s: the Arrow reader failed on a file that passed gnnloader's checks: %v", name, p)
+		}
+	}()
+	r, err := newArrowReader(b, ipc.WithBodySizeLimit(0), ipc.WithMetadataSizeLimit(64<<20))
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a readable Arrow IPC file: %w", name, err)
 	}
-	mc := &mappedColumn{reader: r}
-	fail := func(format string, args ...any) (*mappedColumn, error) {
-		mc.release()
+	defer r.Close()
+	fail := func(format string, args ...any) ([]byte, error) {
 		return nil, fmt.Errorf("%s: "+format, append([]any{name}, args...)...)
 	}
 	s := r.Schema()
@@ -134,8 +133,6 @@ func readColumn(name string, mapped []byte, want column) (*mappedColumn, error) 
 	if err != nil {
 		return fail("reading record batch: %v", err)
 	}
-	rec.Retain()
-	mc.rec = rec
 	if rec.NumRows() != want.rows {
 		return fail("%d rows, want %d", rec.NumRows(), want.rows)
 	}
@@ -147,25 +144,22 @@ func readColumn(name string, mapped []byte, want column) (*mappedColumn, error) 
 		d = d.Children()[0]
 	}
 	width := int64(want.elem.(arrow.FixedWidthDataType).BitWidth() / 8)
-	n := want.rows * int64(max(want.dim, 1))
-	mc.rows = want.rows
+	n := want.rows * int64(max(want.dim, 1)) * width // checkArrowFile checked it fits
 	if n == 0 {
-		mc.data = []byte{}
-		return mc, nil
+		return []byte{}, nil
 	}
 	if d.Offset() != 0 || len(d.Buffers()) < 2 || d.Buffers()[1] == nil {
 		return fail("unexpected array layout")
 	}
-	b := d.Buffers()[1].Bytes()
-	if int64(len(b)) < n*width {
-		return fail("value buffer holds %d bytes, want %d", len(b), n*width)
+	values = d.Buffers()[1].Bytes()
+	if int64(len(values)) < n || &values[0] != &b[valueOff] {
+		return fail("arrow-go reads the value buffer elsewhere than its metadata says")
 	}
-	b = b[:n*width]
-	if len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%uintptr(width) != 0 {
+	values = values[:n:n]
+	if uintptr(unsafe.Pointer(&values[0]))%uintptr(width) != 0 {
 		return fail("value buffer is not %d-byte aligned", width)
 	}
-	mc.data = b
-	return mc, nil
+	return values, nil
 }
 
 // Typed views of little-endian byte slices (the only byte order gnnloader

@@ -24,9 +24,13 @@ const ChecksumAlgorithm = "xxhash64-tree"
 // DefaultChunkBytes is the chunk size of new checksums (64 MiB).
 const DefaultChunkBytes = 64 << 20
 
-// minChunkBytes bounds what a manifest may ask for: tiny chunks would make
-// verifying cost 8 bytes of digests per chunk.
-const minChunkBytes = 64 << 10
+// minChunkBytes and maxChunkBytes bound what a manifest may ask for: tiny
+// chunks would make verifying cost 8 bytes of digests per chunk, huge ones
+// would leave all but one core idle (every writer has used DefaultChunkBytes).
+const (
+	minChunkBytes = 64 << 10
+	maxChunkBytes = 1 << 30
+)
 
 // Checksum is a data file's checksum as stored in the manifest.
 type Checksum struct {
@@ -39,8 +43,8 @@ func (c Checksum) check() error {
 	if c.Algorithm != ChecksumAlgorithm {
 		return fmt.Errorf("unknown checksum algorithm %q (want %q)", c.Algorithm, ChecksumAlgorithm)
 	}
-	if c.ChunkBytes < minChunkBytes {
-		return fmt.Errorf("checksum chunk_bytes %d is below the minimum of %d", c.ChunkBytes, minChunkBytes)
+	if c.ChunkBytes < minChunkBytes || c.ChunkBytes > maxChunkBytes {
+		return fmt.Errorf("checksum chunk_bytes %d is outside [%d, %d]", c.ChunkBytes, minChunkBytes, maxChunkBytes)
 	}
 	if len(c.Value) != 16 {
 		return fmt.Errorf("checksum value %q is not 16 hex digits", c.Value)
@@ -78,4 +82,43 @@ func ComputeChecksum(b []byte, chunkBytes int64, workers int, progress Progress)
 		ChunkBytes: chunkBytes,
 		Value:      fmt.Sprintf("%016x", xxhash.Sum64(digests)),
 	}
+}
+
+// treeHasher computes the tree checksum of the bytes written to it, in
+// order, on the writing goroutine: Write hashes a file while writing it
+// instead of reading it back.
+type treeHasher struct {
+	chunk   int64
+	cur     *xxhash.Digest
+	n       int64 // bytes of the current chunk so far
+	digests []byte
+}
+
+func newTreeHasher(chunkBytes int64) *treeHasher {
+	return &treeHasher{chunk: chunkBytes, cur: xxhash.New()}
+}
+
+func (h *treeHasher) Write(b []byte) (int, error) {
+	written := len(b)
+	for len(b) > 0 {
+		k := min(int64(len(b)), h.chunk-h.n)
+		h.cur.Write(b[:k])
+		h.n += k
+		b = b[k:]
+		if h.n == h.chunk {
+			h.digests = binary.LittleEndian.AppendUint64(h.digests, h.cur.Sum64())
+			h.cur.Reset()
+			h.n = 0
+		}
+	}
+	return written, nil
+}
+
+// Checksum is the checksum of everything written so far.
+func (h *treeHasher) Checksum() Checksum {
+	d := h.digests
+	if h.n > 0 || len(d) == 0 {
+		d = binary.LittleEndian.AppendUint64(d, h.cur.Sum64())
+	}
+	return Checksum{Algorithm: ChecksumAlgorithm, ChunkBytes: h.chunk, Value: fmt.Sprintf("%016x", xxhash.Sum64(d))}
 }

@@ -17,9 +17,11 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// smallData builds a random valid dataset of n nodes.
+// smallData builds a random valid dataset of n nodes (t may be nil).
 func smallData(t testing.TB, n int, dt DType, dim int, seed uint64) *Data {
-	t.Helper()
+	if t != nil {
+		t.Helper()
+	}
 	r := rand.New(rand.NewPCG(seed, 1))
 	g := Graph{NumNodes: int64(n), Indptr: make([]int64, n+1)}
 	for v := 0; v < n; v++ {
@@ -109,20 +111,24 @@ func TestWriteOpenRoundTrip(t *testing.T) {
 	}
 }
 
-func TestOpenIsZeroCopy(t *testing.T) {
+func TestOpenReadsEachFileOnce(t *testing.T) {
 	ds := writeAndOpen(t, smallData(t, 64, Float32, 16, 1))
-	// The features must point into the mapping of features.arrow.
+	// The features must lie inside the memory features.arrow was read
+	// into (not a copy of it), with the rows on a FeatureAlign boundary.
 	inside := false
-	for _, m := range ds.maps {
-		lo := &m.data[0]
-		hi := &m.data[len(m.data)-1]
+	for _, im := range ds.images {
+		lo := &im.data[0]
+		hi := &im.data[len(im.data)-1]
 		p := &ds.Features[0]
 		if uintptrOf(p) >= uintptrOf(lo) && uintptrOf(p) <= uintptrOf(hi) {
 			inside = true
 		}
 	}
 	if !inside {
-		t.Fatal("features were copied, not mapped")
+		t.Fatal("features were copied after reading")
+	}
+	if uintptrOf(&ds.Features[0])%FeatureAlign != 0 {
+		t.Fatalf("feature rows at %#x, not on a %d-byte boundary", uintptrOf(&ds.Features[0]), FeatureAlign)
 	}
 }
 
@@ -194,9 +200,18 @@ func corrupt(t *testing.T, f func(dir string, m *Manifest)) error {
 	return err
 }
 
+// rewriteManifest writes m as dir's manifest with a matching checksum file,
+// so that what is wrong with m reaches the check meant to catch it.
 func rewriteManifest(t *testing.T, dir string, m *Manifest) {
 	b, _ := json.Marshal(m)
+	writeRawManifest(t, dir, b)
+}
+
+func writeRawManifest(t *testing.T, dir string, b []byte) {
 	if err := os.WriteFile(filepath.Join(dir, ManifestName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ManifestSumName), manifestSum(b), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -225,7 +240,7 @@ func TestOpenBadInput(t *testing.T) {
 			os.Remove(filepath.Join(dir, ManifestName))
 		}, "manifest.json: no such file"},
 		{"garbage manifest", func(t *testing.T, dir string, m *Manifest) {
-			os.WriteFile(filepath.Join(dir, ManifestName), []byte("{"), 0o644)
+			writeRawManifest(t, dir, []byte("{"))
 		}, "not a valid manifest"},
 		{"future version", func(t *testing.T, dir string, m *Manifest) {
 			m.FormatVersion = 99
@@ -307,3 +322,25 @@ func TestChecksumDefinition(t *testing.T) {
 }
 
 func uintptrOf(p *byte) uintptr { return uintptr(unsafe.Pointer(p)) }
+
+// TestTreeHasherMatchesComputeChecksum: the checksum Write computes while
+// writing, in pieces of any size, is the one Open computes in parallel.
+func TestTreeHasherMatchesComputeChecksum(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const chunk = 64 << 10
+	for _, n := range []int{0, 1, chunk - 1, chunk, chunk + 1, 3 * chunk, 5*chunk + 12345} {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		h := newTreeHasher(chunk)
+		for rest := b; len(rest) > 0; {
+			k := min(len(rest), 1+r.IntN(2*chunk))
+			h.Write(rest[:k])
+			rest = rest[k:]
+		}
+		if got, want := h.Checksum(), ComputeChecksum(b, chunk, 3, nil); got != want {
+			t.Fatalf("%d bytes: %+v, want %+v", n, got, want)
+		}
+	}
+}

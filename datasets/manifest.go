@@ -3,8 +3,9 @@ package datasets
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"math"
 	"path/filepath"
+	"strings"
 )
 
 // ManifestName is the name of the manifest file inside a dataset directory.
@@ -29,6 +30,11 @@ type Manifest struct {
 	Splits        map[string]int64 `json:"splits"`
 	Source        string           `json:"source,omitempty"`
 	Files         []FileEntry      `json:"files"`
+
+	// Warnings are what ReadManifest found worth telling a user that does
+	// not stop the dataset from opening: a manifest without a checksum
+	// (written by an older gnnloader). Not stored.
+	Warnings []string `json:"-"`
 }
 
 // FileEntry is one data file of a dataset.
@@ -65,12 +71,18 @@ func fileNameFor(role string) string {
 	return role + ".arrow"
 }
 
-// ReadManifest reads and checks dir/manifest.json.
+// ReadManifest reads and checks dir/manifest.json: its checksum first
+// (ManifestSumName; a manifest without one is read with a warning in
+// Warnings), then its facts.
 func ReadManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestName)
-	b, err := os.ReadFile(path)
+	b, err := readBounded(path, maxManifestBytes)
 	if err != nil {
 		return nil, fmt.Errorf("dataset %s: %w", dir, err)
+	}
+	warning, err := checkManifestSum(dir, b)
+	if err != nil {
+		return nil, err
 	}
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -78,6 +90,9 @@ func ReadManifest(dir string) (*Manifest, error) {
 	}
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if warning != "" {
+		m.Warnings = append(m.Warnings, warning)
 	}
 	return &m, nil
 }
@@ -95,23 +110,41 @@ func (m *Manifest) check() error {
 	if !m.FeatureDType.Valid() {
 		return fmt.Errorf("unknown feature_dtype %q", m.FeatureDType)
 	}
-	if m.FeatureDim <= 0 || m.NumClasses <= 0 {
-		return fmt.Errorf("feature_dim %d and num_classes %d must be positive", m.FeatureDim, m.NumClasses)
+	// Arrow list sizes and the protocol's fields are 32-bit.
+	if m.FeatureDim <= 0 || m.FeatureDim > math.MaxInt32 {
+		return fmt.Errorf("feature_dim %d is outside [1, %d]", m.FeatureDim, math.MaxInt32)
+	}
+	if m.NumClasses <= 0 || m.NumClasses > math.MaxInt32 {
+		return fmt.Errorf("num_classes %d is outside [1, %d]", m.NumClasses, math.MaxInt32)
+	}
+	if m.ClassNames != nil && len(m.ClassNames) != m.NumClasses {
+		return fmt.Errorf("class_names has %d names for num_classes %d", len(m.ClassNames), m.NumClasses)
 	}
 	for name, n := range m.Splits {
 		if !knownSplit(name) || n < 0 {
 			return fmt.Errorf("bad split %q of size %d", name, n)
 		}
 	}
-	for _, role := range []string{roleIndptr, roleIndices, roleFeatures, roleLabels} {
-		if m.File(role) == nil {
-			return fmt.Errorf("no file with role %q", role)
-		}
-	}
+	roles, names := map[string]bool{}, map[string]bool{}
 	for _, f := range m.Files {
-		if f.Name != filepath.Base(f.Name) || f.Name == "." || f.Name == ".." || f.Name == ManifestName {
+		if f.Name != filepath.Base(f.Name) || f.Name == "." || f.Name == ".." || f.Name == ManifestName || f.Name == ManifestSumName {
 			return fmt.Errorf("bad file name %q", f.Name)
 		}
+		if names[f.Name] {
+			return fmt.Errorf("file %q is listed twice", f.Name)
+		}
+		names[f.Name] = true
+		switch split, isSplit := strings.CutPrefix(f.Role, rolePrefixSp); {
+		case roles[f.Role]:
+			return fmt.Errorf("two files with role %q", f.Role)
+		case isSplit:
+			if _, ok := m.Splits[split]; !ok {
+				return fmt.Errorf("%s: role %q names a split that splits does not list", f.Name, f.Role)
+			}
+		case f.Role != roleIndptr && f.Role != roleIndices && f.Role != roleFeatures && f.Role != roleLabels:
+			return fmt.Errorf("%s: unknown role %q", f.Name, f.Role)
+		}
+		roles[f.Role] = true
 		if f.Bytes < 0 {
 			return fmt.Errorf("%s: negative size", f.Name)
 		}
@@ -119,5 +152,74 @@ func (m *Manifest) check() error {
 			return fmt.Errorf("%s: %w", f.Name, err)
 		}
 	}
+	for _, role := range []string{roleIndptr, roleIndices, roleFeatures, roleLabels} {
+		if m.File(role) == nil {
+			return fmt.Errorf("no file with role %q", role)
+		}
+	}
+	return m.checkSizes()
+}
+
+// checkSizes checks that every count fits the file that holds it: a file
+// holds at least its values, so no count can ask for more memory than the
+// files on disk justify (and no product of counts overflows).
+func (m *Manifest) checkSizes() error {
+	idxWidth := int64(4)
+	if Wide(m.NumNodes) {
+		idxWidth = 8
+	}
+	fit := func(field string, count int64, role string, width ...int64) error {
+		f := m.File(role)
+		need, ok := count, true
+		for _, w := range width {
+			need, ok = mulNonNeg(need, w)
+			if !ok {
+				break
+			}
+		}
+		if !ok || need > f.Bytes {
+			return fmt.Errorf("%s does not fit %s (%d bytes): it would need %s bytes", field, f.Name, f.Bytes, needString(need, ok))
+		}
+		return nil
+	}
+	if m.NumNodes == math.MaxInt64 {
+		return fmt.Errorf("num_nodes %d is out of range", m.NumNodes)
+	}
+	checks := []error{
+		fit(fmt.Sprintf("num_nodes %d", m.NumNodes), m.NumNodes+1, roleIndptr, 8),
+		fit(fmt.Sprintf("num_edges %d", m.NumEdges), m.NumEdges, roleIndices, idxWidth),
+		fit(fmt.Sprintf("num_nodes %d x feature_dim %d", m.NumNodes, m.FeatureDim), m.NumNodes, roleFeatures, int64(m.FeatureDim), int64(m.FeatureDType.Size())),
+		fit(fmt.Sprintf("num_nodes %d", m.NumNodes), m.NumNodes, roleLabels, 4),
+	}
+	for _, s := range SplitNames {
+		n, ok := m.Splits[s]
+		if !ok {
+			continue
+		}
+		if m.File(rolePrefixSp+s) == nil {
+			return fmt.Errorf("split %q has no file", s)
+		}
+		checks = append(checks, fit(fmt.Sprintf("split %s of %d nodes", s, n), n, rolePrefixSp+s, 8))
+	}
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// mulNonNeg multiplies non-negative a and b, reporting overflow.
+func mulNonNeg(a, b int64) (int64, bool) {
+	if a < 0 || b < 0 || (a != 0 && b > math.MaxInt64/a) {
+		return 0, false
+	}
+	return a * b, true
+}
+
+func needString(n int64, ok bool) string {
+	if !ok {
+		return "more than 2^63"
+	}
+	return fmt.Sprint(n)
 }

@@ -3,8 +3,11 @@ package datasets
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // OpenOptions control Open. A nil *OpenOptions means the defaults.
@@ -12,164 +15,201 @@ type OpenOptions struct {
 	// SkipChecksums skips hashing the data files. Sizes, Arrow structure,
 	// and the ranges of indices, labels and split ids are checked anyway.
 	SkipChecksums bool
-	// Workers hashes and checks on this many goroutines; 0 = GOMAXPROCS.
+	// NoFeatures leaves the feature table out: Features is nil and
+	// features.arrow is neither read nor checked (for work on the graph
+	// alone, such as benchmarking the sampler).
+	NoFeatures bool
+	// Workers reads, hashes and checks on this many goroutines;
+	// 0 = GOMAXPROCS.
 	Workers int
-	// Progress counts bytes hashed.
+	// Progress counts the bytes read (stage "verify" when hashing, "read"
+	// otherwise).
 	Progress Progress
+	// AllocFeatures, when set, allocates the memory features.arrow is read
+	// into (for example pinned.Alloc, so that the GPU path registers the
+	// rows where they lie instead of copying them); FreeFeatures must be
+	// set with it. Open asks for the file's size plus FeatureAlign bytes
+	// and places the file so that the rows start on a FeatureAlign
+	// boundary, somewhere inside the allocation. If Open fails it gives the
+	// memory back with FreeFeatures; once it succeeds the memory is the
+	// caller's: Close leaves it alone.
+	AllocFeatures func(n int64) ([]byte, error)
+	FreeFeatures  func([]byte) error
+
+	// streamFeatures (Verify) checks features.arrow without keeping it:
+	// hashed through small buffers, structure checked from its metadata.
+	streamFeatures bool
 }
 
-// Dataset is an open dataset directory. Its Data aliases read-only mappings
-// of the files: the slices are valid until Close and must not be written.
-// A Dataset may be read by any number of goroutines at once.
+// Dataset is an open dataset directory. Its Data lies in private memory
+// Open read the files into, so nothing that happens to the files afterwards
+// (a truncation, a copy over them) reaches it. The slices are valid until
+// Close and must not be written (they are read-only, except features in
+// memory from OpenOptions.AllocFeatures). A Dataset may be read by any
+// number of goroutines at once.
 type Dataset struct {
 	Data
 	Manifest *Manifest
 	Dir      string
 
-	maps    []*mappedFile
-	columns []*mappedColumn
+	images []*image
 }
 
-// Open maps the dataset at dir and reads it zero-copy. By default it checks
-// every file's size and checksum against the manifest (in parallel: the
-// hashing runs at several GB/s per core) and the ranges of every id; any
-// mismatch is an error naming the file and what is wrong, and nothing stays
-// mapped.
-func Open(dir string, opts *OpenOptions) (ds *Dataset, err error) {
+// Open reads the dataset at dir into memory, each file once, and checks
+// it: by default every file's size and checksum against the manifest (in
+// parallel chunks, each hashed as it is read, so the checksum covers exactly
+// the bytes served), the Arrow structure of every file, and the ranges of
+// every id. Any mismatch is an error naming the file and what is wrong, and
+// nothing stays allocated. The feature rows start on a FeatureAlign
+// boundary.
+func Open(dir string, opts *OpenOptions) (_ *Dataset, err error) {
 	if opts == nil {
 		opts = &OpenOptions{}
+	}
+	if (opts.AllocFeatures == nil) != (opts.FreeFeatures == nil) {
+		return nil, errors.New("datasets: OpenOptions.AllocFeatures and FreeFeatures go together")
 	}
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return nil, err
 	}
-	ds = &Dataset{Manifest: m, Dir: dir}
+	ds := &Dataset{Manifest: m, Dir: dir}
 	defer func() {
 		if err != nil {
+			// ds, not the result: "return nil, err" has set that to nil.
 			ds.Close()
-			ds = nil
 		}
 	}()
 	progress := orNop(opts.Progress)
-	if !opts.SkipChecksums {
-		var total int64
-		for _, f := range m.Files {
+	var total int64
+	for _, f := range m.Files {
+		if f.Role != roleFeatures || !opts.NoFeatures || opts.streamFeatures {
 			total += f.Bytes
 		}
+	}
+	if opts.SkipChecksums {
+		progress.Begin("read", total)
+	} else {
 		progress.Begin("verify", total)
 	}
-	mapped := map[string][]byte{}
-	for _, f := range m.Files {
-		path := filepath.Join(dir, f.Name)
-		st, err := os.Stat(path)
-		if err != nil {
-			return nil, fmt.Errorf("dataset %s: %w", dir, err)
-		}
-		if st.Size() != f.Bytes {
-			what := "truncated"
-			if st.Size() > f.Bytes {
-				what = "longer than recorded"
-			}
-			return nil, fmt.Errorf("%s: %s: %d bytes, manifest says %d", path, what, st.Size(), f.Bytes)
-		}
-		mf, err := mapFile(path)
-		if err != nil {
-			return nil, err
-		}
-		ds.maps = append(ds.maps, mf)
-		if !opts.SkipChecksums {
-			got := ComputeChecksum(mf.data, f.Checksum.ChunkBytes, opts.Workers, progress)
-			if got.Value != f.Checksum.Value {
-				return nil, fmt.Errorf("%s: checksum mismatch: file hashes to %s, manifest says %s (the file is corrupt or was changed)", path, got.Value, f.Checksum.Value)
-			}
-		}
-		mapped[f.Role] = mf.data
-	}
-	read := func(role string, want column) (*mappedColumn, error) {
-		f := m.File(role)
-		mc, err := readColumn(filepath.Join(dir, f.Name), mapped[role], want)
-		if err != nil {
-			return nil, err
-		}
-		ds.columns = append(ds.columns, mc)
-		return mc, nil
-	}
 	n := m.NumNodes
+	idx := int32Type
+	if Wide(n) {
+		idx = int64Type
+	}
+	type load struct {
+		role string
+		want column
+		im   *image
+		err  error
+	}
+	loads := []*load{
+		{role: roleIndptr, want: column{field: "indptr", elem: int64Type, rows: n + 1}},
+		{role: roleIndices, want: column{field: "indices", elem: idx, rows: m.NumEdges}},
+		{role: roleFeatures, want: column{field: "x", elem: arrowElemType(m.FeatureDType), dim: m.FeatureDim, rows: n}},
+		{role: roleLabels, want: column{field: "y", elem: int32Type, rows: n}},
+	}
+	for _, s := range SplitNames {
+		if size, ok := m.Splits[s]; ok {
+			loads = append(loads, &load{role: rolePrefixSp + s, want: column{field: "node_id", elem: int64Type, rows: size}})
+		}
+	}
+	// Every file is read at once, at most Workers chunks at a time in all,
+	// so that a dataset's small files do not wait for its big ones.
+	sem := make(chan struct{}, workersOr(opts.Workers))
+	var wg sync.WaitGroup
+	for _, l := range loads {
+		f := m.File(l.role)
+		path := filepath.Join(dir, f.Name)
+		o := readOptions{size: f.Bytes, workers: opts.Workers, sem: sem, progress: progress}
+		if !opts.SkipChecksums {
+			o.checksum = &f.Checksum
+		}
+		switch {
+		case l.role == roleFeatures && opts.streamFeatures:
+			wg.Go(func() { l.err = streamCheck(path, o, l.want) })
+		case l.role == roleFeatures && opts.NoFeatures:
+		default:
+			if l.role == roleFeatures {
+				o.alignValues = FeatureAlign
+				o.alloc, o.free = opts.AllocFeatures, opts.FreeFeatures
+			}
+			wg.Go(func() { l.im, l.err = readImage(path, o) })
+		}
+	}
+	wg.Wait()
+	var features *image
+	for _, l := range loads {
+		if l.im != nil {
+			ds.images = append(ds.images, l.im)
+			if l.role == roleFeatures {
+				features = l.im
+			}
+		}
+	}
+	// The first error in file order, whichever came first.
+	cols := map[string][]byte{}
+	for _, l := range loads {
+		if l.err == nil && l.im != nil {
+			path := filepath.Join(dir, m.File(l.role).Name)
+			cols[l.role], l.err = readColumn(path, l.im.data, l.want)
+		}
+		if l.err != nil {
+			return nil, l.err
+		}
+	}
 	d := &ds.Data
 	d.Name, d.Directed, d.NumClasses, d.ClassNames, d.Source = m.Name, m.Directed, m.NumClasses, m.ClassNames, m.Source
 	d.FeatureDim, d.FeatureDType = m.FeatureDim, m.FeatureDType
 	d.Graph.NumNodes = n
-	c, err := read(roleIndptr, column{field: "indptr", elem: int64Type, rows: n + 1})
-	if err != nil {
-		return nil, err
-	}
-	d.Graph.Indptr = asInt64s(c.data)
+	d.Graph.Indptr = asInt64s(cols[roleIndptr])
 	if Wide(n) {
-		c, err = read(roleIndices, column{field: "indices", elem: int64Type, rows: m.NumEdges})
-		if err == nil {
-			d.Graph.Indices64 = asInt64s(c.data)
-		}
+		d.Graph.Indices64 = asInt64s(cols[roleIndices])
 	} else {
-		c, err = read(roleIndices, column{field: "indices", elem: int32Type, rows: m.NumEdges})
-		if err == nil {
-			d.Graph.Indices32 = asInt32s(c.data)
+		d.Graph.Indices32 = asInt32s(cols[roleIndices])
+	}
+	if c, ok := cols[roleFeatures]; ok {
+		if len(c) > 0 && uintptr(unsafe.Pointer(&c[0]))%FeatureAlign != 0 {
+			return nil, fmt.Errorf("%s: the rows moved while the file was read (was it changed?)", filepath.Join(dir, m.File(roleFeatures).Name))
 		}
+		d.Features = c
 	}
-	if err != nil {
-		return nil, err
-	}
-	c, err = read(roleFeatures, column{field: "x", elem: arrowElemType(m.FeatureDType), dim: m.FeatureDim, rows: n})
-	if err != nil {
-		return nil, err
-	}
-	d.Features = c.data
-	c, err = read(roleLabels, column{field: "y", elem: int32Type, rows: n})
-	if err != nil {
-		return nil, err
-	}
-	d.Labels = asInt32s(c.data)
+	d.Labels = asInt32s(cols[roleLabels])
 	d.Splits = map[string][]int64{}
-	for s, size := range m.Splits {
-		if m.File(rolePrefixSp+s) == nil {
-			return nil, fmt.Errorf("dataset %s: manifest lists split %q but no file for it", dir, s)
-		}
-		c, err = read(rolePrefixSp+s, column{field: "node_id", elem: int64Type, rows: size})
-		if err != nil {
-			return nil, err
-		}
-		d.Splits[s] = asInt64s(c.data)
+	for s := range m.Splits {
+		d.Splits[s] = asInt64s(cols[rolePrefixSp+s])
 	}
-	if err := d.validate(workersOr(opts.Workers)); err != nil {
+	if err := d.validateArrays(workersOr(opts.Workers), !opts.NoFeatures); err != nil {
+		var ae *arrayError
+		if errors.As(err, &ae) && m.File(ae.role) != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, m.File(ae.role).Name), err)
+		}
 		return nil, fmt.Errorf("dataset %s: %w", dir, err)
+	}
+	for _, im := range ds.images {
+		if im != features || opts.AllocFeatures == nil {
+			// Read-only from here, as the shared mappings were.
+			_ = unix.Mprotect(im.mem, unix.PROT_READ)
+		}
+	}
+	if features != nil && opts.AllocFeatures != nil {
+		features.free = nil // the caller's now
 	}
 	return ds, nil
 }
 
-// Close unmaps the files. The Dataset's slices must not be used afterwards.
+// Close frees the memory the files were read into (except features in
+// memory from OpenOptions.AllocFeatures, which is the caller's). The
+// Dataset's slices must not be used afterwards.
 func (ds *Dataset) Close() error {
 	if ds == nil {
 		return nil
 	}
-	for _, c := range ds.columns {
-		c.release()
-	}
-	ds.columns = nil
 	var errs []error
-	for _, m := range ds.maps {
-		errs = append(errs, m.unmap())
+	for _, im := range ds.images {
+		errs = append(errs, im.release())
 	}
-	ds.maps = nil
+	ds.images = nil
 	ds.Data = Data{}
 	return errors.Join(errs...)
-}
-
-// Verify opens the dataset at dir with every check, including checksums, and
-// closes it: the work of `loaderd verify`.
-func Verify(dir string, workers int, progress Progress) (*Manifest, error) {
-	ds, err := Open(dir, &OpenOptions{Workers: workers, Progress: progress})
-	if err != nil {
-		return nil, err
-	}
-	m := ds.Manifest
-	return m, ds.Close()
 }

@@ -96,14 +96,14 @@ func (g *Graph) validate(workers int) error {
 		return fmt.Errorf("graph: negative node count %d", g.NumNodes)
 	}
 	if int64(len(g.Indptr)) != g.NumNodes+1 {
-		return fmt.Errorf("graph: indptr has %d entries, want num_nodes+1 = %d", len(g.Indptr), g.NumNodes+1)
+		return inArray(roleIndptr, fmt.Errorf("graph: indptr has %d entries, want num_nodes+1 = %d", len(g.Indptr), g.NumNodes+1))
 	}
 	if g.Indptr[0] != 0 {
-		return fmt.Errorf("graph: indptr[0] = %d, want 0", g.Indptr[0])
+		return inArray(roleIndptr, fmt.Errorf("graph: indptr[0] = %d, want 0", g.Indptr[0]))
 	}
 	for i := 1; i < len(g.Indptr); i++ {
 		if g.Indptr[i] < g.Indptr[i-1] {
-			return fmt.Errorf("graph: indptr decreases at row %d (%d < %d)", i, g.Indptr[i], g.Indptr[i-1])
+			return inArray(roleIndptr, fmt.Errorf("graph: indptr decreases at row %d (%d < %d)", i, g.Indptr[i], g.Indptr[i-1]))
 		}
 	}
 	e := g.NumEdges()
@@ -115,15 +115,15 @@ func (g *Graph) validate(workers int) error {
 			return fmt.Errorf("graph: %d nodes need 64-bit indices", g.NumNodes)
 		}
 		if int64(len(g.Indices32)) != e {
-			return fmt.Errorf("graph: indices has %d entries, indptr ends at %d", len(g.Indices32), e)
+			return inArray(roleIndptr, fmt.Errorf("graph: indices has %d entries, indptr ends at %d", len(g.Indices32), e))
 		}
 	case g.Indices64 != nil:
 		if int64(len(g.Indices64)) != e {
-			return fmt.Errorf("graph: indices has %d entries, indptr ends at %d", len(g.Indices64), e)
+			return inArray(roleIndptr, fmt.Errorf("graph: indices has %d entries, indptr ends at %d", len(g.Indices64), e))
 		}
 	default:
 		if e != 0 {
-			return fmt.Errorf("graph: indptr ends at %d but no indices", e)
+			return inArray(roleIndptr, fmt.Errorf("graph: indptr ends at %d but no indices", e))
 		}
 		return nil
 	}
@@ -138,7 +138,7 @@ func (g *Graph) validate(workers int) error {
 			defer wg.Done()
 			for i := c * e / chunks; i < (c+1)*e/chunks; i++ {
 				if v := g.Neighbor(i); v < 0 || v >= g.NumNodes {
-					errs[c] = fmt.Errorf("graph: indices[%d] = %d out of range [0, %d)", i, v, g.NumNodes)
+					errs[c] = inArray(roleIndices, fmt.Errorf("graph: indices[%d] = %d out of range [0, %d)", i, v, g.NumNodes))
 					return
 				}
 			}
@@ -183,7 +183,11 @@ func (d *Data) Row(v int64) []byte {
 // feature size, labels in [0, NumClasses) or -1, split ids in range.
 func (d *Data) Validate() error { return d.validate(1) }
 
-func (d *Data) validate(workers int) error {
+func (d *Data) validate(workers int) error { return d.validateArrays(workers, true) }
+
+// validateArrays is validate; features false leaves the feature table out
+// (a dataset opened with NoFeatures has none).
+func (d *Data) validateArrays(workers int, features bool) error {
 	if err := d.Graph.validate(workers); err != nil {
 		return err
 	}
@@ -194,8 +198,8 @@ func (d *Data) validate(workers int) error {
 	if d.FeatureDim <= 0 {
 		return fmt.Errorf("features: feature_dim %d must be positive", d.FeatureDim)
 	}
-	if want := n * int64(d.RowBytes()); int64(len(d.Features)) != want {
-		return fmt.Errorf("features: %d bytes, want %d nodes x %d bytes = %d", len(d.Features), n, d.RowBytes(), want)
+	if want := n * int64(d.RowBytes()); features && int64(len(d.Features)) != want {
+		return inArray(roleFeatures, fmt.Errorf("features: %d bytes, want %d nodes x %d bytes = %d", len(d.Features), n, d.RowBytes(), want))
 	}
 	if d.NumClasses <= 0 {
 		return fmt.Errorf("labels: num_classes %d must be positive", d.NumClasses)
@@ -204,11 +208,11 @@ func (d *Data) validate(workers int) error {
 		return fmt.Errorf("labels: %d class names for %d classes", len(d.ClassNames), d.NumClasses)
 	}
 	if int64(len(d.Labels)) != n {
-		return fmt.Errorf("labels: %d entries for %d nodes", len(d.Labels), n)
+		return inArray(roleLabels, fmt.Errorf("labels: %d entries for %d nodes", len(d.Labels), n))
 	}
 	for i, y := range d.Labels {
 		if y < -1 || int(y) >= d.NumClasses {
-			return fmt.Errorf("labels: node %d has label %d outside [0, %d) (or -1 for unlabelled)", i, y, d.NumClasses)
+			return inArray(roleLabels, fmt.Errorf("labels: node %d has label %d outside [0, %d) (or -1 for unlabelled)", i, y, d.NumClasses))
 		}
 	}
 	for name, ids := range d.Splits {
@@ -217,12 +221,24 @@ func (d *Data) validate(workers int) error {
 		}
 		for i, v := range ids {
 			if v < 0 || v >= n {
-				return fmt.Errorf("splits: %s[%d] = %d out of range [0, %d)", name, i, v, n)
+				return inArray(rolePrefixSp+name, fmt.Errorf("splits: %s[%d] = %d out of range [0, %d)", name, i, v, n))
 			}
 		}
 	}
 	return nil
 }
+
+// arrayError is a validation error about one array, named by its role in a
+// dataset directory, so that Open can name the file it came from.
+type arrayError struct {
+	role string
+	err  error
+}
+
+func (e *arrayError) Error() string { return e.err.Error() }
+func (e *arrayError) Unwrap() error { return e.err }
+
+func inArray(role string, err error) error { return &arrayError{role: role, err: err} }
 
 func knownSplit(name string) bool {
 	for _, s := range SplitNames {

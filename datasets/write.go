@@ -6,19 +6,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 )
 
 // WriteOptions control Write. A nil *WriteOptions means the defaults.
 type WriteOptions struct {
-	// Overwrite replaces an existing dataset at dir. Without it Write
-	// refuses to touch an existing path.
+	// Overwrite replaces an existing dataset at dir: a directory holding a
+	// gnnloader dataset and nothing else (or an empty directory); anything
+	// else there is refused and left as it is. Without it Write refuses to
+	// touch an existing path.
 	Overwrite bool
-	// Workers hashes files on this many goroutines; 0 = GOMAXPROCS.
+	// Workers is unused: Write hashes each file as it writes it.
+	//
+	// Deprecated: files are no longer hashed after writing.
 	Workers int
 	// Progress counts the bytes written.
 	Progress Progress
@@ -27,8 +30,9 @@ type WriteOptions struct {
 // Write stores d as a dataset directory at dir. It validates d first, writes
 // every file into a temporary directory beside dir, and renames it into place
 // only when everything is written and synced: a failed, cancelled or killed
-// Write leaves no dataset at dir (a killed one leaves a ".<name>.tmp-<pid>"
-// directory that the next Write to dir removes).
+// Write leaves no new dataset at dir (a killed one leaves a ".<name>.tmp-<pid>"
+// directory that the next Write to dir removes). With Overwrite it replaces
+// only a dataset directory, atomically (overwrite.go says how).
 func Write(dir string, d *Data, opts *WriteOptions) error {
 	return WriteContext(context.Background(), dir, d, opts)
 }
@@ -43,14 +47,28 @@ func WriteContext(ctx context.Context, dir string, d *Data, opts *WriteOptions) 
 		return fmt.Errorf("dataset %s: not written: %w", d.Name, err)
 	}
 	dir = filepath.Clean(dir)
-	if _, err := os.Lstat(dir); err == nil && !opts.Overwrite {
-		return fmt.Errorf("%s already exists (use overwrite to replace it)", dir)
-	}
 	parent, base := filepath.Dir(dir), filepath.Base(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return err
 	}
-	removeStaleTemps(parent, base)
+	// First put back a dataset an interrupted overwrite left aside, so that
+	// what is at dir is what the user last had.
+	if err := recoverStale(parent, base); err != nil {
+		return err
+	}
+	var old []string // the files of the dataset being replaced
+	exists := false
+	if _, err := os.Lstat(dir); err == nil {
+		if !opts.Overwrite {
+			return fmt.Errorf("%s already exists (use overwrite to replace it)", dir)
+		}
+		if old, err = replaceable(dir); err != nil {
+			return err
+		}
+		exists = true
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	tmp := filepath.Join(parent, fmt.Sprintf(".%s.tmp-%d", base, os.Getpid()))
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
@@ -76,7 +94,7 @@ func WriteContext(ctx context.Context, dir string, d *Data, opts *WriteOptions) 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		entry, err := writeFile(tmp, c, opts.Workers, progress)
+		entry, err := writeFile(tmp, c, progress)
 		if err != nil {
 			return fmt.Errorf("writing %s: %w", c.role, err)
 		}
@@ -86,7 +104,11 @@ func WriteContext(ctx context.Context, dir string, d *Data, opts *WriteOptions) 
 	if err != nil {
 		return err
 	}
-	if err := writeFileSync(filepath.Join(tmp, ManifestName), append(mb, '\n')); err != nil {
+	mb = append(mb, '\n')
+	if err := writeFileSync(filepath.Join(tmp, ManifestName), mb); err != nil {
+		return err
+	}
+	if err := writeFileSync(filepath.Join(tmp, ManifestSumName), manifestSum(mb)); err != nil {
 		return err
 	}
 	if err := syncDir(tmp); err != nil {
@@ -95,19 +117,11 @@ func WriteContext(ctx context.Context, dir string, d *Data, opts *WriteOptions) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := os.Lstat(dir); err == nil && opts.Overwrite {
-		// Move the old dataset aside, put the new one in place, and only
-		// then delete the old one; if the second rename fails, the old one
-		// goes back.
-		old := filepath.Join(parent, fmt.Sprintf(".%s.old-%d", base, os.Getpid()))
-		if err := os.Rename(dir, old); err != nil {
-			return err
+	if exists {
+		if _, err := os.Lstat(dir); err != nil {
+			return fmt.Errorf("%s disappeared during the write: %w", dir, err)
 		}
-		if err := os.Rename(tmp, dir); err != nil {
-			return errors.Join(err, os.Rename(old, dir))
-		}
-		os.RemoveAll(old)
-		return syncDir(parent)
+		return swapIn(parent, base, tmp, dir, old)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return err
@@ -170,27 +184,33 @@ func manifestOf(d *Data) *Manifest {
 	return m
 }
 
-// progressWriter counts written bytes.
-type progressWriter struct {
-	w *bufio.Writer
+// countingWriter counts written bytes, for the manifest and for progress.
+type countingWriter struct {
+	w io.Writer
 	p Progress
+	n int64
 }
 
-func (pw progressWriter) Write(b []byte) (int, error) {
-	n, err := pw.w.Write(b)
-	pw.p.Add(int64(n))
+func (cw *countingWriter) Write(b []byte) (int, error) {
+	n, err := cw.w.Write(b)
+	cw.n += int64(n)
+	cw.p.Add(int64(n))
 	return n, err
 }
 
-func writeFile(dir string, c namedColumn, workers int, progress Progress) (FileEntry, error) {
+func writeFile(dir string, c namedColumn, progress Progress) (FileEntry, error) {
 	name := fileNameFor(c.role)
 	path := filepath.Join(dir, name)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return FileEntry{}, err
 	}
+	// Hash what is written as it is written: the checksum is of the bytes
+	// handed to the file, and nothing reads the file back.
 	bw := bufio.NewWriterSize(f, 4<<20)
-	err = writeColumn(progressWriter{bw, progress}, c.column)
+	h := newTreeHasher(DefaultChunkBytes)
+	cw := &countingWriter{w: io.MultiWriter(bw, h), p: progress}
+	err = writeColumn(cw, c.column)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -203,17 +223,7 @@ func writeFile(dir string, c namedColumn, workers int, progress Progress) (FileE
 	if err != nil {
 		return FileEntry{}, err
 	}
-	mf, err := mapFile(path)
-	if err != nil {
-		return FileEntry{}, err
-	}
-	defer mf.unmap()
-	return FileEntry{
-		Name:     name,
-		Role:     c.role,
-		Bytes:    int64(len(mf.data)),
-		Checksum: ComputeChecksum(mf.data, DefaultChunkBytes, workers, nil),
-	}, nil
+	return FileEntry{Name: name, Role: c.role, Bytes: cw.n, Checksum: h.Checksum()}, nil
 }
 
 func writeFileSync(path string, b []byte) error {
@@ -235,35 +245,4 @@ func syncDir(dir string) error {
 	}
 	err = f.Sync()
 	return errors.Join(err, f.Close())
-}
-
-// removeStaleTemps removes temporary directories of earlier writes to
-// parent/base whose process no longer runs.
-func removeStaleTemps(parent, base string) {
-	entries, err := os.ReadDir(parent)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		name := e.Name()
-		for _, kind := range []string{".tmp-", ".old-"} {
-			prefix := "." + base + kind
-			if !strings.HasPrefix(name, prefix) {
-				continue
-			}
-			pid, err := strconv.Atoi(name[len(prefix):])
-			if err != nil || processAlive(pid) {
-				continue
-			}
-			os.RemoveAll(filepath.Join(parent, name))
-		}
-	}
-}
-
-func processAlive(pid int) bool {
-	if pid == os.Getpid() {
-		return false // our own leftovers from an earlier failed attempt
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }

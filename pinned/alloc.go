@@ -21,7 +21,8 @@ var (
 // transparent huge pages (MADV_HUGEPAGE). It is not on the Go heap, so the
 // CUDA driver may register it and DMA from it. The mapping is rounded up to a
 // whole number of huge pages, so reading past len up to the next 2 MiB is
-// safe. Release it with Free (or hand it to FromAlloc, whose Close frees it).
+// safe. Release it with Free (or hand it, or a part of it starting on a
+// 2 MiB boundary, to FromAlloc, whose Close frees it).
 // A generator may write a table straight into it. Safe for concurrent use.
 func Alloc(n int64) ([]byte, error) {
 	if n <= 0 {
@@ -67,29 +68,40 @@ func Alloc(n int64) ([]byte, error) {
 	return mem[:n:n], nil
 }
 
-// whole returns the whole mapping behind b from Alloc, or nil.
-func whole(b []byte) []byte {
+// mappingOf returns the whole mapping from Alloc that b lies in and b's
+// offset in it, or nil.
+func mappingOf(b []byte) (mem []byte, off int) {
 	if len(b) == 0 {
-		return nil
+		return nil, 0
 	}
+	p := uintptr(unsafe.Pointer(&b[0]))
 	allocMu.Lock()
 	defer allocMu.Unlock()
-	return mappings[uintptr(unsafe.Pointer(&b[0]))]
+	for start, m := range mappings {
+		if p >= start && p-start+uintptr(len(b)) <= uintptr(len(m)) {
+			return m, int(p - start)
+		}
+	}
+	return nil, 0
 }
 
-// Free unmaps memory from Alloc. b must be the slice Alloc returned (or a
-// reslice starting at its first byte); it must not be used afterwards.
+// Free unmaps memory from Alloc: the whole mapping b lies in (b may be the
+// slice Alloc returned or any part of it). It must not be used afterwards.
 func Free(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	p := uintptr(unsafe.Pointer(&b[0]))
+	mem, _ := mappingOf(b)
+	if mem == nil {
+		return fmt.Errorf("pinned: Free of memory not from Alloc")
+	}
+	p := uintptr(unsafe.Pointer(&mem[0]))
 	allocMu.Lock()
-	mem, ok := mappings[p]
+	_, ok := mappings[p]
 	delete(mappings, p)
 	allocMu.Unlock()
 	if !ok {
-		return fmt.Errorf("pinned: Free of memory not from Alloc")
+		return fmt.Errorf("pinned: Free of memory freed meanwhile")
 	}
 	defer closeShared(p)
 	return munmap(p, uintptr(len(mem)))

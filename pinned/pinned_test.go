@@ -20,7 +20,7 @@ func TestAllocAligned(t *testing.T) {
 			t.Fatalf("Alloc(%d): len %d at %p", n, len(b), &b[0])
 		}
 		b[0], b[n-1] = 1, 2
-		if len(whole(b))%HugePage != 0 {
+		if m, _ := mappingOf(b); len(m)%HugePage != 0 {
 			t.Fatal("mapping not whole huge pages")
 		}
 		if err := Free(b); err != nil {
@@ -79,6 +79,34 @@ func TestFromAllocNoRegister(t *testing.T) {
 	}
 	if _, err := FromAlloc(make([]byte, 64), 64, 1, nil); err == nil {
 		t.Fatal("FromAlloc of Go memory accepted")
+	}
+}
+
+// TestFromAllocPart: a store over a part of an allocation that starts on a
+// 2 MiB boundary (a dataset's rows after its file's header) owns the whole
+// allocation; a part off the boundary is refused.
+func TestFromAllocPart(t *testing.T) {
+	mem, err := Alloc(3*HugePage + 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := mem[HugePage : HugePage+64*1000]
+	rows[5] = 7
+	if _, err := FromAlloc(mem[HugePage/2:], 64, 1000, &Options{NoRegister: true}); err == nil {
+		t.Fatal("a part off the 2 MiB boundary accepted")
+	}
+	s, err := FromAlloc(rows, 64, 1000, &Options{NoRegister: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Rows[5] != 7 || &s.Rows[0] != &mem[HugePage] || len(s.Padded()) != 3*HugePage {
+		t.Fatalf("rows or padding wrong: %d padded bytes", len(s.Padded()))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Free(mem); err == nil {
+		t.Fatal("the allocation was not freed with the store")
 	}
 }
 

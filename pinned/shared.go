@@ -29,17 +29,21 @@ func SetShared(on bool) { shareAllocs.Store(on) }
 func Shared() bool { return shareAllocs.Load() }
 
 // SharedFD returns the memfd behind memory from Alloc made while SetShared
-// was on, and whether there is one. The fd stays owned by this package (Free
-// closes it); a caller sending it to another process keeps it open only for
-// the send.
-func SharedFD(b []byte) (int, bool) {
-	if len(b) == 0 {
-		return -1, false
+// was on (b may be any part of it), b's offset in it, and whether there is
+// one. The fd stays owned by this package (Free closes it); a caller sending
+// it to another process keeps it open only for the send.
+func SharedFD(b []byte) (fd int, off int64, ok bool) {
+	mem, o := mappingOf(b)
+	if mem == nil {
+		return -1, 0, false
 	}
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
-	fd, ok := sharedFDs[uintptr(unsafe.Pointer(&b[0]))]
-	return fd, ok
+	fd, ok = sharedFDs[uintptr(unsafe.Pointer(&mem[0]))]
+	if !ok {
+		return -1, 0, false
+	}
+	return fd, int64(o), true
 }
 
 // allocShared maps size bytes (a multiple of HugePage) of a new memfd at a

@@ -22,9 +22,13 @@ func TestAllocShared(t *testing.T) {
 	for i := range b {
 		b[i] = byte(i * 7)
 	}
-	fd, ok := SharedFD(b)
-	if !ok {
-		t.Fatal("no memfd behind shared memory")
+	fd, off, ok := SharedFD(b)
+	if !ok || off != 0 {
+		t.Fatalf("no memfd behind shared memory (%v) or offset %d", ok, off)
+	}
+	// A part of the allocation is in the same memfd, at its offset.
+	if fd2, off2, ok := SharedFD(b[HugePage+3:]); !ok || fd2 != fd || off2 != HugePage+3 {
+		t.Fatalf("part: fd %d offset %d (%v)", fd2, off2, ok)
 	}
 	// Another mapping of the fd (what a trainer does) sees the same bytes.
 	view, err := unix.Mmap(fd, 0, n, unix.PROT_READ, unix.MAP_SHARED)
@@ -38,7 +42,7 @@ func TestAllocShared(t *testing.T) {
 	if err := Free(b); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := SharedFD(b); ok {
+	if _, _, ok := SharedFD(b); ok {
 		t.Fatal("fd still recorded after Free")
 	}
 	SetShared(false)
@@ -46,7 +50,7 @@ func TestAllocShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := SharedFD(c); ok {
+	if _, _, ok := SharedFD(c); ok {
 		t.Fatal("anonymous memory has a memfd")
 	}
 	Free(c)

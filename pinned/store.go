@@ -26,7 +26,8 @@ type Store struct {
 	// RegisterTime how long cuMemHostRegister took.
 	LoadTime, RegisterTime time.Duration
 
-	mem        []byte // the whole mapping (Rows plus the padding to 2 MiB)
+	mem        []byte // the whole mapping (Rows at off, then padding to 2 MiB)
+	off        int
 	registered bool
 	ctx        *cudaext.Context
 	closeOnce  sync.Once
@@ -103,18 +104,24 @@ func ParallelCopy(dst, src []byte, workers int) {
 }
 
 // FromAlloc makes a store over memory from Alloc that already holds the table
-// (a generator wrote it there), without copying, and registers it (see
-// Options). The store owns mem from then on: Close frees it.
+// (a generator wrote it there, or a dataset file was read into it), without
+// copying, and registers it (see Options). mem is the slice Alloc returned
+// or a part of it that starts on a 2 MiB boundary (a dataset's rows follow
+// its file's header). The store owns the whole mapping from then on: Close
+// frees it. On error mem is still the caller's.
 func FromAlloc(mem []byte, rowBytes int, numRows int64, o *Options) (*Store, error) {
 	n := int64(rowBytes) * numRows
-	full := whole(mem)
+	full, off := mappingOf(mem)
 	if full == nil {
 		return nil, fmt.Errorf("pinned: FromAlloc needs memory from Alloc")
+	}
+	if off%HugePage != 0 {
+		return nil, fmt.Errorf("pinned: FromAlloc of memory %d bytes into its mapping, not on a 2 MiB boundary", off)
 	}
 	if rowBytes <= 0 || numRows < 0 || int64(len(mem)) < n {
 		return nil, fmt.Errorf("pinned: %d bytes for %d rows x %d bytes", len(mem), numRows, rowBytes)
 	}
-	s := &Store{Rows: mem[:n:n], RowBytes: rowBytes, NumRows: numRows, mem: full}
+	s := &Store{Rows: mem[:n:n], RowBytes: rowBytes, NumRows: numRows, mem: full, off: off}
 	if o != nil && o.NoRegister {
 		return s, nil
 	}
@@ -158,7 +165,7 @@ func (s *Store) register(ctx *cudaext.Context) error {
 			cudaext.HostUnregister(s.mem)
 			return err
 		}
-		s.DevicePtr = p
+		s.DevicePtr = p + cudaext.DevicePtr(s.off)
 		return nil
 	})
 	if err != nil {
@@ -177,9 +184,10 @@ func (s *Store) register(ctx *cudaext.Context) error {
 // Registered reports whether the store is registered with the CUDA driver.
 func (s *Store) Registered() bool { return s.registered }
 
-// Padded is the whole mapping behind Rows: Rows followed by zero padding up to
-// the next 2 MiB. Kernels may read past the last row within it.
-func (s *Store) Padded() []byte { return s.mem }
+// Padded is the mapping from Rows on: Rows followed by padding up to the next
+// 2 MiB (zeros, or the rest of the file the rows were read from). Kernels
+// may read past the last row within it.
+func (s *Store) Padded() []byte { return s.mem[s.off:] }
 
 // Close unregisters and unmaps the memory. The store and Rows must not be
 // used afterwards. Later calls return the first result.

@@ -44,6 +44,8 @@ echo "== benchmarks, once each so that they never rot (GPU ones skip here)"
 GNNLOADER_BENCH_SCALE=0.001 go test -run='^$' -bench=. -benchtime=1x ./sampler/ ./internal/bench/...
 echo "== fuzz the protocol decoder (short; longer runs are recorded in docs/reliability.md)"
 go test -run='^$' -fuzz=FuzzUnmarshal -fuzztime=20s ./ipc/
+echo "== fuzz opening dataset files (short; the minimizing of each new input is capped so it cannot eat the run)"
+go test -run='^$' -fuzz=FuzzOpenDataset -fuzztime=20s -fuzzminimizetime=100x ./datasets/
 echo "== build loaderd"
 go build -o bin/loaderd ./cmd/loaderd
 echo "== python tests (real loaderd, real clients)"

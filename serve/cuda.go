@@ -55,29 +55,22 @@ func ProbeGPU() (int, error) {
 // OpenSourcePinned opens spec like OpenSource, with the feature table in
 // pinned host memory registered with the CUDA driver once (portable: every
 // device's context reads it zero-copy). A synthetic table is generated
-// straight into that memory, so it is never held twice; a dataset
-// directory's table is copied in once. It fails without a usable driver.
+// straight into that memory and a dataset directory's features.arrow read
+// straight into it, so the table is never held twice. It fails without a
+// usable driver.
 func OpenSourcePinned(spec string, skipChecksums bool, progress datasets.Progress, log *slog.Logger) (*Source, error) {
 	if _, err := ProbeGPU(); err != nil {
 		return nil, err
 	}
-	synthetic := strings.HasPrefix(spec, "synthetic:")
-	var alloc func(int64) ([]byte, error)
-	if synthetic {
-		alloc = pinned.Alloc
-	}
-	s, err := openSource(spec, skipChecksums, progress, log, alloc)
+	s, err := openSource(spec, skipChecksums, progress, log, featureMem{generated: true, read: true})
 	if err != nil {
 		return nil, err
 	}
 	d := s.Data
-	var st *pinned.Store
-	if synthetic {
-		st, err = pinned.FromAlloc(d.Features, d.RowBytes(), d.Graph.NumNodes, nil)
-	} else {
-		st, err = pinned.Load(d.Features, d.RowBytes(), d.Graph.NumNodes, nil)
-	}
-	if err == nil && !st.Registered() {
+	st, err := pinned.FromAlloc(d.Features, d.RowBytes(), d.Graph.NumNodes, nil)
+	if err != nil {
+		pinned.Free(d.Features) // still ours on error
+	} else if !st.Registered() {
 		st.Close()
 		err = errors.New("the CUDA driver did not register the feature table")
 	}

@@ -14,7 +14,13 @@ import (
 // gpuServer serves a small generated dataset with the GPU path on.
 func gpuServer(t *testing.T, cfg Config, g GPUConfig) (*Server, *Source) {
 	t.Helper()
-	src, err := OpenSourcePinned("synthetic:cora:0.5:3", false, nil, nil)
+	return gpuServerOf(t, "synthetic:cora:0.5:3", cfg, g)
+}
+
+// gpuServerOf serves spec with the GPU path on.
+func gpuServerOf(t *testing.T, spec string, cfg Config, g GPUConfig) (*Server, *Source) {
+	t.Helper()
+	src, err := OpenSourcePinned(spec, false, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +78,7 @@ func copySlot(t *testing.T, c *client, r *cudaRing, slot uint32) {
 // checked against the dataset like the CPU ones.
 func TestCUDASlotsMatchCPU(t *testing.T) {
 	cudatest.Devices(t)
-	srv, n := compareWithCPU(t, 3, GPUConfig{}, false)
+	srv, n := compareWithCPU(t, "synthetic:cora:0.5:3", 3, GPUConfig{}, false)
 	if swept := srv.Stats().SweptBatches.Load(); swept != 0 {
 		t.Errorf("%d batches swept with 3 slots (sweeps need 4)", swept)
 	}
@@ -83,7 +89,7 @@ func TestCUDASlotsMatchCPU(t *testing.T) {
 // so the daemon fills 3 batches at a time with one sorted sweep.
 func TestCUDASweepsMatchCPU(t *testing.T) {
 	cudatest.Devices(t)
-	srv, n := compareWithCPU(t, 6, GPUConfig{SweepBatches: 3}, true)
+	srv, n := compareWithCPU(t, "synthetic:cora:0.5:3", 6, GPUConfig{SweepBatches: 3}, true)
 	swept := srv.Stats().SweptBatches.Load()
 	if swept < int64(n)/2 {
 		t.Errorf("%d of %d batches filled in sweeps", swept, n)
@@ -91,11 +97,11 @@ func TestCUDASweepsMatchCPU(t *testing.T) {
 	t.Logf("%d batches identical on both paths, %d of them filled in sweeps", n, swept)
 }
 
-// compareWithCPU runs two epochs for a CPU trainer and a cuda:0 trainer with
-// the given slots, comparing every batch; busy makes the GPU ring report its
-// stream busy, so fills grow into sweeps.
-func compareWithCPU(t *testing.T, slots uint32, g GPUConfig, busy bool) (*Server, int) {
-	srv, src := gpuServer(t, Config{}, g)
+// compareWithCPU serves spec and runs two epochs for a CPU trainer and a
+// cuda:0 trainer with the given slots, comparing every batch; busy makes the
+// GPU ring report its stream busy, so fills grow into sweeps.
+func compareWithCPU(t *testing.T, spec string, slots uint32, g GPUConfig, busy bool) (*Server, int) {
+	srv, src := gpuServerOf(t, spec, Config{}, g)
 	cpu, gpu := dial(t, srv), dial(t, srv)
 	req := openReq()
 	req.Slots = slots

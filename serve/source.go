@@ -35,16 +35,24 @@ const DefaultSource = "synthetic:arxiv:0.1:0"
 // spec "synthetic:NAME[:SCALE[:SEED]]" (NAME as in `loaderd gen --like`).
 // Opening a directory verifies its checksums unless skipChecksums is set.
 func OpenSource(spec string, skipChecksums bool, progress datasets.Progress, log *slog.Logger) (*Source, error) {
-	var alloc func(int64) ([]byte, error)
+	var mem featureMem
 	if pinned.Shared() {
-		alloc = pinned.Alloc // a generated table in a memfd, to share (table.go)
+		mem.generated = true // a generated table in a memfd, to share (table.go)
 	}
-	return openSource(spec, skipChecksums, progress, log, alloc)
+	return openSource(spec, skipChecksums, progress, log, mem)
 }
 
-// openSource opens spec; a synthetic table is generated into alloc's memory
-// when alloc is not nil.
-func openSource(spec string, skipChecksums bool, progress datasets.Progress, log *slog.Logger, alloc func(int64) ([]byte, error)) (*Source, error) {
+// featureMem says which feature tables openSource puts in memory from
+// pinned.Alloc: a generated one, a dataset directory's one, or neither.
+// Memory from pinned.Alloc is the Source's caller's to free (pinned.FromAlloc
+// takes it over).
+type featureMem struct {
+	generated, read bool
+}
+
+// openSource opens spec, with the feature table in pinned.Alloc memory
+// where mem says.
+func openSource(spec string, skipChecksums bool, progress datasets.Progress, log *slog.Logger, mem featureMem) (*Source, error) {
 	start := time.Now()
 	var (
 		d     *datasets.Data
@@ -56,16 +64,27 @@ func openSource(spec string, skipChecksums bool, progress datasets.Progress, log
 			return nil, err
 		}
 		opts.Progress = progress
-		opts.AllocFeatures = alloc
+		if mem.generated {
+			opts.AllocFeatures = pinned.Alloc
+		}
 		if d, err = datasets.Generate(opts); err != nil {
 			return nil, err
 		}
 	} else {
-		ds, err := datasets.Open(spec, &datasets.OpenOptions{SkipChecksums: skipChecksums, Progress: progress})
+		o := &datasets.OpenOptions{SkipChecksums: skipChecksums, Progress: progress}
+		if mem.read {
+			o.AllocFeatures, o.FreeFeatures = pinned.Alloc, pinned.Free
+		}
+		ds, err := datasets.Open(spec, o)
 		if err != nil {
 			return nil, err
 		}
 		d, close = &ds.Data, ds.Close
+		for _, w := range ds.Manifest.Warnings {
+			if log != nil {
+				log.Warn(w, "dataset", spec)
+			}
+		}
 	}
 	s := &Source{
 		Data:  d,

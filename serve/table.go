@@ -55,27 +55,28 @@ func (s *Source) DatasetBytes() int64 {
 	return n
 }
 
-// TableFD returns the memfd holding the source's feature table, or an error
-// saying why the table cannot be shared.
-func (s *Source) TableFD() (int, error) {
-	fd, ok := pinned.SharedFD(s.Data.Features)
+// TableFD returns the memfd holding the source's feature table and the
+// table's offset in it (a dataset's rows follow its file's header), or an
+// error saying why the table cannot be shared.
+func (s *Source) TableFD() (fd int, off int64, err error) {
+	fd, off, ok := pinned.SharedFD(s.Data.Features)
 	if !ok {
-		return -1, errors.New("the feature table is not in shared memory (start loaderd with --table-socket, with a synthetic dataset or on the GPU path)")
+		return -1, 0, errors.New("the feature table is not in shared memory (start loaderd with --table-socket, with a synthetic dataset or on the GPU path)")
 	}
-	return fd, nil
+	return fd, off, nil
 }
 
 // ServeTable listens on path (mode 0600, or the trainer socket's mode) and
 // hands every allowed peer the feature table's fd, until ctx ends. It fails
 // at once when the table is not shareable.
 func (s *Server) ServeTable(ctx context.Context, path string) error {
-	fd, err := s.src.TableFD()
+	fd, off, err := s.src.TableFD()
 	if err != nil {
 		return err
 	}
 	d := s.src.Data
 	info := TableInfo{Dataset: d.Name, NumRows: d.Graph.NumNodes, RowBytes: d.RowBytes(), FeatureDim: d.FeatureDim,
-		FeatureDType: string(d.FeatureDType), Bytes: int64(len(d.Features)), NumClasses: d.NumClasses,
+		FeatureDType: string(d.FeatureDType), Bytes: int64(len(d.Features)), Offset: off, NumClasses: d.NumClasses,
 		DatasetBytes: s.src.DatasetBytes()}
 	line, _ := json.Marshal(info)
 	line = append(line, '\n')

@@ -55,7 +55,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&undirected, "undirected", "", "true or false: symmetrise the graph (default: the imitated dataset's)")
 		fs.IntVar(&opts.Workers, "workers", 0, "goroutines (0 = all cores)")
 		fs.StringVar(&out, "out", "", "output dataset directory (must not exist)")
-		fs.BoolVar(&overwrite, "overwrite", false, "replace an existing dataset at --out")
+		fs.BoolVar(&overwrite, "overwrite", false, "replace the dataset at --out (only a gnnloader dataset directory: anything else there is refused and left alone)")
 	})
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -116,7 +116,7 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		fs.BoolVar(&opts.Undirected, "undirected", false, "add reverse edges, drop duplicates and self loops")
 		fs.StringVar(&opts.OGBSplit, "ogb-split", "", "OGB split scheme under split/ (default: the only one)")
 		fs.IntVar(&opts.Workers, "workers", 0, "parsing goroutines (0 = all cores)")
-		fs.BoolVar(&overwrite, "overwrite", false, "replace an existing dataset at --out")
+		fs.BoolVar(&overwrite, "overwrite", false, "replace the dataset at --out (only a gnnloader dataset directory: anything else there is refused and left alone)")
 	})
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -195,6 +195,9 @@ func runVerify(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	p.Finish()
+	for _, w := range m.Warnings {
+		e.log.Warn(w)
+	}
 	var bytes int64
 	for _, f := range m.Files {
 		bytes += f.Bytes

@@ -91,6 +91,61 @@ func TestGenVerifyAndBadImport(t *testing.T) {
 	}
 }
 
+// TestVerifyChecksManifest: loaderd verify refuses a manifest edited after
+// the write, and verifies a dataset whose manifest has no checksum (written
+// by an older gnnloader) with a warning that says so.
+func TestVerifyChecksManifest(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "cora")
+	if code, _, errOut := runCmd(t, "gen", "--like", "cora", "--scale", "0.2", "--seed", "3", "--out", out); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, errOut)
+	}
+	mf := filepath.Join(out, "manifest.json")
+	orig, _ := os.ReadFile(mf)
+	os.WriteFile(mf, bytes.Replace(orig, []byte(`"directed": true`), []byte(`"directed": false`), 1), 0o644)
+	if code, _, errOut := runCmd(t, "verify", out); code != 1 || !strings.Contains(errOut, "manifest.json: checksum mismatch") {
+		t.Fatalf("verify of an edited manifest: exit %d\n%s", code, errOut)
+	}
+	os.WriteFile(mf, orig, 0o644)
+	os.Remove(filepath.Join(out, "manifest.json.xxh64"))
+	code, stdout, errOut := runCmd(t, "verify", out)
+	if code != 0 || !strings.Contains(stdout, "ok: 7 files") || !strings.Contains(errOut, "manifest.json has no checksum") {
+		t.Fatalf("verify of a dataset without a manifest checksum: exit %d\n%s%s", code, stdout, errOut)
+	}
+}
+
+// TestOverwriteOnlyReplacesADataset: gen --overwrite into a directory that
+// is not a dataset, or onto a file, fails and deletes nothing; over a
+// dataset it replaces it.
+func TestOverwriteOnlyReplacesADataset(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	os.Mkdir(home, 0o755)
+	os.WriteFile(filepath.Join(home, "thesis.tex"), []byte("years of work"), 0o644)
+	file := filepath.Join(dir, "notes.txt")
+	os.WriteFile(file, []byte("notes"), 0o644)
+	for _, out := range []string{home, file} {
+		code, _, errOut := runCmd(t, "gen", "--like", "cora", "--scale", "0.2", "--out", out, "--overwrite")
+		if code != 1 || !strings.Contains(errOut, "refusing to overwrite") {
+			t.Errorf("gen --overwrite --out %s: exit %d\n%s", out, code, errOut)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(home, "thesis.tex")); err != nil || string(b) != "years of work" {
+		t.Fatalf("the directory's file is gone or changed: %v", err)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "notes" {
+		t.Fatalf("the file is gone or changed: %v", err)
+	}
+	ds := filepath.Join(dir, "cora")
+	for _, seed := range []string{"1", "2"} {
+		if code, _, errOut := runCmd(t, "gen", "--like", "cora", "--scale", "0.2", "--seed", seed, "--out", ds, "--overwrite"); code != 0 {
+			t.Fatalf("gen --overwrite over a dataset: exit %d\n%s", code, errOut)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(ds, "manifest.json")); !bytes.Contains(b, []byte("--seed 2")) {
+		t.Fatalf("the dataset was not replaced:\n%s", b)
+	}
+}
+
 func TestParseBytes(t *testing.T) {
 	for in, want := range map[string]int64{"8GiB": 8 << 30, "512MiB": 512 << 20, "1.5GB": 1.5e9, "1024": 1024} {
 		if got, err := parseBytes(in); err != nil || got != want {

@@ -182,7 +182,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if a.tableSocket != "" {
-		if _, err := src.TableFD(); err != nil {
+		if _, _, err := src.TableFD(); err != nil {
 			return fmt.Errorf("--table-socket: %w", err)
 		}
 		go func() {
