@@ -16,11 +16,15 @@ type Region struct {
 	// batch's data is the contiguous array of Shape with Shape[CountAxis]
 	// replaced by its count, at the start of the region.
 	CountAxis int
-	// Table, when not empty, names the feature table whose rows are
-	// gathered into the region ("x": the node features); the region is then
-	// [rows, row] with rows on axis 0. An empty Table means the mode writes
-	// the region itself (Batch.WriteStructure).
+	// Table, when not empty, names the table whose rows are gathered into
+	// the region ("x": the node features, "y": the labels as int64); the
+	// region's rows are on axis 0. An empty Table means the mode writes the
+	// region itself (Batch.WriteStructure).
 	Table string
+	// IDs names the region holding the row ids of a gathered region (int64,
+	// one per row; "n_id" for x and y). The batch writes it as structure, so
+	// a slot that is filled on a GPU has the ids there before the gather.
+	IDs string
 }
 
 // Bytes is the region's capacity in bytes.
@@ -71,8 +75,12 @@ func (l *Layout) Check() error {
 			return fmt.Errorf("batch: region %q: unknown dtype %q", r.Name, r.DType)
 		case len(r.Shape) == 0 || r.CountAxis < 0 || r.CountAxis >= len(r.Shape):
 			return fmt.Errorf("batch: region %q: count axis %d of a %d-dimensional shape", r.Name, r.CountAxis, len(r.Shape))
-		case r.Table != "" && (len(r.Shape) != 2 || r.CountAxis != 0):
-			return fmt.Errorf("batch: gathered region %q must be [rows, row] counted on axis 0", r.Name)
+		case r.Table != "" && r.CountAxis != 0:
+			return fmt.Errorf("batch: gathered region %q must be counted on axis 0 (its rows)", r.Name)
+		case r.Table != "" && l.Index(r.IDs) < 0:
+			return fmt.Errorf("batch: gathered region %q takes its ids from %q, which the layout lacks", r.Name, r.IDs)
+		case r.Table != "" && (l.Regions[l.Index(r.IDs)].DType != "int64" || len(l.Regions[l.Index(r.IDs)].Shape) != 1 || l.Regions[l.Index(r.IDs)].Table != ""):
+			return fmt.Errorf("batch: the ids of gathered region %q (%q) must be a one-dimensional int64 region the batch writes", r.Name, r.IDs)
 		}
 		for i, d := range r.Shape {
 			if d < 0 || d == 0 && i != r.CountAxis {
@@ -128,7 +136,8 @@ type Batch interface {
 	Meta(m *Meta)
 	// Rows returns the table rows gathered into region r (one with a
 	// Table), in the region's row order, and their address order (the
-	// positions of ids in ascending id order), or nil.
+	// positions of ids in ascending id order), or nil when the mode was
+	// made without it.
 	Rows(r int) (ids []int64, order []int32)
 	// WriteStructure writes every region without a Table: region(r) is
 	// host memory of at least DataBytes(count) bytes for region r. It uses

@@ -23,6 +23,10 @@ type NodeOptions struct {
 	// MaxDegree bounds a node's neighbours (for -1 fanouts); 0 means the
 	// graph's own, computed by NewNode.
 	MaxDegree int64
+	// AddressOrder makes every batch carry its nodes' address order
+	// (Batch.Rows' order), for a CPU gather or a sweep planned on the CPU;
+	// a sweep planned on the GPU needs none.
+	AddressOrder bool
 }
 
 // Node is homogeneous node-level neighbour sampling, PyG NeighborLoader's
@@ -30,7 +34,7 @@ type NodeOptions struct {
 // first).
 //
 //	x           [nodes, feature_dim]  features of n_id (gathered from table "x")
-//	y           [nodes] int64         labels of n_id (-1 = unlabelled)
+//	y           [nodes] int64         labels of n_id (-1 = unlabelled; table "y")
 //	n_id        [nodes] int64         global node ids
 //	edge_index  [2, edges] int64      local ids; messages flow row 0 -> row 1
 //	e_id        [edges] int64         the graph's id of each edge (its CSR position)
@@ -50,7 +54,7 @@ var _ Mode = (*Node)(nil)
 
 // NewNode makes the node mode over d.
 func NewNode(d *datasets.Data, o NodeOptions) (*Node, error) {
-	smp, err := sampler.New(&d.Graph, sampler.Options{Fanouts: o.Fanouts, Workers: o.Workers, EdgeIDs: true})
+	smp, err := sampler.New(&d.Graph, sampler.Options{Fanouts: o.Fanouts, Workers: o.Workers, EdgeIDs: true, NoOrder: !o.AddressOrder})
 	if err != nil {
 		return nil, err
 	}
@@ -72,9 +76,9 @@ func NewNode(d *datasets.Data, o NodeOptions) (*Node, error) {
 	node := func(r Region) { m.layout.Regions, m.perEdge = append(m.layout.Regions, r), append(m.perEdge, false) }
 	edge := func(r Region) { m.layout.Regions, m.perEdge = append(m.layout.Regions, r), append(m.perEdge, true) }
 	if !o.NoFeatures {
-		node(Region{Name: "x", DType: string(d.FeatureDType), Shape: []int64{m.MaxNodes, int64(d.FeatureDim)}, Table: "x"})
+		node(Region{Name: "x", DType: string(d.FeatureDType), Shape: []int64{m.MaxNodes, int64(d.FeatureDim)}, Table: "x", IDs: "n_id"})
 	}
-	node(Region{Name: "y", DType: "int64", Shape: []int64{m.MaxNodes}})
+	node(Region{Name: "y", DType: "int64", Shape: []int64{m.MaxNodes}, Table: "y", IDs: "n_id"})
 	node(Region{Name: "n_id", DType: "int64", Shape: []int64{m.MaxNodes}})
 	edge(Region{Name: "edge_index", DType: "int64", Shape: []int64{2, m.MaxEdges}, CountAxis: 1})
 	edge(Region{Name: "e_id", DType: "int64", Shape: []int64{m.MaxEdges}})
@@ -129,17 +133,20 @@ func (b *NodeBatch) Meta(mt *Meta) {
 	mt.Lists[1] = appendU32(mt.Lists[1], b.S.NumSampledEdges)
 }
 
-// Rows implements Batch: the node features of n_id.
-func (b *NodeBatch) Rows(r int) ([]int64, []int32) { return b.S.NID, b.S.Order }
+// Rows implements Batch: x and y are rows of n_id.
+func (b *NodeBatch) Rows(r int) ([]int64, []int32) {
+	if len(b.S.Order) != len(b.S.NID) {
+		return b.S.NID, nil
+	}
+	return b.S.NID, b.S.Order
+}
 
-// WriteStructure implements Batch: labels (a random read each), n_id and
-// edge_index widened to int64, in pieces on up to workers goroutines.
+// WriteStructure implements Batch: n_id, and edge_index widened to int64 and
+// e_id, in pieces on up to workers goroutines.
 func (b *NodeBatch) WriteStructure(region func(r int) []byte, workers int) {
-	var y, nid, ei, eid []int64
+	var nid, ei, eid []int64
 	for r, reg := range b.m.layout.Regions {
 		switch reg.Name {
-		case "y":
-			y = int64s(region(r))
 		case "n_id":
 			nid = int64s(region(r))
 		case "edge_index":
@@ -148,18 +155,12 @@ func (b *NodeBatch) WriteStructure(region func(r int) []byte, workers int) {
 			eid = int64s(region(r))
 		}
 	}
-	labels := b.m.data.Labels
 	s := &b.S
 	n, e := len(s.NID), len(s.Src)
 	var p pieces
-	for lo := 0; lo < n; lo += piece {
-		hi := min(lo+piece, n)
-		p.add(func() {
-			for i, v := range s.NID[lo:hi] {
-				y[lo+i] = int64(labels[v])
-			}
-			copy(nid[lo:hi], s.NID[lo:hi])
-		})
+	for lo := 0; lo < n; lo += 4 * piece {
+		hi := min(lo+4*piece, n)
+		p.add(func() { copy(nid[lo:hi], s.NID[lo:hi]) })
 	}
 	for lo := 0; lo < e; lo += 2 * piece {
 		hi := min(lo+2*piece, e)

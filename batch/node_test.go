@@ -60,7 +60,7 @@ func TestNodeBatchWritesItsStructure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewNode(d, NodeOptions{BatchSize: 512, Fanouts: []int{15, 10, 5}, Workers: 2})
+	m, err := NewNode(d, NodeOptions{BatchSize: 512, Fanouts: []int{15, 10, 5}, Workers: 2, AddressOrder: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestNodeBatchWritesItsStructure(t *testing.T) {
 	for _, r := range l.Regions {
 		names = append(names, r.Name)
 	}
-	if !slices.Equal(names, []string{"x", "y", "n_id", "edge_index", "e_id"}) || l.Regions[0].Table != "x" {
+	if !slices.Equal(names, []string{"x", "y", "n_id", "edge_index", "e_id"}) || l.Regions[0].Table != "x" || l.Regions[1].Table != "y" {
 		t.Fatalf("regions %v", l.Regions)
 	}
 	seeds := d.Splits[datasets.SplitTrain][:512]
@@ -87,15 +87,14 @@ func TestNodeBatchWritesItsStructure(t *testing.T) {
 	if !slices.Equal(meta.Counts, []uint32{uint32(n), uint32(n), uint32(n), uint32(e), uint32(e)}) || meta.Scalars[0] != 512 {
 		t.Fatalf("meta %+v for %d nodes and %d edges", meta, n, e)
 	}
-	if ids, order := b.Rows(0); !slices.Equal(ids, s.NID) || !slices.Equal(order, s.Order) {
-		t.Fatal("rows of x are not n_id in address order")
+	for _, r := range []int{0, 1} {
+		if ids, order := b.Rows(r); !slices.Equal(ids, s.NID) || !slices.Equal(order, s.Order) || len(order) != n {
+			t.Fatalf("rows of %s are not n_id in address order", l.Regions[r].Name)
+		}
 	}
-	want := map[string][]int64{"y": make([]int64, n), "n_id": s.NID, "edge_index": make([]int64, 2*e), "e_id": s.EID}
+	want := map[string][]int64{"n_id": s.NID, "edge_index": make([]int64, 2*e), "e_id": s.EID}
 	if len(s.EID) != e {
 		t.Fatalf("%d edge ids for %d edges", len(s.EID), e)
-	}
-	for i, v := range s.NID {
-		want["y"][i] = int64(d.Labels[v])
 	}
 	for j := range e {
 		want["edge_index"][j], want["edge_index"][e+j] = int64(s.Src[j]), int64(s.Dst[j])
@@ -106,15 +105,27 @@ func TestNodeBatchWritesItsStructure(t *testing.T) {
 			got[r] = bytes.Repeat([]byte{0xAB}, int(l.Regions[r].DataBytes(int(meta.Counts[r]))))
 			return got[r]
 		}, workers)
-		if got[0] != nil {
-			t.Fatal("WriteStructure asked for the gathered region x")
+		if got[0] != nil || got[1] != nil {
+			t.Fatal("WriteStructure asked for a gathered region")
 		}
-		for r, reg := range l.Regions[1:] {
+		for r, reg := range l.Regions[2:] {
 			var w bytes.Buffer
 			binary.Write(&w, binary.LittleEndian, want[reg.Name])
-			if !bytes.Equal(got[r+1], w.Bytes()) {
+			if !bytes.Equal(got[r+2], w.Bytes()) {
 				t.Fatalf("%d workers: region %s differs", workers, reg.Name)
 			}
 		}
+	}
+	// Without the address order a batch has none to give.
+	m2, err := NewNode(d, NodeOptions{BatchSize: 512, Fanouts: []int{15, 10, 5}, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := m2.NewBatch()
+	if err := m2.Sample(seeds, 1, b2); err != nil {
+		t.Fatal(err)
+	}
+	if ids, order := b2.Rows(0); !slices.Equal(ids, s.NID) || order != nil {
+		t.Fatalf("without AddressOrder: %d ids (want %d), %d order entries", len(ids), n, len(order))
 	}
 }

@@ -19,7 +19,7 @@ var kernelFS embed.FS
 
 // Kernels are the kernel files: kernels/NAME.cu builds NAME.fatbin, stamped in
 // NAME.fatbin.sha256.
-var Kernels = []string{"gather", "ring"}
+var Kernels = []string{"gather", "ring", "plan"}
 
 // RingKernelsEnv names a fatbin file that RingImage loads in place of the
 // embedded one.
@@ -47,6 +47,26 @@ var kernelSources embed.FS
 // KernelsEnv names a fatbin file that GatherImage loads in place of the
 // embedded one (for trying freshly built kernels before committing them).
 const KernelsEnv = "GNNLOADER_KERNELS"
+
+// PlanKernelsEnv names a fatbin file that PlanImage loads in place of the
+// embedded one.
+const PlanKernelsEnv = "GNNLOADER_PLAN_KERNELS"
+
+// PlanImage is the fatbin of cudaext/kernels/plan.cu (sweeps planned on the
+// GPU), or the file named by $GNNLOADER_PLAN_KERNELS.
+func PlanImage() ([]byte, error) {
+	if p := os.Getenv(PlanKernelsEnv); p != "" {
+		return os.ReadFile(p)
+	}
+	b, err := kernelFS.ReadFile("kernels/plan.fatbin")
+	if err == nil && len(b) == 0 {
+		err = fmt.Errorf("cudaext: the embedded plan.fatbin is empty: run scripts/build-kernels.sh")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cudaext: no plan kernels (%v): build them with scripts/build-kernels.sh on a GPU machine, or set %s", err, PlanKernelsEnv)
+	}
+	return b, nil
+}
 
 // GatherImage is the fatbin of cudaext/kernels/gather.cu (sm_80, sm_90 and
 // compute_90 PTX), or the file named by $GNNLOADER_KERNELS.

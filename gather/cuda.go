@@ -20,6 +20,15 @@ type CUDAOptions struct {
 	// blocks of 256 threads.
 	MaxSMs int
 
+	// Labels is a device copy of the labels (int32 per table row) for
+	// sweeps planned on the GPU that assemble a batch's y (SweepOnDevice);
+	// 0 means none. The caller owns it.
+	Labels cudaext.DevicePtr
+	// Cache, when not nil, holds rows in device memory that sweeps planned
+	// on the GPU copy from there instead of reading them over PCIe. The
+	// caller owns it.
+	Cache *DeviceCache
+
 	// For benchmarks: force the any-size kernels, and read whole 128-byte
 	// lines there (mode 1) rather than only the chunks a row overlaps.
 	forceAny, fullLines bool
@@ -46,6 +55,9 @@ type CUDA struct {
 	areas  [stagingAreas]stagingArea
 	cur    int // the area reserve hands out next
 	closed bool
+
+	planMod *cudaext.Module // plan.fatbin, loaded at the first SweepOnDevice
+	plan    planBuffers
 }
 
 // stagingAreas is how many uploads (a batch's indices, or its labels and
@@ -367,9 +379,11 @@ func (g *CUDA) Gather(ctx context.Context, dst Dest, nid []int64, order []int32)
 	})
 }
 
-// staged is a batch's indices on the device.
+// staged is a batch's indices on the device. With nDev set, n is a
+// capacity and the kernels read the count from device memory.
 type staged struct {
 	rows, pos, first, extras cudaext.DevicePtr
+	nDev                     cudaext.DevicePtr
 	n                        int64
 }
 
@@ -416,11 +430,11 @@ func (g *CUDA) launchGather(dst Dest, ix staged) error {
 	if wide {
 		const name = "gnn_gather16"
 		return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, 0, g.stream,
-			g.dev, rb, ix.rows, ix.pos, ix.n, dst.Device, int32(shift))
+			g.dev, rb, ix.rows, ix.pos, ix.n, ix.nDev, dst.Device, int32(shift))
 	}
 	const name = "gnn_gather_any"
 	return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, g.shared(name), g.stream,
-		g.dev, rb, ix.rows, ix.pos, ix.n, dst.Device, int32(shift), g.mode())
+		g.dev, rb, ix.rows, ix.pos, ix.n, ix.nDev, dst.Device, int32(shift), g.mode())
 }
 
 // Copy is a host buffer to copy to device memory.
@@ -589,7 +603,10 @@ func (g *CUDA) Close() error {
 		for i := range g.areas {
 			errs = append(errs, g.areas[i].free(), g.areas[i].done.Destroy())
 		}
-		errs = append(errs, g.stream.Destroy(), g.mod.Unload())
+		errs = append(errs, g.plan.free(), g.stream.Destroy(), g.mod.Unload())
+		if g.planMod != nil {
+			errs = append(errs, g.planMod.Unload())
+		}
 		return errors.Join(errs...)
 	})
 }

@@ -108,7 +108,9 @@ func (sc *scratch) sample(seeds []int64, key uint64, b *Batch) error {
 		b.NumSampledNodes = append(b.NumSampledNodes, len(b.NID)-hi)
 		lo = hi
 	}
-	sc.order()
+	if !sc.s.noOrder {
+		sc.order()
+	}
 	return nil
 }
 

@@ -26,6 +26,9 @@ type Options struct {
 	// EdgeIDs makes Sample fill Batch.EID, the graph's id of every sampled
 	// edge (its position in the CSR indices).
 	EdgeIDs bool
+	// NoOrder leaves Batch.Order empty (it costs a radix sort of the batch's
+	// ids; a gather planned on the GPU sorts there).
+	NoOrder bool
 }
 
 // Sampler samples neighbourhoods of seed batches on one graph. It is safe
@@ -37,6 +40,7 @@ type Sampler struct {
 	workers   int
 	shardBits uint
 	edgeIDs   bool
+	noOrder   bool
 
 	mu   sync.Mutex
 	free []*scratch
@@ -78,7 +82,7 @@ func New(g *datasets.Graph, opts Options) (*Sampler, error) {
 	if w == 0 {
 		w = runtime.GOMAXPROCS(0)
 	}
-	s := &Sampler{g: g, fanouts: append([]int(nil), opts.Fanouts...), workers: w, edgeIDs: opts.EdgeIDs}
+	s := &Sampler{g: g, fanouts: append([]int(nil), opts.Fanouts...), workers: w, edgeIDs: opts.EdgeIDs, noOrder: opts.NoOrder}
 	// Four shards per worker (a power of two) balance the dedup phase.
 	for w > 1 && 1<<s.shardBits < min(4*w, 1<<shardHashBits) {
 		s.shardBits++
@@ -119,6 +123,7 @@ type Batch struct {
 	Src, Dst []int32
 	// Order lists the local ids by ascending global id:
 	// NID[Order[0]] < NID[Order[1]] < ... (repeated seeds by local id).
+	// Empty with Options.NoOrder.
 	Order []int32
 	// EID holds, per sampled edge (parallel to Src and Dst), the graph's id
 	// of that edge: its position in the CSR indices, which is also its row

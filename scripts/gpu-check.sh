@@ -21,7 +21,7 @@
 #            machine's cores; GPU_CHECK_STEPS=0 skips them), then any
 #            executable .gpu/steps/*.sh, in name order, with $OUT set
 # Output under $OUT (at most 8 files come back): summary.txt, check.log,
-# bench.txt, mps.txt, steps.log, kernels/{gather.fatbin,gather.fatbin.sha256,ptxas.log}.
+# bench.txt, mps.txt, steps.log, kernels.tgz (every fatbin built, its stamp and ptxas log).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -50,20 +50,27 @@ note "gpu-check $(date -u +%FT%TZ) on $(hostname)"
 # smi
 step smi bash -c 'nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem --format=csv && nvidia-smi topo -m && nvidia-smi -q | sed -n 1,60p'
 
-# kernels
+# kernels: rebuilt for every kernel file; a stale committed fatbin is
+# replaced, for this run, by the fresh one (through its environment variable),
+# and everything built comes back in one archive, $OUT/kernels.tgz.
 if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
-	if step kernels scripts/build-kernels.sh "$OUT/kernels"; then
-		fresh=$(sed -n 's/^sources //p' "$OUT/kernels/gather.fatbin.sha256")
-		committed=$(sed -n 's/^sources //p' cudaext/kernels/gather.fatbin.sha256)
-		if [ "$fresh" != "$committed" ]; then
-			note "kernels: committed fatbin is stale (sources $committed, now $fresh): tests use the fresh build; commit $OUT/kernels/gather.fatbin{,.sha256}"
-			export GNNLOADER_KERNELS=$OUT/kernels/gather.fatbin
-		else
-			note "kernels: committed stamp matches the sources"
-		fi
+	kdir=$(mktemp -d /tmp/gnnloader-kernels.XXXXXX)/kernels
+	if step kernels scripts/build-kernels.sh "$kdir"; then
+		for k in gather:GNNLOADER_KERNELS ring:GNNLOADER_RING_KERNELS plan:GNNLOADER_PLAN_KERNELS; do
+			name=${k%%:*} env=${k#*:}
+			fresh=$(sed -n 's/^sources //p' "$kdir/$name.fatbin.sha256" 2> /dev/null)
+			committed=$(sed -n 's/^sources //p' "cudaext/kernels/$name.fatbin.sha256" 2> /dev/null)
+			if [ -n "$fresh" ] && [ "$fresh" != "$committed" ]; then
+				note "kernels: committed $name.fatbin is stale (sources ${committed:-none}, now $fresh): tests use the fresh build; commit it from kernels.tgz"
+				export "$env=$kdir/$name.fatbin"
+			else
+				note "kernels: committed $name stamp matches the sources"
+			fi
+		done
+		tar -C "$(dirname "$kdir")" -czf "$OUT/kernels.tgz" kernels
 	fi
 else
-	note "kernels: no nvcc here, using the committed fatbin"
+	note "kernels: no nvcc here, using the committed fatbins"
 fi
 
 # tests

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/cudaext"
@@ -40,6 +41,11 @@ type GPUConfig struct {
 	// sweep only grows while the trainer's earlier fills still run on the
 	// GPU, so a trainer that keeps up gets its batches one at a time.
 	SweepBatches int
+	// SweepPlan is where a sweep is planned: "gpu" (the default: the GPU
+	// sorts and merges the batches' ids itself, and no CPU time goes to it)
+	// or "cpu" (the CPU sorts each batch's ids while sampling and merges
+	// them per sweep, as before; kept to compare the two).
+	SweepPlan string
 }
 
 // ProbeGPU returns the number of CUDA devices, or why none can be used (an
@@ -99,8 +105,9 @@ type gpuBackend struct {
 	opts    gather.CUDAOptions
 	cfg     GPUConfig
 	mu      sync.Mutex
-	used    map[int]int64 // slot bytes per device
-	workers int           // goroutines writing a batch's structure
+	used    map[int]int64             // slot bytes per device
+	workers int                       // goroutines writing a batch's structure
+	labels  map[int]cudaext.DevicePtr // per device, the labels (int32 a node)
 }
 
 // EnableGPU turns on the GPU path: trainers asking for device "cuda:N" get
@@ -117,7 +124,14 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 		return err
 	}
 	b := &gpuBackend{store: s.src.store, count: n, ctx: map[int]*cudaext.Context{}, used: map[int]int64{},
-		opts: gather.CUDAOptions{MaxSMs: cfg.MaxSMs}, cfg: cfg, workers: s.fillWorkers()}
+		opts: gather.CUDAOptions{MaxSMs: cfg.MaxSMs}, cfg: cfg, workers: s.fillWorkers(), labels: map[int]cudaext.DevicePtr{}}
+	switch cfg.SweepPlan {
+	case "":
+		b.cfg.SweepPlan = "gpu"
+	case "gpu", "cpu":
+	default:
+		return fmt.Errorf("serve: sweep plan %q: want gpu or cpu", cfg.SweepPlan)
+	}
 	if cfg.Devices == nil {
 		for i := 0; i < n; i++ {
 			b.allowed = append(b.allowed, i)
@@ -145,6 +159,28 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 			return fmt.Errorf("cuda:%d: %w", dev, err)
 		}
 		b.ctx[dev] = ctx
+		// The labels on the device, for the fills' y (one copy a device).
+		labels := s.src.Data.Labels
+		err = ctx.Do(func() error {
+			p, err := cudaext.MemAlloc(max(4*int64(len(labels)), 16))
+			if err != nil {
+				return err
+			}
+			b.labels[dev] = p
+			if len(labels) == 0 {
+				return nil
+			}
+			st, err := cudaext.NewStream()
+			if err != nil {
+				return err
+			}
+			defer st.Destroy()
+			return cudaext.CopyFromHost(p, unsafe.Slice((*byte)(unsafe.Pointer(&labels[0])), 4*len(labels)), st)
+		})
+		if err != nil {
+			b.close()
+			return fmt.Errorf("cuda:%d: the labels on the device: %w", dev, err)
+		}
 		// Load the kernels once now: a driver too old for them fails here.
 		g, err := gather.NewCUDA(ctx, b.store, &b.opts)
 		if err != nil {
@@ -158,12 +194,16 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 		s.log.Info("GPU ready", "device", fmt.Sprintf("cuda:%d", dev), "name", name)
 	}
 	s.newCUDARing = b.newRing
+	s.gpuPlansSweeps = b.cfg.SweepPlan == "gpu"
 	s.gpuUnavailable = ""
 	s.registerGPUMetrics(b)
 	return nil
 }
 
 func (b *gpuBackend) close() {
+	for dev, p := range b.labels {
+		b.ctx[dev].Do(func() error { return cudaext.MemFree(p) })
+	}
 	for _, c := range b.ctx {
 		c.Release()
 	}
@@ -192,7 +232,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		return nil, perrf(ipc.CodeBadRequest, "device %q is not one this daemon serves (--gpus %s)", name, b.allowedString())
 	}
 	for _, reg := range layout.Regions {
-		if reg.Table != "" && reg.Table != "x" {
+		if reg.Table != "" && reg.Table != "x" && reg.Table != "y" {
 			return nil, perrf(ipc.CodeBadRequest, "region %q gathers from table %q, which the GPU path does not hold", reg.Name, reg.Table)
 		}
 	}
@@ -219,7 +259,9 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		}
 		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
-	g, err := gather.NewCUDA(ctx, b.store, &b.opts)
+	opts := b.opts
+	opts.Labels = b.labels[dev]
+	g, err := gather.NewCUDA(ctx, b.store, &opts)
 	if err != nil {
 		ring.Close()
 		giveBack()
@@ -234,7 +276,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 	}
 	sweep = max(1, min(sweep, slots, gather.MaxSweepParts))
 	return &cudaRing{CUDARing: ring, dev: dev, g: g, tables: map[string]gather.Backend{"x": g}, layout: layout,
-		workers: b.workers, giveBack: giveBack, sweep: sweep}, nil
+		workers: b.workers, giveBack: giveBack, sweep: sweep, planOnGPU: b.cfg.SweepPlan == "gpu"}, nil
 }
 
 // cudaRing is the GPU path: slots in GPU memory, filled on the trainer's own
@@ -255,6 +297,10 @@ type cudaRing struct {
 	busy     atomic.Bool // tests: Busy reports true whatever the stream does
 	once     sync.Once
 	meta     batch.Meta
+	// planOnGPU: gathered regions are filled by sweeps planned on the GPU
+	// from the ids already copied to the slots; otherwise the CPU plans the
+	// sweep from the batches' host ids and address orders.
+	planOnGPU bool
 }
 
 func (r *cudaRing) Describe(o *ipc.Opened) []int {
@@ -284,40 +330,90 @@ func (r *cudaRing) Busy() bool {
 	return err == nil && !done
 }
 
-// Fill fills slots[j] with bs[j]: per gathered region one gather kernel, or
-// one sorted sweep over all the batches that reads each row they share once;
-// then the structure.
+// Fill fills slots[j] with bs[j]: the structure first (the batches write it
+// into pinned staging, copied from there to the slots: the ids the gathers
+// read among it), then the gathered regions, grouped by the region that
+// holds their ids: features from the pinned table and labels from the
+// device's copy, in one sweep over all the batches.
 func (r *cudaRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) error {
 	if err := r.onStream(slots, r.WaitReleased); err != nil {
 		return err
 	}
-	for k, reg := range r.layout.Regions {
-		if reg.Table == "" {
-			continue
-		}
-		parts := make([]gather.SweepPart, len(bs))
-		for j, b := range bs {
-			dst, n := r.RegionAt(slots[j], k)
-			ids, order := b.Rows(k)
-			parts[j] = gather.SweepPart{Dst: gather.Dest{Device: dst, DeviceBytes: n}, Nid: ids, Order: order}
-		}
-		t := r.tables[reg.Table]
-		if sw, ok := t.(gather.Sweeper); ok && len(parts) > 1 {
-			if _, err := sw.Sweep(ctx, parts); err != nil {
-				return err
-			}
-			continue
-		}
-		for _, p := range parts {
-			if err := t.Gather(ctx, p.Dst, p.Nid, p.Order); err != nil {
-				return err
-			}
-		}
-	}
-	if err := r.copyStructure(slots, bs); err != nil {
+	counts, err := r.copyStructure(slots, bs)
+	if err != nil {
 		return err
 	}
+	for _, grp := range r.gatherGroups() {
+		parts := make([]gather.DevicePart, len(bs))
+		for j := range bs {
+			ids, _ := r.RegionAt(slots[j], grp.ids)
+			parts[j] = gather.DevicePart{IDs: ids, N: int64(counts[j][grp.ids])}
+			if grp.y >= 0 {
+				parts[j].Y, _ = r.RegionAt(slots[j], grp.y)
+			}
+			if grp.x >= 0 && r.planOnGPU {
+				parts[j].X, parts[j].XBytes = r.RegionAt(slots[j], grp.x)
+			}
+		}
+		if grp.x >= 0 && !r.planOnGPU {
+			if err := r.sweepPlannedOnCPU(ctx, grp.x, slots, bs); err != nil {
+				return err
+			}
+		}
+		if err := r.g.SweepOnDevice(ctx, parts); err != nil {
+			return err
+		}
+	}
 	return r.onStream(slots, r.RecordReady)
+}
+
+// gatherGroup is the gathered regions sharing one ids region: features (x,
+// from the pinned table) and labels (y), either one absent (-1).
+type gatherGroup struct{ ids, x, y int }
+
+func (r *cudaRing) gatherGroups() []gatherGroup {
+	var groups []gatherGroup
+	find := func(ids int) *gatherGroup {
+		for i := range groups {
+			if groups[i].ids == ids {
+				return &groups[i]
+			}
+		}
+		groups = append(groups, gatherGroup{ids: ids, x: -1, y: -1})
+		return &groups[len(groups)-1]
+	}
+	for k, reg := range r.layout.Regions {
+		switch reg.Table {
+		case "x":
+			find(r.layout.Index(reg.IDs)).x = k
+		case "y":
+			find(r.layout.Index(reg.IDs)).y = k
+		}
+	}
+	return groups
+}
+
+// sweepPlannedOnCPU fills region k of the slots from the batches' host ids
+// and address orders: one gather kernel, or one sorted sweep over all of
+// them that reads each row they share once.
+func (r *cudaRing) sweepPlannedOnCPU(ctx context.Context, k int, slots []int, bs []batch.Batch) error {
+	parts := make([]gather.SweepPart, len(bs))
+	for j, b := range bs {
+		dst, n := r.RegionAt(slots[j], k)
+		ids, order := b.Rows(k)
+		parts[j] = gather.SweepPart{Dst: gather.Dest{Device: dst, DeviceBytes: n}, Nid: ids, Order: order}
+	}
+	t := r.tables[r.layout.Regions[k].Table]
+	if sw, ok := t.(gather.Sweeper); ok && len(parts) > 1 {
+		_, err := sw.Sweep(ctx, parts)
+		return err
+	}
+	for _, p := range parts {
+		if err := t.Gather(ctx, p.Dst, p.Nid, p.Order); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // onStream calls op for each slot on the gather stream, in the ring's context.
@@ -334,17 +430,19 @@ func (r *cudaRing) onStream(slots []int, op func(slot int, s *cudaext.Stream) er
 
 // copyStructure enqueues the copies of the batches' structure regions into
 // their slots: each batch writes them straight into pinned staging, then
-// they are copied from there to the slots.
-func (r *cudaRing) copyStructure(slots []int, bs []batch.Batch) error {
+// they are copied from there to the slots. It returns each batch's counts.
+func (r *cudaRing) copyStructure(slots []int, bs []batch.Batch) ([][]uint32, error) {
 	var structure []int // the regions the batches write
 	for k, reg := range r.layout.Regions {
 		if reg.Table == "" {
 			structure = append(structure, k)
 		}
 	}
+	counts := make([][]uint32, len(bs))
 	fills := make([]gather.Fill, 0, len(structure)*len(bs))
 	for j, b := range bs {
 		b.Meta(&r.meta)
+		counts[j] = append([]uint32(nil), r.meta.Counts...)
 		for _, k := range structure {
 			dst, _ := r.RegionAt(slots[j], k)
 			fills = append(fills, gather.Fill{Dst: dst, Bytes: r.layout.Regions[k].DataBytes(int(r.meta.Counts[k]))})
@@ -354,7 +452,7 @@ func (r *cudaRing) copyStructure(slots []int, bs []batch.Batch) error {
 	for i, k := range structure {
 		at[k] = i
 	}
-	return r.g.CopyInWith(fills, func(host [][]byte) error {
+	return counts, r.g.CopyInWith(fills, func(host [][]byte) error {
 		for j, b := range bs {
 			mine := host[j*len(structure) : (j+1)*len(structure)]
 			b.WriteStructure(func(k int) []byte { return mine[at[k]] }, r.workers)

@@ -103,7 +103,8 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 		return perrf(ipc.CodeBadRequest, "resume at batch %d of epoch %d, but an epoch has %d batches", req.startBatch, req.startEpoch, plan.NumBatches())
 	}
 	mode, err := batch.NewNode(src.Data, batch.NodeOptions{BatchSize: req.epochs.BatchSize, Fanouts: req.fanouts,
-		Workers: cfg.SamplerThreads, NoFeatures: req.noFeatures, MaxDegree: src.MaxDegree})
+		Workers: cfg.SamplerThreads, NoFeatures: req.noFeatures, MaxDegree: src.MaxDegree,
+		AddressOrder: req.device < 0 || !ss.srv.gpuPlansSweeps})
 	if errors.Is(err, batch.ErrTooLarge) {
 		return perrf(ipc.CodeLimit, "%v", err)
 	}

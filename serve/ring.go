@@ -62,9 +62,13 @@ func (s *Server) newRing(req *request, layout *batch.Layout, sl pingpong.Layout)
 	return &shmRing{ShmRing: r, layout: layout, tables: s.cpuTables(), workers: s.fillWorkers()}, nil
 }
 
-// cpuTables are the feature tables a CPU fill gathers from, by name.
+// cpuTables are the tables a CPU fill gathers from, by name: the node
+// features and the labels.
 func (s *Server) cpuTables() map[string]gather.Backend {
-	return map[string]gather.Backend{"x": gather.NewCPUBackend(s.src.Table, s.cfg.SamplerThreads)}
+	return map[string]gather.Backend{
+		"x": gather.NewCPUBackend(s.src.Table, s.cfg.SamplerThreads),
+		"y": gather.Labels{Of: s.src.Data.Labels},
+	}
 }
 
 // fillWorkers is the goroutines one fill may use to write a batch's

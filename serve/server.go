@@ -136,6 +136,7 @@ type Server struct {
 	// backend, and gpuUnavailable then says why.
 	newCUDARing    func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error)
 	gpuUnavailable string
+	gpuPlansSweeps bool // GPU fills plan their sweeps on the GPU (no address order needed)
 }
 
 // Stats are the server's counters (atomic; read with Stats()).

@@ -69,11 +69,14 @@ __device__ __forceinline__ void store_chunks(const uint4 (&v)[UNROLL], uint8_t *
 }
 
 // gnn_gather16: for k < n, dst row (pos ? pos[k] : k) = table row rows[k].
-// With rows sorted ascending (and pos the permutation), reads go in address order.
+// With rows sorted ascending (and pos the permutation), reads go in address
+// order. When n_dev is not null the count is *n_dev (written by earlier work
+// on the stream, e.g. plan.cu's gnn_scan_blocks) and n is its capacity.
 extern "C" __global__ void __launch_bounds__(1024)
 gnn_gather16(const uint8_t *__restrict__ table, int64_t row_bytes,
              const uint32_t *__restrict__ rows, const int32_t *__restrict__ pos, int64_t n,
-             uint8_t *__restrict__ dst, int gshift) {
+             const uint32_t *__restrict__ n_dev, uint8_t *__restrict__ dst, int gshift) {
+	if (n_dev && (int64_t)*n_dev < n) n = *n_dev;
 	const int G = 1 << gshift;
 	const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	const int lane = (int)(tid & (G - 1));
@@ -187,7 +190,8 @@ __device__ __forceinline__ void copy_row_any(const uint8_t *__restrict__ table, 
 extern "C" __global__ void __launch_bounds__(1024)
 gnn_gather_any(const uint8_t *__restrict__ table, int64_t row_bytes,
                const uint32_t *__restrict__ rows, const int32_t *__restrict__ pos, int64_t n,
-               uint8_t *__restrict__ dst, int wshift, int mode) {
+               const uint32_t *__restrict__ n_dev, uint8_t *__restrict__ dst, int wshift, int mode) {
+	if (n_dev && (int64_t)*n_dev < n) n = *n_dev;
 	extern __shared__ __align__(16) uint8_t sbuf[];
 	const int warp = threadIdx.x / GNN_WARP, lane = threadIdx.x % GNN_WARP;
 	const int64_t nwarps = (int64_t)gridDim.x * (blockDim.x / GNN_WARP);

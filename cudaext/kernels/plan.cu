@@ -1,0 +1,223 @@
+// gnnloader sweep-planning kernels: the GPU plans a sweep over several
+// batches itself, from the batches' node ids already in their slots, so the
+// CPU neither sorts nor merges them. Built by scripts/build-kernels.sh into
+// plan.fatbin; gather/plan.go launches them, in this order, on the trainer's
+// fill stream:
+//
+//   gnn_mark        set bit id of a bitmap over the table's rows for every id
+//                   of every batch (rows held in a device cache are skipped)
+//   gnn_word_counts per block of 1024 bitmap words, the number of set bits
+//   gnn_scan_blocks exclusive prefix of the block counts (one block), and the
+//                   number of distinct rows
+//   gnn_compact     the distinct rows in ascending order (rows[]), and per
+//                   bitmap word the rank of its first set bit (word_base[]):
+//                   rank(id) = word_base[id>>5] + popc(word & below(id))
+//   (gather.cu's gnn_gather16 / gnn_gather_any then read rows[] from pinned
+//   host memory, in address order, into a dense device staging table)
+//   gnn_assemble    per id of a batch, its row from the staging table (or the
+//                   cache) into the batch's x, and its label into y
+//   gnn_unmark      clear the bitmap words the sweep set
+//
+// Every kernel is a grid-stride loop; counts a kernel cannot know from its
+// launch (how many distinct rows) are read from device memory.
+#include <stdint.h>
+
+#define MAX_PARTS 8
+#define WORDS_PER_BLOCK 1024 // bitmap words one block of gnn_word_counts / gnn_compact covers
+#define SCAN_THREADS 1024
+
+// The batches of a sweep: per part, its ids (int64, device) and how many.
+struct Parts {
+	uint64_t ids[MAX_PARTS];
+	int64_t n[MAX_PARTS];
+};
+
+// Where assembled rows go: per part, the batch's x and y (0 = none).
+struct Outs {
+	uint64_t x[MAX_PARTS];
+	uint64_t y[MAX_PARTS];
+};
+
+__device__ __forceinline__ uint32_t below_mask(uint32_t bit) { return bit ? (0xffffffffu >> (32 - bit)) : 0u; }
+
+// gnn_mark: bitmap bit of every id of part `part` (cached rows skipped).
+extern "C" __global__ void __launch_bounds__(1024)
+gnn_mark(Parts parts, int part, uint32_t *__restrict__ bitmap, const int32_t *__restrict__ cache_slot) {
+	const int64_t *ids = reinterpret_cast<const int64_t *>(parts.ids[part]);
+	const int64_t n = parts.n[part];
+	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+		const int64_t id = ids[i];
+		if (cache_slot && cache_slot[id] >= 0) continue;
+		const uint32_t bit = 1u << (id & 31);
+		uint32_t *w = bitmap + (id >> 5);
+		if (!(*w & bit)) atomicOr(w, bit);
+	}
+}
+
+// gnn_unmark: clears the words of every id of part `part`.
+extern "C" __global__ void __launch_bounds__(1024)
+gnn_unmark(Parts parts, int part, uint32_t *__restrict__ bitmap) {
+	const int64_t *ids = reinterpret_cast<const int64_t *>(parts.ids[part]);
+	const int64_t n = parts.n[part];
+	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) bitmap[ids[i] >> 5] = 0;
+}
+
+// block_scan returns the exclusive prefix of v over the block (blockDim.x a
+// multiple of 32, at most 1024) and sets *total to the block's sum. tmp holds
+// 32 words of shared memory. Every thread of the block must call it.
+__device__ __forceinline__ uint32_t block_scan(uint32_t v, uint32_t *tmp, uint32_t *total) {
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+	uint32_t x = v; // inclusive scan within the warp
+#pragma unroll
+	for (int d = 1; d < 32; d <<= 1) {
+		uint32_t y = __shfl_up_sync(0xffffffffu, x, d);
+		if (lane >= d) x += y;
+	}
+	if (lane == 31) tmp[warp] = x;
+	__syncthreads();
+	if (warp == 0) {
+		uint32_t s = lane < warps ? tmp[lane] : 0;
+#pragma unroll
+		for (int d = 1; d < 32; d <<= 1) {
+			uint32_t y = __shfl_up_sync(0xffffffffu, s, d);
+			if (lane >= d) s += y;
+		}
+		tmp[lane] = s; // inclusive prefix of the warp sums
+	}
+	__syncthreads();
+	const uint32_t before = warp ? tmp[warp - 1] : 0;
+	*total = tmp[warps - 1];
+	__syncthreads(); // tmp may be reused by the caller's next scan
+	return before + x - v;
+}
+
+// gnn_word_counts: block b counts the set bits of words
+// [b*WORDS_PER_BLOCK, (b+1)*WORDS_PER_BLOCK) into block_sums[b]. Launched
+// with blockDim.x = WORDS_PER_BLOCK / 4 (each thread four words) and one
+// block per WORDS_PER_BLOCK words (no grid stride).
+extern "C" __global__ void __launch_bounds__(256)
+gnn_word_counts(const uint32_t *__restrict__ bitmap, int64_t words, uint32_t *__restrict__ block_sums) {
+	__shared__ uint32_t tmp[32];
+	const int64_t w0 = (int64_t)blockIdx.x * WORDS_PER_BLOCK + (int64_t)threadIdx.x * 4;
+	uint32_t c = 0;
+#pragma unroll
+	for (int k = 0; k < 4; k++)
+		if (w0 + k < words) c += __popc(bitmap[w0 + k]);
+	uint32_t total;
+	block_scan(c, tmp, &total);
+	if (threadIdx.x == 0) block_sums[blockIdx.x] = total;
+}
+
+// gnn_scan_blocks: one block of SCAN_THREADS threads turns block_sums[0, nb)
+// into their exclusive prefix, in place, and writes the sum to *unique.
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
+gnn_scan_blocks(uint32_t *__restrict__ block_sums, int64_t nb, uint32_t *__restrict__ unique) {
+	__shared__ uint32_t tmp[32];
+	const int64_t per = (nb + SCAN_THREADS - 1) / SCAN_THREADS;
+	const int64_t lo = (int64_t)threadIdx.x * per, hi = lo + per < nb ? lo + per : nb;
+	uint32_t mine = 0;
+	for (int64_t i = lo; i < hi; i++) mine += block_sums[i];
+	uint32_t total;
+	uint32_t run = block_scan(mine, tmp, &total);
+	for (int64_t i = lo; i < hi; i++) {
+		const uint32_t v = block_sums[i];
+		block_sums[i] = run;
+		run += v;
+	}
+	if (threadIdx.x == 0) *unique = total;
+}
+
+// gnn_compact: block b (same shape as gnn_word_counts) writes, for its words,
+// word_base[w] (the rank of the word's first set bit) and the row ids of the
+// set bits to rows[rank], in ascending order.
+extern "C" __global__ void __launch_bounds__(256)
+gnn_compact(const uint32_t *__restrict__ bitmap, int64_t words, const uint32_t *__restrict__ block_base,
+            uint32_t *__restrict__ word_base, uint32_t *__restrict__ rows) {
+	__shared__ uint32_t tmp[32];
+	const int64_t w0 = (int64_t)blockIdx.x * WORDS_PER_BLOCK + (int64_t)threadIdx.x * 4;
+	uint32_t v[4], c = 0;
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		v[k] = w0 + k < words ? bitmap[w0 + k] : 0u;
+		c += __popc(v[k]);
+	}
+	uint32_t total;
+	uint32_t r = block_base[blockIdx.x] + block_scan(c, tmp, &total);
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		if (w0 + k >= words) break;
+		word_base[w0 + k] = r;
+		uint32_t bits = v[k];
+		while (bits) {
+			const int b = __ffs(bits) - 1;
+			rows[r++] = (uint32_t)((w0 + k) * 32 + b);
+			bits &= bits - 1;
+		}
+	}
+}
+
+// copy_row moves row_bytes from src to dst with the widest loads both allow,
+// G lanes (lane = this thread's place among them) sharing the row.
+__device__ __forceinline__ void copy_row(uint8_t *__restrict__ dst, const uint8_t *__restrict__ src, int64_t row_bytes,
+                                         int lane, int G) {
+	if (((row_bytes | (int64_t)src | (int64_t)dst) & 15) == 0) {
+		for (int64_t c = (int64_t)lane * 16; c < row_bytes; c += (int64_t)G * 16)
+			*reinterpret_cast<uint4 *>(dst + c) = *reinterpret_cast<const uint4 *>(src + c);
+	} else if (((row_bytes | (int64_t)src | (int64_t)dst) & 7) == 0) {
+		for (int64_t c = (int64_t)lane * 8; c < row_bytes; c += (int64_t)G * 8)
+			*reinterpret_cast<uint64_t *>(dst + c) = *reinterpret_cast<const uint64_t *>(src + c);
+	} else if (((row_bytes | (int64_t)src | (int64_t)dst) & 3) == 0) {
+		for (int64_t c = (int64_t)lane * 4; c < row_bytes; c += (int64_t)G * 4)
+			*reinterpret_cast<uint32_t *>(dst + c) = *reinterpret_cast<const uint32_t *>(src + c);
+	} else if (((row_bytes | (int64_t)src | (int64_t)dst) & 1) == 0) {
+		for (int64_t c = (int64_t)lane * 2; c < row_bytes; c += (int64_t)G * 2)
+			*reinterpret_cast<uint16_t *>(dst + c) = *reinterpret_cast<const uint16_t *>(src + c);
+	} else {
+		for (int64_t c = lane; c < row_bytes; c += G) dst[c] = src[c];
+	}
+}
+
+// gnn_assemble: for every id of part `part` (position p), x[p] = its row from
+// the staging table (rank(id)) or from the cache (cache_slot[id] >= 0), and
+// y[p] = labels[id] widened to int64 (when the part has a y and labels is not
+// null). G = 1 << gshift lanes move one row.
+extern "C" __global__ void __launch_bounds__(1024)
+gnn_assemble(Parts parts, int part, Outs outs, const uint32_t *__restrict__ bitmap,
+             const uint32_t *__restrict__ word_base, const uint8_t *__restrict__ staging,
+             const int32_t *__restrict__ cache_slot, const uint8_t *__restrict__ cache, int64_t row_bytes,
+             const int32_t *__restrict__ labels, int gshift) {
+	const int G = 1 << gshift;
+	const int64_t *ids = reinterpret_cast<const int64_t *>(parts.ids[part]);
+	const int64_t n = parts.n[part];
+	uint8_t *x = reinterpret_cast<uint8_t *>(outs.x[part]);
+	int64_t *y = reinterpret_cast<int64_t *>(outs.y[part]);
+	const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	const int lane = (int)(tid & (G - 1));
+	const int64_t ngroups = ((int64_t)gridDim.x * blockDim.x) >> gshift;
+	for (int64_t p = tid >> gshift; p < n; p += ngroups) {
+		const int64_t id = ids[p];
+		if (x) {
+			const int32_t s = cache_slot ? cache_slot[id] : -1;
+			const uint8_t *src;
+			if (s >= 0) {
+				src = cache + (int64_t)s * row_bytes;
+			} else {
+				const uint32_t w = bitmap[id >> 5];
+				const uint32_t r = word_base[id >> 5] + __popc(w & below_mask((uint32_t)(id & 31)));
+				src = staging + (int64_t)r * row_bytes;
+			}
+			copy_row(x + p * row_bytes, src, row_bytes, lane, G);
+		}
+		if (y && labels && lane == 0) y[p] = (int64_t)labels[id];
+	}
+}
+
+// gnn_labels: y[p] = labels[ids[p]] for one batch (the labels of a batch
+// whose features are not assembled here).
+extern "C" __global__ void __launch_bounds__(1024)
+gnn_labels(const int64_t *__restrict__ ids, int64_t n, const int32_t *__restrict__ labels, int64_t *__restrict__ y) {
+	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) y[i] = (int64_t)labels[ids[i]];
+}

@@ -1,0 +1,238 @@
+package gather
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+
+	"github.com/gnnloader/gnnloader/cudaext"
+)
+
+// Sweeps planned on the GPU (cudaext/kernels/plan.cu). The batches' row ids
+// are already in device memory (their slots' n_id, copied there with the
+// rest of their structure), so the CPU neither sorts nor merges them: the GPU
+// marks them in a bitmap over the table's rows, compacts the bitmap into the
+// distinct rows in ascending order (with each row's rank), reads those rows
+// once from the pinned table in address order into a dense staging table in
+// device memory, and assembles every batch's rows from there. Rows held in a
+// device cache (CUDAOptions.Cache) are not read over PCIe at all: the
+// assembly copies them from the cache.
+
+// DevicePart is one batch of a sweep planned on the GPU.
+type DevicePart struct {
+	IDs cudaext.DevicePtr // its row ids, int64, in device memory
+	N   int64             // how many
+	// X receives row IDs[i] at X + i*RowBytes (0: none), within XBytes.
+	X      cudaext.DevicePtr
+	XBytes int64
+	// Y receives the label of IDs[i] as int64 at Y + 8*i (0: none; needs
+	// CUDAOptions.Labels).
+	Y cudaext.DevicePtr
+}
+
+// MaxDeviceParts is the most batches one SweepOnDevice takes.
+const MaxDeviceParts = 8
+
+// planKernels are plan.fatbin's entry points.
+var planKernels = []string{"gnn_mark", "gnn_unmark", "gnn_word_counts", "gnn_scan_blocks", "gnn_compact", "gnn_assemble", "gnn_labels"}
+
+const (
+	wordsPerBlock = 1024 // plan.cu WORDS_PER_BLOCK
+	scanThreads   = 1024 // plan.cu SCAN_THREADS
+)
+
+// planBuffers are a backend's device memory for planned sweeps, grown to the
+// largest sweep seen.
+type planBuffers struct {
+	bitmap, wordBase, blockSums, unique cudaext.DevicePtr
+	rows, staging                       cudaext.DevicePtr
+	words, blocks                       int64
+	capRows                             int64 // rows and staging hold this many rows
+}
+
+func (b *planBuffers) free() error {
+	var errs []error
+	for _, p := range []*cudaext.DevicePtr{&b.bitmap, &b.wordBase, &b.blockSums, &b.unique, &b.rows, &b.staging} {
+		if *p != 0 {
+			errs = append(errs, cudaext.MemFree(*p))
+			*p = 0
+		}
+	}
+	b.capRows = 0
+	return errors.Join(errs...)
+}
+
+// loadPlan loads plan.fatbin's kernels. Context current.
+func (g *CUDA) loadPlan() error {
+	img, err := cudaext.PlanImage()
+	if err != nil {
+		return err
+	}
+	if g.planMod, err = cudaext.LoadModule(img); err != nil {
+		return err
+	}
+	for _, name := range planKernels {
+		f, err := g.planMod.Function(name)
+		if err != nil {
+			return err
+		}
+		g.fn[name] = f
+	}
+	return nil
+}
+
+// ensurePlan makes the plan buffers hold a sweep of rows ids. Growing waits
+// for the stream (earlier sweeps may still use the old buffers). Context
+// current, g.mu held.
+func (g *CUDA) ensurePlan(rows int64) error {
+	b := &g.plan
+	if b.bitmap == 0 {
+		b.words = (g.tab.NumRows + 31) / 32
+		b.blocks = (b.words + wordsPerBlock - 1) / wordsPerBlock
+		var err error
+		for _, a := range []struct {
+			p *cudaext.DevicePtr
+			n int64
+		}{{&b.bitmap, 4 * b.words}, {&b.wordBase, 4 * b.words}, {&b.blockSums, 4 * b.blocks}, {&b.unique, 16}} {
+			if *a.p, err = cudaext.MemAlloc(max(a.n, 16)); err != nil {
+				b.free()
+				return fmt.Errorf("gather: sweep planning memory: %w", err)
+			}
+		}
+		if err := cudaext.MemsetD32Async(b.bitmap, 0, b.words, g.stream); err != nil {
+			return err
+		}
+	}
+	rows = min(rows, g.tab.NumRows)
+	if rows <= b.capRows {
+		return nil
+	}
+	if err := g.stream.Synchronize(); err != nil {
+		return err
+	}
+	for _, p := range []*cudaext.DevicePtr{&b.rows, &b.staging} {
+		if *p != 0 {
+			cudaext.MemFree(*p)
+			*p = 0
+		}
+	}
+	b.capRows = 0
+	var err error
+	if b.rows, err = cudaext.MemAlloc(4 * rows); err == nil {
+		b.staging, err = cudaext.MemAlloc(max(rows*int64(g.tab.RowBytes), 16))
+	}
+	if err != nil {
+		return fmt.Errorf("gather: a staging table of %d rows for sweeps planned on the GPU: %w", rows, err)
+	}
+	b.capRows = rows
+	return nil
+}
+
+// SweepOnDevice enqueues a sweep over parts planned on the GPU (see the
+// comment at the top of this file): every part's rows, read once each from
+// the pinned table in address order (or from the cache), land in its X, and
+// its labels in its Y. The parts' ids must be valid row ids and in device
+// memory before the sweep (earlier work on the stream may write them).
+func (g *CUDA) SweepOnDevice(ctx context.Context, parts []DevicePart) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(parts) == 0 || len(parts) > MaxDeviceParts {
+		return fmt.Errorf("gather: a sweep of %d parts (1 to %d)", len(parts), MaxDeviceParts)
+	}
+	rb := int64(g.tab.RowBytes)
+	var total int64
+	for j, p := range parts {
+		if p.N < 0 || p.N > 0 && p.IDs == 0 {
+			return fmt.Errorf("gather: part %d: %d ids at %#x", j, p.N, p.IDs)
+		}
+		if p.X != 0 && p.XBytes != 0 && p.XBytes < p.N*rb {
+			return fmt.Errorf("gather: part %d: destination holds %d bytes, want %d rows x %d bytes", j, p.XBytes, p.N, rb)
+		}
+		if p.Y != 0 && g.opts.Labels == 0 {
+			return fmt.Errorf("gather: part %d asks for labels, and the backend has none (CUDAOptions.Labels)", j)
+		}
+		total += p.N
+	}
+	if total == 0 {
+		return nil
+	}
+	return g.do(func() error {
+		if g.planMod == nil {
+			if err := g.loadPlan(); err != nil {
+				return err
+			}
+		}
+		if err := g.ensurePlan(total); err != nil {
+			return err
+		}
+		return g.launchPlanned(parts)
+	})
+}
+
+// launchPlanned enqueues the planned sweep's kernels. Context current, g.mu
+// held, buffers large enough.
+func (g *CUDA) launchPlanned(parts []DevicePart) error {
+	b := &g.plan
+	rb := int64(g.tab.RowBytes)
+	var ps, outs [16]uint64 // plan.cu Parts and Outs
+	needRows := false
+	for j, p := range parts {
+		ps[j], ps[8+j] = uint64(p.IDs), uint64(p.N)
+		outs[j], outs[8+j] = uint64(p.X), uint64(p.Y)
+		needRows = needRows || p.X != 0
+	}
+	cache := g.opts.Cache
+	var slot, rowsOf cudaext.DevicePtr
+	if cache != nil {
+		slot, rowsOf = cache.Slot, cache.Rows
+	}
+	wide := cudaext.Dim3{X: 256}
+	flat := func(n int64) cudaext.Dim3 { return cudaext.Dim3{X: uint32(max(1, min((n+255)/256, int64(8*g.sms))))} }
+	if needRows {
+		for j, p := range parts {
+			if err := g.fn["gnn_mark"].Launch(flat(p.N), wide, 0, g.stream, ps, int32(j), b.bitmap, slot); err != nil {
+				return err
+			}
+		}
+		nb := cudaext.Dim3{X: uint32(b.blocks)}
+		if err := g.fn["gnn_word_counts"].Launch(nb, wide, 0, g.stream, b.bitmap, b.words, b.blockSums); err != nil {
+			return err
+		}
+		if err := g.fn["gnn_scan_blocks"].Launch(cudaext.Dim3{X: 1}, cudaext.Dim3{X: scanThreads}, 0, g.stream, b.blockSums, b.blocks, b.unique); err != nil {
+			return err
+		}
+		if err := g.fn["gnn_compact"].Launch(nb, wide, 0, g.stream, b.bitmap, b.words, b.blockSums, b.wordBase, b.rows); err != nil {
+			return err
+		}
+		if err := g.launchGather(Dest{Device: b.staging}, staged{rows: b.rows, n: b.capRows, nDev: b.unique}); err != nil {
+			return err
+		}
+	}
+	// One group of G lanes a row (G a power of two, at most a warp, no more
+	// than the row's 16-byte chunks).
+	gshift := min(5, bits.Len64(uint64(max((rb+15)/16, 1))-1))
+	for j, p := range parts {
+		grid := cudaext.Dim3{X: uint32(max(1, min((p.N<<gshift+255)/256, int64(8*g.sms))))}
+		if err := g.fn["gnn_assemble"].Launch(grid, wide, 0, g.stream, ps, int32(j), outs, b.bitmap, b.wordBase, b.staging,
+			slot, rowsOf, rb, g.opts.Labels, int32(gshift)); err != nil {
+			return err
+		}
+	}
+	if needRows {
+		for j, p := range parts {
+			if err := g.fn["gnn_unmark"].Launch(flat(p.N), wide, 0, g.stream, ps, int32(j), b.bitmap); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DeviceCache is a part of the table held in device memory: Slot[id] is the
+// row of Rows holding table row id, or -1 (int32 per table row).
+type DeviceCache struct {
+	Slot cudaext.DevicePtr
+	Rows cudaext.DevicePtr
+}

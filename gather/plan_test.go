@@ -1,0 +1,167 @@
+package gather
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/cudaext/cudatest"
+	"github.com/gnnloader/gnnloader/pinned"
+)
+
+// deviceBytes copies host bytes to a new device allocation, freed with the
+// test.
+func deviceBytes(t *testing.T, g *CUDA, b []byte) cudaext.DevicePtr {
+	t.Helper()
+	p, err := cudaext.MemAlloc(int64(max(len(b), 16)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.ctx.Do(func() error { return cudaext.MemFree(p) }) })
+	if len(b) > 0 {
+		if err := cudaext.CopyFromHost(p, b, g.Stream()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+func int64Bytes(v []int64) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 8*len(v))
+}
+
+// TestSweepOnDeviceMatchesCPU: sweeps planned on the GPU, over batches that
+// overlap (and repeat ids within a batch), with every row size the kernels
+// distinguish, and with a device cache holding some rows whose bytes differ
+// from the table's (so the test sees which copy each id came from): every
+// destination must hold exactly the rows, or cache rows, and labels the CPU
+// says.
+func TestSweepOnDeviceMatchesCPU(t *testing.T) {
+	c := cudatest.Context(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, tc := range []struct {
+		dt  dtype
+		dim int
+	}{{dtypes[0], 128}, {dtypes[0], 100}, {dtypes[1], 127}, {dtypes[2], 64}, {dtypes[0], 1}} {
+		for _, cached := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s_x%d_cache%v", tc.dt.name, tc.dim, cached), func(t *testing.T) {
+				const rows = 100_003
+				rb := tc.dt.size * tc.dim
+				table := randomTable(t, tc.dt, tc.dim, rows, r)
+				st, err := pinned.Load(table, rb, rows, &pinned.Options{Context: c})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer st.Close()
+				labels := make([]int32, rows)
+				for i := range labels {
+					labels[i] = int32(r.IntN(50)) - 1
+				}
+				var g *CUDA
+				err = c.Do(func() error {
+					g, err = NewCUDA(c, st, nil)
+					if err != nil {
+						return err
+					}
+					g.opts.Labels = deviceBytes(t, g, unsafe.Slice((*byte)(unsafe.Pointer(&labels[0])), 4*rows))
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer g.Close()
+				// The cache: every 7th row, held at slot i/7, with its bytes
+				// inverted.
+				slotOf := make([]int32, rows)
+				var cacheRows []byte
+				for i := range slotOf {
+					slotOf[i] = -1
+					if cached && i%7 == 0 {
+						slotOf[i] = int32(len(cacheRows) / rb)
+						for _, x := range table[i*rb : (i+1)*rb] {
+							cacheRows = append(cacheRows, ^x)
+						}
+					}
+				}
+				if cached {
+					c.Do(func() error {
+						g.opts.Cache = &DeviceCache{Slot: deviceBytes(t, g, unsafe.Slice((*byte)(unsafe.Pointer(&slotOf[0])), 4*rows)),
+							Rows: deviceBytes(t, g, cacheRows)}
+						return nil
+					})
+				}
+				for round, sizes := range [][]int{{30_000, 20_000, 1}, {0, 5000}, {900, 10, 1, 3000, 77, 640, 2, 45_000}} {
+					checkSweepOnDevice(t, c, g, table, labels, slotOf, cacheRows, rb, sizes, r, round)
+				}
+			})
+		}
+	}
+}
+
+func checkSweepOnDevice(t *testing.T, c *cudaext.Context, g *CUDA, table []byte, labels, slotOf []int32, cacheRows []byte,
+	rb int, sizes []int, r *rand.Rand, round int) {
+	t.Helper()
+	rows := int64(len(labels))
+	var ids [][]int64
+	for _, n := range sizes {
+		nid := randomBatch(r, n, rows, false) // repeats allowed
+		if n > 100 && len(ids) > 0 {
+			copy(nid[n/2:], ids[0][:min(len(ids[0]), n/4)]) // overlap with the first batch
+		}
+		ids = append(ids, nid)
+	}
+	err := c.Do(func() error {
+		parts := make([]DevicePart, len(ids))
+		xs := make([]cudaext.DevicePtr, len(ids))
+		ys := make([]cudaext.DevicePtr, len(ids))
+		for j, nid := range ids {
+			n := int64(len(nid))
+			xs[j] = deviceBytes(t, g, bytes.Repeat([]byte{poison}, int((n+1)*int64(rb))))
+			ys[j] = deviceBytes(t, g, bytes.Repeat([]byte{poison}, int(8*(n+1))))
+			parts[j] = DevicePart{IDs: deviceBytes(t, g, int64Bytes(nid)), N: n, X: xs[j], XBytes: (n + 1) * int64(rb), Y: ys[j]}
+		}
+		if err := g.SweepOnDevice(context.Background(), parts); err != nil {
+			return err
+		}
+		for j, nid := range ids {
+			n := len(nid)
+			gotX := make([]byte, (n+1)*rb)
+			gotY := make([]byte, 8*(n+1))
+			if err := cudaext.CopyToHost(gotX, xs[j], g.Stream()); err != nil {
+				return err
+			}
+			if err := cudaext.CopyToHost(gotY, ys[j], g.Stream()); err != nil {
+				return err
+			}
+			for i, id := range nid {
+				want := table[id*int64(rb) : (id+1)*int64(rb)]
+				if s := slotOf[id]; s >= 0 {
+					want = cacheRows[int(s)*rb : (int(s)+1)*rb]
+				}
+				if !bytes.Equal(gotX[i*rb:(i+1)*rb], want) {
+					t.Fatalf("round %d part %d position %d (row %d, cache slot %d): row differs", round, j, i, id, slotOf[id])
+				}
+				if y := int64(binary.LittleEndian.Uint64(gotY[8*i:])); y != int64(labels[id]) {
+					t.Fatalf("round %d part %d position %d: label %d, want %d", round, j, i, y, labels[id])
+				}
+			}
+			for _, b := range gotX[n*rb:] {
+				if b != poison {
+					t.Fatalf("round %d part %d: written past its %d rows", round, j, n)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
