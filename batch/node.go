@@ -27,6 +27,9 @@ type NodeOptions struct {
 	// (Batch.Rows' order), for a CPU gather or a sweep planned on the CPU;
 	// a sweep planned on the GPU needs none.
 	AddressOrder bool
+	// DeviceSampling makes the batches DeviceBatches: sampled on a GPU
+	// (sampler.GPU) when their slots are filled, not by Sample.
+	DeviceSampling bool
 }
 
 // Node is homogeneous node-level neighbour sampling, PyG NeighborLoader's
@@ -44,6 +47,9 @@ type NodeOptions struct {
 type Node struct {
 	data     *datasets.Data
 	smp      *sampler.Sampler
+	fanouts  []int
+	batch    int  // most seeds a batch
+	device   bool // batches are sampled on a GPU (DeviceBatch)
 	layout   Layout
 	perEdge  []bool // per region: counted in edges (else in nodes)
 	MaxNodes int64  // capacity of a batch in nodes
@@ -68,7 +74,7 @@ func NewNode(d *datasets.Data, o NodeOptions) (*Node, error) {
 			deg = max(deg, g.Degree(v))
 		}
 	}
-	m := &Node{data: d, smp: smp}
+	m := &Node{data: d, smp: smp, fanouts: append([]int(nil), o.Fanouts...), batch: o.BatchSize, device: o.DeviceSampling}
 	m.MaxNodes, m.MaxEdges = Capacity(o.BatchSize, o.Fanouts, deg, g.NumNodes, g.NumEdges())
 	if m.MaxNodes > 1<<31-1 || m.MaxEdges > 1<<31-1 {
 		return nil, fmt.Errorf("%w: batches of up to %d nodes and %d edges; lower the batch size or fanouts", ErrTooLarge, m.MaxNodes, m.MaxEdges)
@@ -101,23 +107,56 @@ func (m *Node) Layout() *Layout { return &m.layout }
 func (m *Node) NewBatch() Batch { return &NodeBatch{m: m} }
 
 // BatchBytes implements Mode: per node its id and address-order position,
-// per edge its two local ids and its id.
-func (m *Node) BatchBytes() int64 { return 12*m.MaxNodes + 16*m.MaxEdges }
-
-// Sample implements Mode.
-func (m *Node) Sample(seeds []int64, key uint64, b Batch) error {
-	return m.smp.Sample(seeds, key, &b.(*NodeBatch).S)
+// per edge its two local ids and its id (only the seeds for batches sampled
+// on a GPU).
+func (m *Node) BatchBytes() int64 {
+	if m.device {
+		return 8*int64(m.batch) + 8*int64(2*len(m.fanouts)+4)
+	}
+	return 12*m.MaxNodes + 16*m.MaxEdges
 }
+
+// Sample implements Mode. With DeviceSampling it only records the seeds and
+// the key (see DeviceBatch).
+func (m *Node) Sample(seeds []int64, key uint64, b Batch) error {
+	nb := b.(*NodeBatch)
+	if m.device {
+		n := m.data.Graph.NumNodes
+		for i, v := range seeds {
+			if v < 0 || v >= n {
+				return fmt.Errorf("sampler: seed %d (position %d) out of range [0, %d)", v, i, n)
+			}
+		}
+		nb.seeds, nb.key, nb.wait = append(nb.seeds[:0], seeds...), key, nil
+		return nil
+	}
+	return m.smp.Sample(seeds, key, &nb.S)
+}
+
+// Device reports whether the mode's batches are sampled on a GPU.
+func (m *Node) Device() bool { return m.device }
 
 // NodeBatch is a batch of the Node mode.
 type NodeBatch struct {
 	m *Node
-	// S is the sampled neighbourhood.
+	// S is the sampled neighbourhood (empty for a batch sampled on a GPU).
 	S sampler.Batch
+
+	// A batch sampled on a GPU (DeviceBatch): what to sample, and what
+	// the GPU reported.
+	seeds  []int64
+	key    uint64
+	counts []int64
+	wait   func() error
+	err    error
 }
 
 // Meta implements Batch.
 func (b *NodeBatch) Meta(mt *Meta) {
+	if b.m.device {
+		b.deviceMeta(mt)
+		return
+	}
 	n, e := uint32(len(b.S.NID)), uint32(len(b.S.Src))
 	mt.Counts = mt.Counts[:0]
 	for _, perEdge := range b.m.perEdge {
@@ -144,6 +183,9 @@ func (b *NodeBatch) Rows(r int) ([]int64, []int32) {
 // WriteStructure implements Batch: n_id, and edge_index widened to int64 and
 // e_id, in pieces on up to workers goroutines.
 func (b *NodeBatch) WriteStructure(region func(r int) []byte, workers int) {
+	if b.m.device {
+		return // written on the GPU
+	}
 	var nid, ei, eid []int64
 	for r, reg := range b.m.layout.Regions {
 		switch reg.Name {

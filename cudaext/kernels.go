@@ -19,7 +19,7 @@ var kernelFS embed.FS
 
 // Kernels are the kernel files: kernels/NAME.cu builds NAME.fatbin, stamped in
 // NAME.fatbin.sha256.
-var Kernels = []string{"gather", "ring", "plan"}
+var Kernels = []string{"gather", "ring", "plan", "sample"}
 
 // RingKernelsEnv names a fatbin file that RingImage loads in place of the
 // embedded one.
@@ -64,6 +64,26 @@ func PlanImage() ([]byte, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cudaext: no plan kernels (%v): build them with scripts/build-kernels.sh on a GPU machine, or set %s", err, PlanKernelsEnv)
+	}
+	return b, nil
+}
+
+// SampleKernelsEnv names a fatbin file that SampleImage loads in place of
+// the embedded one.
+const SampleKernelsEnv = "GNNLOADER_SAMPLE_KERNELS"
+
+// SampleImage is the fatbin of cudaext/kernels/sample.cu (neighbour
+// sampling on the GPU), or the file named by $GNNLOADER_SAMPLE_KERNELS.
+func SampleImage() ([]byte, error) {
+	if p := os.Getenv(SampleKernelsEnv); p != "" {
+		return os.ReadFile(p)
+	}
+	b, err := kernelFS.ReadFile("kernels/sample.fatbin")
+	if err == nil && len(b) == 0 {
+		err = fmt.Errorf("cudaext: the embedded sample.fatbin is empty: run scripts/build-kernels.sh")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cudaext: no sampling kernels (%v): build them with scripts/build-kernels.sh on a GPU machine, or set %s", err, SampleKernelsEnv)
 	}
 	return b, nil
 }

@@ -22,7 +22,11 @@ import (
 // DevicePart is one batch of a sweep planned on the GPU.
 type DevicePart struct {
 	IDs cudaext.DevicePtr // its row ids, int64, in device memory
-	N   int64             // how many
+	N   int64             // how many (at most, with NDev)
+	// NDev, when not 0, is where the number of ids is in device memory
+	// (int64, written by earlier work on the stream: a batch sampled on the
+	// GPU); N is then its bound.
+	NDev cudaext.DevicePtr
 	// X receives row IDs[i] at X + i*RowBytes (0: none), within XBytes.
 	X      cudaext.DevicePtr
 	XBytes int64
@@ -176,11 +180,8 @@ func (g *CUDA) SweepOnDevice(ctx context.Context, parts []DevicePart) error {
 func (g *CUDA) launchPlanned(parts []DevicePart) error {
 	b := &g.plan
 	rb := int64(g.tab.RowBytes)
-	var ps, outs [16]uint64 // plan.cu Parts and Outs
 	needRows := false
-	for j, p := range parts {
-		ps[j], ps[8+j] = uint64(p.IDs), uint64(p.N)
-		outs[j], outs[8+j] = uint64(p.X), uint64(p.Y)
+	for _, p := range parts {
 		needRows = needRows || p.X != 0
 	}
 	cache := g.opts.Cache
@@ -191,8 +192,8 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 	wide := cudaext.Dim3{X: 256}
 	flat := func(n int64) cudaext.Dim3 { return cudaext.Dim3{X: uint32(max(1, min((n+255)/256, int64(8*g.sms))))} }
 	if needRows {
-		for j, p := range parts {
-			if err := g.fn["gnn_mark"].Launch(flat(p.N), wide, 0, g.stream, ps, int32(j), b.bitmap, slot); err != nil {
+		for _, p := range parts {
+			if err := g.fn["gnn_mark"].Launch(flat(p.N), wide, 0, g.stream, p.IDs, p.N, p.NDev, b.bitmap, slot); err != nil {
 				return err
 			}
 		}
@@ -213,16 +214,16 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 	// One group of G lanes a row (G a power of two, at most a warp, no more
 	// than the row's 16-byte chunks).
 	gshift := min(5, bits.Len64(uint64(max((rb+15)/16, 1))-1))
-	for j, p := range parts {
+	for _, p := range parts {
 		grid := cudaext.Dim3{X: uint32(max(1, min((p.N<<gshift+255)/256, int64(8*g.sms))))}
-		if err := g.fn["gnn_assemble"].Launch(grid, wide, 0, g.stream, ps, int32(j), outs, b.bitmap, b.wordBase, b.staging,
+		if err := g.fn["gnn_assemble"].Launch(grid, wide, 0, g.stream, p.IDs, p.N, p.NDev, p.X, p.Y, b.bitmap, b.wordBase, b.staging,
 			slot, rowsOf, rb, g.opts.Labels, int32(gshift)); err != nil {
 			return err
 		}
 	}
 	if needRows {
-		for j, p := range parts {
-			if err := g.fn["gnn_unmark"].Launch(flat(p.N), wide, 0, g.stream, ps, int32(j), b.bitmap); err != nil {
+		for _, p := range parts {
+			if err := g.fn["gnn_unmark"].Launch(flat(p.N), wide, 0, g.stream, p.IDs, p.N, p.NDev, b.bitmap); err != nil {
 				return err
 			}
 		}

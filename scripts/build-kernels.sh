@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Rebuilds cudaext/kernels/NAME.fatbin from NAME.cu with nvcc for each kernel
-# file (gather, ring, plan; run it on a machine with the CUDA toolkit, e.g. the GPU
+# file (gather, ring, plan, sample; run it on a machine with the CUDA toolkit, e.g. the GPU
 # machine) and writes the stamps NAME.fatbin.sha256 that CI checks (cudaext
 # TestKernelStamp). A kernel's sources hash is sha256 over `sha256sum` of the
 # files NAME.cu *.cuh nvcc.flags in cudaext/kernels, in C-locale name order.
@@ -14,7 +14,7 @@ NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 # shellcheck disable=SC2046
 read -r -a flags < nvcc.flags
 names=("${@:2}")
-[ ${#names[@]} -gt 0 ] || names=(gather ring plan)
+[ ${#names[@]} -gt 0 ] || names=(gather ring plan sample)
 shopt -s nullglob
 stamp() { # stamp NAME: writes NAME.fatbin.sha256
 	local name=$1 src bin ver files

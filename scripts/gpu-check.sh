@@ -56,7 +56,7 @@ step smi bash -c 'nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,me
 if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
 	kdir=$(mktemp -d /tmp/gnnloader-kernels.XXXXXX)/kernels
 	if step kernels scripts/build-kernels.sh "$kdir"; then
-		for k in gather:GNNLOADER_KERNELS ring:GNNLOADER_RING_KERNELS plan:GNNLOADER_PLAN_KERNELS; do
+		for k in gather:GNNLOADER_KERNELS ring:GNNLOADER_RING_KERNELS plan:GNNLOADER_PLAN_KERNELS sample:GNNLOADER_SAMPLE_KERNELS; do
 			name=${k%%:*} env=${k#*:}
 			fresh=$(sed -n 's/^sources //p' "$kdir/$name.fatbin.sha256" 2> /dev/null)
 			committed=$(sed -n 's/^sources //p' "cudaext/kernels/$name.fatbin.sha256" 2> /dev/null)

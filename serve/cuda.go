@@ -18,6 +18,7 @@ import (
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/pingpong"
 	"github.com/gnnloader/gnnloader/pinned"
+	"github.com/gnnloader/gnnloader/sampler"
 )
 
 // GPUConfig is the daemon's GPU backend configuration (cmd/loaderd: --gpus,
@@ -41,6 +42,11 @@ type GPUConfig struct {
 	// sweep only grows while the trainer's earlier fills still run on the
 	// GPU, so a trainer that keeps up gets its batches one at a time.
 	SweepBatches int
+	// Sampling is where trainers on a GPU are sampled: "auto" (the default:
+	// on the GPU when the graph's CSR takes at most a third of its free
+	// memory beyond Reserve, else on the CPU), "gpu" (always; an error at
+	// start when the CSR does not fit) or "cpu".
+	Sampling string
 	// SweepPlan is where a sweep is planned: "gpu" (the default: the GPU
 	// sorts and merges the batches' ids itself, and no CPU time goes to it)
 	// or "cpu" (the CPU sorts each batch's ids while sampling and merges
@@ -105,9 +111,11 @@ type gpuBackend struct {
 	opts    gather.CUDAOptions
 	cfg     GPUConfig
 	mu      sync.Mutex
-	used    map[int]int64             // slot bytes per device
-	workers int                       // goroutines writing a batch's structure
-	labels  map[int]cudaext.DevicePtr // per device, the labels (int32 a node)
+	used    map[int]int64                // slot bytes per device
+	workers int                          // goroutines writing a batch's structure
+	labels  map[int]cudaext.DevicePtr    // per device, the labels (int32 a node)
+	graphs  map[int]*sampler.DeviceGraph // per device sampling on the GPU, its CSR
+	maxDeg  int64
 }
 
 // EnableGPU turns on the GPU path: trainers asking for device "cuda:N" get
@@ -125,12 +133,26 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 	}
 	b := &gpuBackend{store: s.src.store, count: n, ctx: map[int]*cudaext.Context{}, used: map[int]int64{},
 		opts: gather.CUDAOptions{MaxSMs: cfg.MaxSMs}, cfg: cfg, workers: s.fillWorkers(), labels: map[int]cudaext.DevicePtr{}}
+	b.graphs, b.maxDeg = map[int]*sampler.DeviceGraph{}, s.src.MaxDegree
 	switch cfg.SweepPlan {
 	case "":
 		b.cfg.SweepPlan = "gpu"
 	case "gpu", "cpu":
 	default:
 		return fmt.Errorf("serve: sweep plan %q: want gpu or cpu", cfg.SweepPlan)
+	}
+	switch cfg.Sampling {
+	case "":
+		b.cfg.Sampling = "auto"
+	case "auto", "gpu", "cpu":
+	default:
+		return fmt.Errorf("serve: sampling %q: want auto, gpu or cpu", cfg.Sampling)
+	}
+	if b.cfg.Sampling != "cpu" && b.cfg.SweepPlan != "gpu" {
+		if cfg.Sampling == "gpu" {
+			return errors.New("serve: sampling on the GPU needs sweeps planned there (--sweep-plan gpu)")
+		}
+		b.cfg.Sampling = "cpu"
 	}
 	if cfg.Devices == nil {
 		for i := 0; i < n; i++ {
@@ -181,6 +203,10 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 			b.close()
 			return fmt.Errorf("cuda:%d: the labels on the device: %w", dev, err)
 		}
+		if err := b.loadGraph(dev, ctx, s.src); err != nil {
+			b.close()
+			return err
+		}
 		// Load the kernels once now: a driver too old for them fails here.
 		g, err := gather.NewCUDA(ctx, b.store, &b.opts)
 		if err != nil {
@@ -195,6 +221,7 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 	}
 	s.newCUDARing = b.newRing
 	s.gpuPlansSweeps = b.cfg.SweepPlan == "gpu"
+	s.gpuSampling = b.samplesOn
 	s.gpuUnavailable = ""
 	s.registerGPUMetrics(b)
 	return nil
@@ -203,6 +230,9 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 func (b *gpuBackend) close() {
 	for dev, p := range b.labels {
 		b.ctx[dev].Do(func() error { return cudaext.MemFree(p) })
+	}
+	for dev, g := range b.graphs {
+		b.ctx[dev].Do(g.Close)
 	}
 	for _, c := range b.ctx {
 		c.Release()
@@ -270,13 +300,38 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		}
 		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
+	var sampling *deviceSampling
+	if req.onDevice {
+		err := ctx.Do(func() (err error) { sampling, err = b.newDeviceSampling(ctx, dev, req, b.maxDeg); return err })
+		if err == nil {
+			b.mu.Lock()
+			b.used[dev] += sampling.bytes()
+			b.mu.Unlock()
+			giveSlots := giveBack
+			giveBack = func() {
+				giveSlots()
+				b.mu.Lock()
+				b.used[dev] -= sampling.bytes()
+				b.mu.Unlock()
+			}
+		}
+		if err != nil {
+			g.Close()
+			ring.Close()
+			giveBack()
+			if errors.Is(err, cudaext.ErrOutOfMemory) {
+				return nil, perrf(ipc.CodeBusy, "%s: sampling on the GPU: %v", name, err)
+			}
+			return nil, perrf(ipc.CodeInternal, "%s: sampling on the GPU: %v", name, err)
+		}
+	}
 	sweep := b.cfg.SweepBatches
 	if sweep <= 0 {
 		sweep = slots / 2
 	}
 	sweep = max(1, min(sweep, slots, gather.MaxSweepParts))
 	return &cudaRing{CUDARing: ring, dev: dev, g: g, tables: map[string]gather.Backend{"x": g}, layout: layout,
-		workers: b.workers, giveBack: giveBack, sweep: sweep, planOnGPU: b.cfg.SweepPlan == "gpu"}, nil
+		workers: b.workers, giveBack: giveBack, sweep: sweep, planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}, nil
 }
 
 // cudaRing is the GPU path: slots in GPU memory, filled on the trainer's own
@@ -301,6 +356,9 @@ type cudaRing struct {
 	// from the ids already copied to the slots; otherwise the CPU plans the
 	// sweep from the batches' host ids and address orders.
 	planOnGPU bool
+	// sampling, when not nil: the batches are sampled on the GPU
+	// (cudasample.go).
+	sampling *deviceSampling
 }
 
 func (r *cudaRing) Describe(o *ipc.Opened) []int {
@@ -336,6 +394,9 @@ func (r *cudaRing) Busy() bool {
 // holds their ids: features from the pinned table and labels from the
 // device's copy, in one sweep over all the batches.
 func (r *cudaRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) error {
+	if r.sampling != nil {
+		return r.fillSampled(ctx, slots, bs)
+	}
 	if err := r.onStream(slots, r.WaitReleased); err != nil {
 		return err
 	}
@@ -465,6 +526,9 @@ func (r *cudaRing) Close() error {
 	var err error
 	r.once.Do(func() {
 		err = errors.Join(r.g.Close(), r.CUDARing.Close())
+		if r.sampling != nil {
+			r.Context().Do(func() error { r.sampling.close(); return nil })
+		}
 		r.giveBack()
 	})
 	return err

@@ -97,6 +97,23 @@ func TestCUDASweepsMatchCPU(t *testing.T) {
 	t.Logf("%d batches identical on both paths, %d of them filled in sweeps", n, swept)
 }
 
+// TestCUDAWaysMatchCPU: every way of filling GPU slots gives the CPU path's
+// batches byte for byte: sampled on the GPU (sweeps planned there), sampled
+// on the CPU with sweeps planned on the GPU, and both on the CPU.
+func TestCUDAWaysMatchCPU(t *testing.T) {
+	cudatest.Devices(t)
+	for _, g := range []GPUConfig{
+		{Sampling: "gpu", SweepPlan: "gpu", SweepBatches: 3},
+		{Sampling: "cpu", SweepPlan: "gpu", SweepBatches: 3},
+		{Sampling: "cpu", SweepPlan: "cpu", SweepBatches: 3},
+	} {
+		t.Run(g.Sampling+"_sampling_"+g.SweepPlan+"_plan", func(t *testing.T) {
+			srv, n := compareWithCPU(t, "synthetic:cora:0.5:3", 6, g, true)
+			t.Logf("%d batches identical on both paths, %d filled in sweeps", n, srv.Stats().SweptBatches.Load())
+		})
+	}
+}
+
 // compareWithCPU serves spec and runs two epochs for a CPU trainer and a
 // cuda:0 trainer with the given slots, comparing every batch; busy makes the
 // GPU ring report its stream busy, so fills grow into sweeps.

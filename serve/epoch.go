@@ -193,6 +193,9 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 	for j, b := range bs {
 		srv.metrics.gather.Observe(seconds(took) / float64(m))
 		b.Meta(&p.meta)
+		if db, ok := b.(batch.DeviceBatch); ok && db.Err() != nil {
+			return fmt.Errorf("sampling batch %d of epoch %d on the GPU: %w", i+j, p.epoch, db.Err())
+		}
 		srv.metrics.gatherBytes.Add(float64(gatheredBytes(ss.mode.Layout(), &p.meta)))
 		ready := batchReady(slots[j], p.epoch, i+j, &p.meta)
 		p.pool <- b

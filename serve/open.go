@@ -24,6 +24,7 @@ type request struct {
 	device     int // -1: the CPU path; else the CUDA device ordinal
 	slots      int
 	noFeatures bool // FeatureDType "none": batches without x
+	onDevice   bool // sampled on its GPU (sampler.GPU), not by the CPU
 	startEpoch uint32
 	startBatch int // first batch of startEpoch (a reconnecting trainer resumes)
 }
@@ -102,9 +103,10 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	if req.startBatch > plan.NumBatches() {
 		return perrf(ipc.CodeBadRequest, "resume at batch %d of epoch %d, but an epoch has %d batches", req.startBatch, req.startEpoch, plan.NumBatches())
 	}
+	req.onDevice = req.device >= 0 && ss.srv.gpuSamples(req.device)
 	mode, err := batch.NewNode(src.Data, batch.NodeOptions{BatchSize: req.epochs.BatchSize, Fanouts: req.fanouts,
 		Workers: cfg.SamplerThreads, NoFeatures: req.noFeatures, MaxDegree: src.MaxDegree,
-		AddressOrder: req.device < 0 || !ss.srv.gpuPlansSweeps})
+		AddressOrder: req.device < 0 || !ss.srv.gpuPlansSweeps, DeviceSampling: req.onDevice})
 	if errors.Is(err, batch.ErrTooLarge) {
 		return perrf(ipc.CodeLimit, "%v", err)
 	}

@@ -136,7 +136,8 @@ type Server struct {
 	// backend, and gpuUnavailable then says why.
 	newCUDARing    func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error)
 	gpuUnavailable string
-	gpuPlansSweeps bool // GPU fills plan their sweeps on the GPU (no address order needed)
+	gpuPlansSweeps bool               // GPU fills plan their sweeps on the GPU (no address order needed)
+	gpuSampling    func(dev int) bool // trainers on GPU dev are sampled there (nil: none)
 }
 
 // Stats are the server's counters (atomic; read with Stats()).
@@ -433,6 +434,9 @@ func (s *Server) BudgetUsed() int64 {
 	defer s.mu.Unlock()
 	return s.budgetUsed
 }
+
+// gpuSamples reports whether trainers on GPU dev are sampled there.
+func (s *Server) gpuSamples(dev int) bool { return s.gpuSampling != nil && s.gpuSampling(dev) }
 
 func perrf(code ipc.Code, format string, args ...any) error {
 	return &ipc.ProtocolError{Code: code, Msg: fmt.Sprintf(format, args...)}

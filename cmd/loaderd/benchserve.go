@@ -46,6 +46,7 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&gpu.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass covers (0 = half the slots)")
 		fs.IntVar(&gpu.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
 		fs.StringVar(&gpu.SweepPlan, "sweep-plan", "gpu", "where GPU fills plan their sweeps: gpu or cpu")
+		fs.StringVar(&gpu.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto, gpu or cpu")
 		fs.IntVar(&maxBatches, "batches", 0, "stop each trainer after this many batches (0 = whole epochs)")
 		fs.BoolVar(&budget, "budget", true, "profile the daemon while the trainers consume and print the CPU time per batch of each stage")
 	})

@@ -75,6 +75,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&a.gpus, "gpus", "", "comma-separated GPU ordinals trainers may ask for (empty = every GPU)")
 		fs.IntVar(&a.gpuCfg.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
 		fs.IntVar(&a.gpuCfg.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass may cover while the GPU is busy (a sorted sweep reads a row they share once; 0 = half the trainer's slots, at most 8; 1 = one batch a pass)")
+		fs.StringVar(&a.gpuCfg.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto (on the GPU when the graph's CSR takes at most a third of its free memory), gpu or cpu")
 		fs.StringVar(&a.gpuCfg.SweepPlan, "sweep-plan", "gpu", "where a GPU fill plans its sweep over the batches' ids: gpu (the GPU sorts and merges them) or cpu (the CPU does, as before)")
 		fs.StringVar(&a.gpuReserve, "gpu-reserve", "1GiB", "GPU memory slots never take, left to the trainers")
 		fs.StringVar(&a.gpuSlotMemory, "gpu-slot-memory", "0", "most memory for slots on one GPU (0 = its free memory less --gpu-reserve)")

@@ -5,7 +5,7 @@
 // fill stream:
 //
 //   gnn_mark        set bit id of a bitmap over the table's rows for every id
-//                   of every batch (rows held in a device cache are skipped)
+//                   of a batch (rows held in a device cache are skipped)
 //   gnn_word_counts per block of 1024 bitmap words, the number of set bits
 //   gnn_scan_blocks exclusive prefix of the block counts (one block), and the
 //                   number of distinct rows
@@ -22,29 +22,20 @@
 // launch (how many distinct rows) are read from device memory.
 #include <stdint.h>
 
-#define MAX_PARTS 8
 #define WORDS_PER_BLOCK 1024 // bitmap words one block of gnn_word_counts / gnn_compact covers
 #define SCAN_THREADS 1024
 
-// The batches of a sweep: per part, its ids (int64, device) and how many.
-struct Parts {
-	uint64_t ids[MAX_PARTS];
-	int64_t n[MAX_PARTS];
-};
-
-// Where assembled rows go: per part, the batch's x and y (0 = none).
-struct Outs {
-	uint64_t x[MAX_PARTS];
-	uint64_t y[MAX_PARTS];
-};
+// count returns a part's number of ids: *n_dev when given (a batch sampled
+// on the GPU: its node count, written by earlier work on the stream), else n.
+__device__ __forceinline__ int64_t count(int64_t n, const int64_t *n_dev) { return n_dev ? *n_dev : n; }
 
 __device__ __forceinline__ uint32_t below_mask(uint32_t bit) { return bit ? (0xffffffffu >> (32 - bit)) : 0u; }
 
-// gnn_mark: bitmap bit of every id of part `part` (cached rows skipped).
+// gnn_mark: bitmap bit of every id of one batch (cached rows skipped).
 extern "C" __global__ void __launch_bounds__(1024)
-gnn_mark(Parts parts, int part, uint32_t *__restrict__ bitmap, const int32_t *__restrict__ cache_slot) {
-	const int64_t *ids = reinterpret_cast<const int64_t *>(parts.ids[part]);
-	const int64_t n = parts.n[part];
+gnn_mark(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restrict__ n_dev, uint32_t *__restrict__ bitmap,
+         const int32_t *__restrict__ cache_slot) {
+	n = count(n, n_dev);
 	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
 		const int64_t id = ids[i];
@@ -55,11 +46,10 @@ gnn_mark(Parts parts, int part, uint32_t *__restrict__ bitmap, const int32_t *__
 	}
 }
 
-// gnn_unmark: clears the words of every id of part `part`.
+// gnn_unmark: clears the words of every id of one batch.
 extern "C" __global__ void __launch_bounds__(1024)
-gnn_unmark(Parts parts, int part, uint32_t *__restrict__ bitmap) {
-	const int64_t *ids = reinterpret_cast<const int64_t *>(parts.ids[part]);
-	const int64_t n = parts.n[part];
+gnn_unmark(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restrict__ n_dev, uint32_t *__restrict__ bitmap) {
+	n = count(n, n_dev);
 	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) bitmap[ids[i] >> 5] = 0;
 }
@@ -179,20 +169,17 @@ __device__ __forceinline__ void copy_row(uint8_t *__restrict__ dst, const uint8_
 	}
 }
 
-// gnn_assemble: for every id of part `part` (position p), x[p] = its row from
+// gnn_assemble: for every id of one batch (position p), x[p] = its row from
 // the staging table (rank(id)) or from the cache (cache_slot[id] >= 0), and
-// y[p] = labels[id] widened to int64 (when the part has a y and labels is not
-// null). G = 1 << gshift lanes move one row.
+// y[p] = labels[id] widened to int64 (when y and labels are not null; x may
+// be null too). G = 1 << gshift lanes move one row.
 extern "C" __global__ void __launch_bounds__(1024)
-gnn_assemble(Parts parts, int part, Outs outs, const uint32_t *__restrict__ bitmap,
-             const uint32_t *__restrict__ word_base, const uint8_t *__restrict__ staging,
-             const int32_t *__restrict__ cache_slot, const uint8_t *__restrict__ cache, int64_t row_bytes,
-             const int32_t *__restrict__ labels, int gshift) {
+gnn_assemble(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restrict__ n_dev, uint8_t *__restrict__ x,
+             int64_t *__restrict__ y, const uint32_t *__restrict__ bitmap, const uint32_t *__restrict__ word_base,
+             const uint8_t *__restrict__ staging, const int32_t *__restrict__ cache_slot,
+             const uint8_t *__restrict__ cache, int64_t row_bytes, const int32_t *__restrict__ labels, int gshift) {
+	n = count(n, n_dev);
 	const int G = 1 << gshift;
-	const int64_t *ids = reinterpret_cast<const int64_t *>(parts.ids[part]);
-	const int64_t n = parts.n[part];
-	uint8_t *x = reinterpret_cast<uint8_t *>(outs.x[part]);
-	int64_t *y = reinterpret_cast<int64_t *>(outs.y[part]);
 	const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	const int lane = (int)(tid & (G - 1));
 	const int64_t ngroups = ((int64_t)gridDim.x * blockDim.x) >> gshift;

@@ -1,0 +1,348 @@
+// gnnloader neighbour sampling on the GPU, from a CSR held in device memory.
+// Built by scripts/build-kernels.sh into sample.fatbin; sampler/gpu.go
+// launches the kernels. The result is the CPU sampler's (package sampler),
+// byte for byte: the same RNG (SplitMix64 streams seeded per (batch key, hop,
+// frontier position)), Floyd's algorithm for a fanout below the degree, the
+// same edge order (by frontier node, then in drawing order) and the same
+// local ids (seeds first, then each hop's new nodes in the order of their
+// first appearance in that hop's edges).
+//
+// One batch, on one stream:
+//   gnn_seeds        n_id = seeds; firstpos[v] = min position of v
+//   gnn_seed_ids     localid[v] = firstpos[v] for the seeds, firstpos reset
+//   per hop h:
+//     gnn_degrees    cnt[p] = min(degree, fanout) of frontier node p
+//     scan           off = exclusive prefix of cnt (gnn_scan_block,
+//                    gnn_scan_carry, gnn_scan_add), the hop's edge count
+//     gnn_draw       the edges: neighbour id, edge id, target (local id)
+//     gnn_first      firstpos[v] = min edge position, for v not yet numbered
+//     gnn_flag_first flag[e] = edge e is v's first appearance
+//     scan           new local ids of the flagged edges, the hop's new nodes
+//     gnn_assign     localid[v], n_id of the new nodes
+//     gnn_resolve    source local id of every edge of the hop
+//   gnn_pack         edge_index's targets row after its sources
+//   gnn_reset        localid and firstpos back to -1 / max for every n_id
+// Counts (nodes and edges per hop) live in a small device array, `counts`:
+//   counts[0] = nodes so far, counts[1] = edges so far,
+//   counts[2 + h] = nodes added at hop h (h = 0: the seeds),
+//   counts[2 + H + 1 + h] = edges of hop h + 1, for H hops,
+//   counts[2 + 2H + 1] = the last scan's total (scratch).
+// Kernels read their sizes from there, so one batch needs no host sync.
+#include <stdint.h>
+
+#define GOLDEN 0x9E3779B97F4A7C15ull
+#define SCAN_BLOCK 1024 // elements a block of the scans covers (256 threads x 4)
+#define NOT_SEEN 0x7fffffff
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+// node_seed is sampler.nodeSeed: Go evaluates hop<<40 ^ pos + golden left
+// to right, ((hop<<40) ^ pos) + golden.
+__device__ __forceinline__ uint64_t node_seed(uint64_t key, int hop, int64_t pos) {
+	return mix64(key ^ mix64((((uint64_t)hop << 40) ^ (uint64_t)pos) + GOLDEN));
+}
+
+struct Rng {
+	uint64_t s;
+	__device__ __forceinline__ uint64_t next() {
+		s += GOLDEN;
+		return mix64(s);
+	}
+	// below is sampler.rng.below: Lemire's multiply-and-reject.
+	__device__ __forceinline__ uint64_t below(uint64_t n) {
+		uint64_t x = next();
+		uint64_t hi = __umul64hi(x, n), lo = x * n;
+		if (lo < n) {
+			const uint64_t t = (0 - n) % n;
+			while (lo < t) {
+				x = next();
+				hi = __umul64hi(x, n);
+				lo = x * n;
+			}
+		}
+		return hi;
+	}
+};
+
+#define GRID_STRIDE(i, n) \
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+// gnn_seeds: n_id[i] = seeds[i]; firstpos[seed] = its first position.
+extern "C" __global__ void __launch_bounds__(256)
+gnn_seeds(const int64_t *__restrict__ seeds, int64_t n, int64_t *__restrict__ nid, int32_t *__restrict__ firstpos) {
+	GRID_STRIDE(i, n) {
+		const int64_t v = seeds[i];
+		nid[i] = v;
+		atomicMin(&firstpos[v], (int32_t)i);
+	}
+}
+
+// gnn_seed_ids: localid[seed] = its first position; firstpos reset. Sets the
+// counts of the seeds.
+extern "C" __global__ void __launch_bounds__(256)
+gnn_seed_ids(const int64_t *__restrict__ seeds, int64_t n, int32_t *__restrict__ localid,
+             int32_t *__restrict__ firstpos, int64_t *__restrict__ counts) {
+	GRID_STRIDE(i, n) {
+		const int64_t v = seeds[i];
+		const int32_t f = firstpos[v];
+		if (f == (int32_t)i) localid[v] = f;
+	}
+	if (blockIdx.x == 0 && threadIdx.x == 0) {
+		counts[0] = n; // nodes so far
+		counts[1] = 0; // edges so far
+		counts[2] = n; // hop 0: the seeds
+	}
+}
+
+// gnn_clear_firsts: firstpos back to NOT_SEEN for the seeds (after
+// gnn_seed_ids has read them).
+extern "C" __global__ void __launch_bounds__(256)
+gnn_clear_firsts(const int64_t *__restrict__ seeds, int64_t n, int32_t *__restrict__ firstpos) {
+	GRID_STRIDE(i, n) firstpos[seeds[i]] = NOT_SEEN;
+}
+
+// gnn_degrees: for frontier node p (n_id[lo + p], lo and the frontier size
+// from counts), cnt[p] = the edges it samples.
+extern "C" __global__ void __launch_bounds__(256)
+gnn_degrees(const int64_t *__restrict__ indptr, const int64_t *__restrict__ nid, const int64_t *__restrict__ counts,
+            int hop, int fanout, int32_t *__restrict__ cnt) {
+	const int64_t size = counts[2 + hop - 1]; // the frontier: the nodes added at the hop before
+	const int64_t lo = counts[0] - size;
+	GRID_STRIDE(p, size) {
+		const int64_t v = nid[lo + p];
+		int64_t d = indptr[v + 1] - indptr[v];
+		if (fanout >= 0 && d > fanout) d = fanout;
+		cnt[p] = (int32_t)d;
+	}
+}
+
+// block_scan: exclusive prefix of v over the block (blockDim.x a multiple of
+// 32), *total the block's sum. tmp: 32 words of shared memory.
+__device__ __forceinline__ int64_t block_scan(int64_t v, int64_t *tmp, int64_t *total) {
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+	int64_t x = v;
+#pragma unroll
+	for (int d = 1; d < 32; d <<= 1) {
+		int64_t y = __shfl_up_sync(0xffffffffu, x, d);
+		if (lane >= d) x += y;
+	}
+	if (lane == 31) tmp[warp] = x;
+	__syncthreads();
+	if (warp == 0) {
+		int64_t s = lane < warps ? tmp[lane] : 0;
+#pragma unroll
+		for (int d = 1; d < 32; d <<= 1) {
+			int64_t y = __shfl_up_sync(0xffffffffu, s, d);
+			if (lane >= d) s += y;
+		}
+		tmp[lane] = s;
+	}
+	__syncthreads();
+	const int64_t before = warp ? tmp[warp - 1] : 0;
+	*total = tmp[warps - 1];
+	__syncthreads();
+	return before + x - v;
+}
+
+// The scan of an int32 array a[0, n) (n = counts[n_at]) into the exclusive
+// int32 prefix out[], in three launches: gnn_scan_block (one block of 256
+// threads per SCAN_BLOCK elements, capacity-sized grid; blocks past n write a
+// zero sum), gnn_scan_carry (one block: the blocks' prefix, the total into
+// counts[total_at]), gnn_scan_add (adds each block's prefix).
+extern "C" __global__ void __launch_bounds__(256)
+gnn_scan_block(const int32_t *__restrict__ a, const int64_t *__restrict__ counts, int n_at,
+               int32_t *__restrict__ out, int64_t *__restrict__ block_sums) {
+	__shared__ int64_t tmp[32];
+	const int64_t n = counts[n_at];
+	const int64_t i0 = (int64_t)blockIdx.x * SCAN_BLOCK + (int64_t)threadIdx.x * 4;
+	int64_t v[4], s = 0;
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		v[k] = i0 + k < n ? a[i0 + k] : 0;
+		s += v[k];
+	}
+	int64_t total;
+	int64_t run = block_scan(s, tmp, &total);
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		if (i0 + k < n) out[i0 + k] = (int32_t)run;
+		run += v[k];
+	}
+	if (threadIdx.x == 0) block_sums[blockIdx.x] = total;
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+gnn_scan_carry(int64_t *__restrict__ block_sums, int64_t nb, int64_t *__restrict__ counts, int total_at) {
+	__shared__ int64_t tmp[32];
+	const int64_t per = (nb + blockDim.x - 1) / blockDim.x;
+	const int64_t lo = (int64_t)threadIdx.x * per, hi = lo + per < nb ? lo + per : nb;
+	int64_t mine = 0;
+	for (int64_t i = lo; i < hi; i++) mine += block_sums[i];
+	int64_t total;
+	int64_t run = block_scan(mine, tmp, &total);
+	for (int64_t i = lo; i < hi; i++) {
+		const int64_t x = block_sums[i];
+		block_sums[i] = run;
+		run += x;
+	}
+	if (threadIdx.x == 0) counts[total_at] = total;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+gnn_scan_add(const int64_t *__restrict__ counts, int n_at, const int64_t *__restrict__ block_sums,
+             int32_t *__restrict__ out) {
+	const int64_t n = counts[n_at];
+	const int64_t i0 = (int64_t)blockIdx.x * SCAN_BLOCK + (int64_t)threadIdx.x * 4;
+	const int64_t add = block_sums[blockIdx.x];
+#pragma unroll
+	for (int k = 0; k < 4; k++)
+		if (i0 + k < n) out[i0 + k] += (int32_t)add;
+}
+
+// gnn_draw: frontier node p's edges, at positions eb + off[p] ...: the
+// sampled neighbour (nbr, global id), the edge id (its CSR position) and the
+// target (its local id, lo + p). Every neighbour when the degree is at most
+// the fanout, else Floyd's algorithm over row positions; a position already
+// drawn is found among the node's edge ids drawn so far. The hop's edge count
+// (the scan's total, counts[scan_total_at]) is added to the counts.
+template <typename I>
+__device__ __forceinline__ void draw(const int64_t *__restrict__ indptr, const I *__restrict__ indices,
+                                     const int64_t *__restrict__ nid, int64_t *__restrict__ counts, int hop, int hops,
+                                     int fanout, uint64_t key, const int32_t *__restrict__ off,
+                                     int64_t *__restrict__ nbr, int64_t *__restrict__ eid, int32_t *__restrict__ dst) {
+	const int64_t size = counts[2 + hop - 1];
+	const int64_t lo = counts[0] - size;
+	const int64_t eb = counts[1];
+	GRID_STRIDE(p, size) {
+		const int64_t v = nid[lo + p];
+		const int64_t st = indptr[v], d = indptr[v + 1] - st;
+		const int64_t e0 = eb + off[p];
+		const int32_t target = (int32_t)(lo + p);
+		if (fanout < 0 || d <= fanout) {
+			for (int64_t i = 0; i < d; i++) {
+				nbr[e0 + i] = (int64_t)indices[st + i];
+				eid[e0 + i] = st + i;
+				dst[e0 + i] = target;
+			}
+			continue;
+		}
+		const int64_t m = fanout;
+		Rng r{node_seed(key, hop, p)};
+		for (int64_t i = 0, j = d - m; j < d; i++, j++) {
+			int64_t t = (int64_t)r.below((uint64_t)(j + 1));
+			for (int64_t q = 0; q < i; q++) {
+				if (eid[e0 + q] == st + t) {
+					t = j;
+					break;
+				}
+			}
+			nbr[e0 + i] = (int64_t)indices[st + t];
+			eid[e0 + i] = st + t;
+			dst[e0 + i] = target;
+		}
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+gnn_draw32(const int64_t *__restrict__ indptr, const int32_t *__restrict__ indices, const int64_t *__restrict__ nid,
+           int64_t *__restrict__ counts, int hop, int hops, int fanout, uint64_t key, const int32_t *__restrict__ off,
+           int64_t *__restrict__ nbr, int64_t *__restrict__ eid, int32_t *__restrict__ dst) {
+	draw(indptr, indices, nid, counts, hop, hops, fanout, key, off, nbr, eid, dst);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+gnn_draw64(const int64_t *__restrict__ indptr, const int64_t *__restrict__ indices, const int64_t *__restrict__ nid,
+           int64_t *__restrict__ counts, int hop, int hops, int fanout, uint64_t key, const int32_t *__restrict__ off,
+           int64_t *__restrict__ nbr, int64_t *__restrict__ eid, int32_t *__restrict__ dst) {
+	draw(indptr, indices, nid, counts, hop, hops, fanout, key, off, nbr, eid, dst);
+}
+
+// gnn_hop_edges: after the degrees' scan (total at counts[scan_at]): the
+// hop's edge count into counts. One thread.
+extern "C" __global__ void gnn_hop_edges(int64_t *__restrict__ counts, int hop, int hops, int scan_at) {
+	counts[2 + hops + 1 + hop - 1] = counts[scan_at];
+}
+
+// gnn_first: for each edge e of the hop whose neighbour has no local id yet,
+// firstpos[v] = the smallest such e (relative to the hop's first edge).
+extern "C" __global__ void __launch_bounds__(256)
+gnn_first(const int64_t *__restrict__ counts, int hop, int hops, const int64_t *__restrict__ nbr,
+          const int32_t *__restrict__ localid, int32_t *__restrict__ firstpos) {
+	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
+	GRID_STRIDE(i, e) {
+		const int64_t v = nbr[eb + i];
+		if (localid[v] < 0) atomicMin(&firstpos[v], (int32_t)i);
+	}
+}
+
+// gnn_flag_first: flag[i] = 1 when edge i of the hop is its neighbour's
+// first appearance (a new node), else 0.
+extern "C" __global__ void __launch_bounds__(256)
+gnn_flag_first(const int64_t *__restrict__ counts, int hop, int hops, const int64_t *__restrict__ nbr,
+               const int32_t *__restrict__ localid, const int32_t *__restrict__ firstpos, int32_t *__restrict__ flag) {
+	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
+	GRID_STRIDE(i, e) {
+		const int64_t v = nbr[eb + i];
+		flag[i] = (localid[v] < 0 && firstpos[v] == (int32_t)i) ? 1 : 0;
+	}
+}
+
+// gnn_assign: the new nodes get local ids counts[0] + rank (rank = the
+// flags' exclusive prefix, in newid), in edge order, and their n_id.
+extern "C" __global__ void __launch_bounds__(256)
+gnn_assign(const int64_t *__restrict__ counts, int hop, int hops, const int64_t *__restrict__ nbr,
+           const int32_t *__restrict__ flag, const int32_t *__restrict__ newid, int32_t *__restrict__ localid,
+           int64_t *__restrict__ nid) {
+	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1], base = counts[0];
+	GRID_STRIDE(i, e) {
+		if (flag[i]) {
+			const int64_t v = nbr[eb + i];
+			const int64_t l = base + newid[i];
+			localid[v] = (int32_t)l;
+			nid[l] = v;
+		}
+	}
+}
+
+// gnn_resolve: the source local id of every edge of the hop, written as
+// int64 into edge_index's first row.
+extern "C" __global__ void __launch_bounds__(256)
+gnn_resolve(const int64_t *__restrict__ counts, int hop, int hops, const int64_t *__restrict__ nbr,
+            const int32_t *__restrict__ localid, int64_t *__restrict__ src) {
+	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
+	GRID_STRIDE(i, e) src[eb + i] = (int64_t)localid[nbr[eb + i]];
+}
+
+// gnn_end_hop: the hop's new nodes (the flags' total, counts[scan_at]) and
+// edges move the running counts on. One thread.
+extern "C" __global__ void gnn_end_hop(int64_t *__restrict__ counts, int hop, int hops, int scan_at) {
+	const int64_t added = counts[scan_at];
+	counts[2 + hop] = added;
+	counts[0] += added;
+	counts[1] += counts[2 + hops + 1 + hop - 1];
+}
+
+// gnn_pack: edge_index = [src; dst] as a contiguous [2, E] int64 array: the
+// sources are in place, the targets (int32 in dst) go after them.
+extern "C" __global__ void __launch_bounds__(256)
+gnn_pack(const int64_t *__restrict__ counts, const int32_t *__restrict__ dst, int64_t *__restrict__ edge_index) {
+	const int64_t e = counts[1];
+	GRID_STRIDE(i, e) edge_index[e + i] = (int64_t)dst[i];
+}
+
+// gnn_reset: localid and firstpos back to their empty values for every node
+// of the batch (the only entries the batch set).
+extern "C" __global__ void __launch_bounds__(256)
+gnn_reset(const int64_t *__restrict__ counts, const int64_t *__restrict__ nid, int32_t *__restrict__ localid,
+          int32_t *__restrict__ firstpos) {
+	const int64_t n = counts[0];
+	GRID_STRIDE(i, n) {
+		const int64_t v = nid[i];
+		localid[v] = -1;
+		firstpos[v] = NOT_SEEN;
+	}
+}

@@ -1,0 +1,331 @@
+package sampler
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/datasets"
+)
+
+// Sampling on the GPU (cudaext/kernels/sample.cu), from the graph's CSR held
+// in device memory: the same batches as Sampler's, byte for byte (the same
+// RNG streams, Floyd's algorithm, edge order and local ids), with no CPU work
+// but the launches. A DeviceGraph holds one device's copy of the CSR, shared
+// by every GPU sampler on that device; a GPU is one trainer's sampler, with
+// its working memory (two int32 per node of the graph, and room for a
+// batch). Both must be used in their context (cudaext.Context.Do).
+
+// DeviceGraph is a graph's CSR in one device's memory.
+type DeviceGraph struct {
+	Indptr, Indices    cudaext.DevicePtr
+	NumNodes, NumEdges int64
+	Wide               bool // indices are int64 (else int32)
+	Bytes              int64
+}
+
+// DeviceGraphBytes is the device memory NewDeviceGraph takes for g.
+func DeviceGraphBytes(g *datasets.Graph) int64 {
+	w := int64(4)
+	if g.Indices64 != nil {
+		w = 8
+	}
+	return 8*(g.NumNodes+1) + w*g.NumEdges()
+}
+
+// NewDeviceGraph copies g's CSR to the current context's device.
+func NewDeviceGraph(g *datasets.Graph) (_ *DeviceGraph, err error) {
+	d := &DeviceGraph{NumNodes: g.NumNodes, NumEdges: g.NumEdges(), Wide: g.Indices64 != nil, Bytes: DeviceGraphBytes(g)}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	st, err := cudaext.NewStream()
+	if err != nil {
+		return nil, err
+	}
+	defer st.Destroy()
+	up := func(b []byte) (cudaext.DevicePtr, error) {
+		p, err := cudaext.MemAlloc(max(int64(len(b)), 16))
+		if err != nil {
+			return 0, err
+		}
+		return p, cudaext.CopyFromHost(p, b, st)
+	}
+	if d.Indptr, err = up(bytesOf(g.Indptr)); err != nil {
+		return nil, fmt.Errorf("sampler: the graph's indptr on the device: %w", err)
+	}
+	idx := bytesOf(g.Indices32)
+	if d.Wide {
+		idx = bytesOf(g.Indices64)
+	}
+	if d.Indices, err = up(idx); err != nil {
+		return nil, fmt.Errorf("sampler: the graph's indices on the device: %w", err)
+	}
+	return d, nil
+}
+
+// Close frees the device copy.
+func (d *DeviceGraph) Close() error {
+	var errs []error
+	for _, p := range []*cudaext.DevicePtr{&d.Indptr, &d.Indices} {
+		if *p != 0 {
+			errs = append(errs, cudaext.MemFree(*p))
+			*p = 0
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func bytesOf[T int64 | int32](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(z)))
+}
+
+// DeviceOut is where a GPU-sampled batch goes, in device memory: n_id
+// (int64, room for the batch's nodes), edge_index (int64 [2, E]: sources,
+// then targets, room for 2 x the batch's edges), edge ids (int64, room for
+// its edges) and its counts (int64, CountsLen entries: see CountsLen).
+type DeviceOut struct {
+	NID, EdgeIndex, EID, Counts cudaext.DevicePtr
+}
+
+// GPU samples batches on a device. It is not safe for concurrent use: one
+// batch at a time, on one stream (its working memory is reused).
+type GPU struct {
+	g        *DeviceGraph
+	fanouts  []int
+	maxBatch int
+	sms      int
+	mod      *cudaext.Module
+	fn       map[string]*cudaext.Function
+
+	localid, firstpos cudaext.DevicePtr // int32 per node: -1 / NOT_SEEN when empty
+	nbr, dst          cudaext.DevicePtr // per edge of the batch: neighbour id (int64), target (int32)
+	cnt, off          cudaext.DevicePtr // per frontier node (int32)
+	flag, newid       cudaext.DevicePtr // per edge of a hop (int32)
+	blockSums         cudaext.DevicePtr // per scan block (int64)
+	frontierCap       []int64           // per hop (1-based, index hop-1): most frontier nodes
+	hopEdgeCap        []int64           // per hop: most edges
+	edgeCap, nodeCap  int64
+	scanBlocks        int64
+	Bytes             int64 // device memory held
+}
+
+// gpuKernels are sample.fatbin's entry points.
+var gpuKernels = []string{"gnn_seeds", "gnn_seed_ids", "gnn_degrees", "gnn_scan_block", "gnn_scan_carry", "gnn_scan_add",
+	"gnn_draw32", "gnn_draw64", "gnn_hop_edges", "gnn_first", "gnn_flag_first", "gnn_assign", "gnn_resolve", "gnn_end_hop",
+	"gnn_pack", "gnn_reset"}
+
+const (
+	scanBlock = 1024       // sample.cu SCAN_BLOCK
+	notSeen   = 0x7fffffff // sample.cu NOT_SEEN
+)
+
+// CountsLen is the length of a GPU-sampled batch's counts for hops hops:
+// [0] nodes, [1] edges, [2 .. 2+hops] nodes added per hop (seeds first),
+// [3+hops .. 2+2*hops] edges per hop, then one scratch entry.
+func CountsLen(hops int) int { return 2*hops + 4 }
+
+// NewGPU makes a GPU sampler over dg for batches of at most maxBatch seeds,
+// with maxDegree bounding -1 fanouts. ctx must be current.
+func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, maxDegree int64) (_ *GPU, err error) {
+	if len(fanouts) == 0 || len(fanouts) > MaxHops {
+		return nil, fmt.Errorf("sampler: %d fanouts, want 1 to %d", len(fanouts), MaxHops)
+	}
+	for i, k := range fanouts {
+		if k != -1 && k < 1 {
+			return nil, fmt.Errorf("sampler: fanout %d of hop %d, want -1 (all) or >= 1", k, i+1)
+		}
+	}
+	if maxBatch < 1 {
+		return nil, fmt.Errorf("sampler: batch size %d", maxBatch)
+	}
+	s := &GPU{g: dg, fanouts: append([]int(nil), fanouts...), maxBatch: maxBatch, fn: map[string]*cudaext.Function{}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	// Capacities per hop, as batch.Capacity bounds a whole batch.
+	sat := func(a, b int64) int64 {
+		if a != 0 && b > (1<<62)/a {
+			return 1 << 62
+		}
+		return a * b
+	}
+	front := int64(maxBatch)
+	s.nodeCap = front
+	var maxFront, maxHop int64
+	for _, f := range fanouts {
+		k := int64(f)
+		if f < 0 || k > maxDegree {
+			k = maxDegree
+		}
+		e := min(sat(front, k), dg.NumEdges)
+		s.frontierCap = append(s.frontierCap, front)
+		s.hopEdgeCap = append(s.hopEdgeCap, e)
+		maxFront, maxHop = max(maxFront, front), max(maxHop, e)
+		s.edgeCap = min(s.edgeCap+e, dg.NumEdges)
+		front = min(e, dg.NumNodes)
+		s.nodeCap = min(s.nodeCap+front, dg.NumNodes)
+	}
+	if s.nodeCap > 1<<31-1 || s.edgeCap > 1<<31-1 {
+		return nil, ErrTooLarge
+	}
+	s.scanBlocks = (max(maxFront, maxHop) + scanBlock - 1) / scanBlock
+	img, err := cudaext.SampleImage()
+	if err != nil {
+		return nil, err
+	}
+	if s.mod, err = cudaext.LoadModule(img); err != nil {
+		return nil, err
+	}
+	for _, name := range gpuKernels {
+		if s.fn[name], err = s.mod.Function(name); err != nil {
+			return nil, err
+		}
+	}
+	if s.sms, err = ctx.Device.Attribute(cudaext.AttrMultiprocessorCount); err != nil {
+		return nil, err
+	}
+	for _, a := range []struct {
+		p *cudaext.DevicePtr
+		n int64
+	}{
+		{&s.localid, 4 * dg.NumNodes}, {&s.firstpos, 4 * dg.NumNodes},
+		{&s.nbr, 8 * s.edgeCap}, {&s.dst, 4 * s.edgeCap},
+		{&s.cnt, 4 * maxFront}, {&s.off, 4 * maxFront},
+		{&s.flag, 4 * maxHop}, {&s.newid, 4 * maxHop},
+		{&s.blockSums, 8 * s.scanBlocks},
+	} {
+		if *a.p, err = cudaext.MemAlloc(max(a.n, 16)); err != nil {
+			return nil, fmt.Errorf("sampler: GPU sampling memory: %w", err)
+		}
+		s.Bytes += max(a.n, 16)
+	}
+	st, err := cudaext.NewStream()
+	if err != nil {
+		return nil, err
+	}
+	defer st.Destroy()
+	if err := cudaext.MemsetD32Async(s.localid, 0xffffffff, dg.NumNodes, st); err != nil {
+		return nil, err
+	}
+	if err := cudaext.MemsetD32Async(s.firstpos, notSeen, dg.NumNodes, st); err != nil {
+		return nil, err
+	}
+	return s, st.Synchronize()
+}
+
+// MaxNodes and MaxEdges bound a batch of this sampler.
+func (s *GPU) MaxNodes() int64 { return s.nodeCap }
+func (s *GPU) MaxEdges() int64 { return s.edgeCap }
+
+// Close frees the sampler's device memory. Context current.
+func (s *GPU) Close() error {
+	var errs []error
+	for _, p := range []*cudaext.DevicePtr{&s.localid, &s.firstpos, &s.nbr, &s.dst, &s.cnt, &s.off, &s.flag, &s.newid, &s.blockSums} {
+		if *p != 0 {
+			errs = append(errs, cudaext.MemFree(*p))
+			*p = 0
+		}
+	}
+	if s.mod != nil {
+		errs = append(errs, s.mod.Unload())
+		s.mod = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Sample enqueues the sampling of one batch on st: n seeds at seeds (int64,
+// device memory, valid node ids), key as for Sampler.Sample, into out. The
+// counts are in out.Counts once the work completes. Context current.
+func (s *GPU) Sample(st *cudaext.Stream, seeds cudaext.DevicePtr, n int, key uint64, out DeviceOut) error {
+	if n > s.maxBatch {
+		return fmt.Errorf("sampler: %d seeds, the GPU sampler takes at most %d", n, s.maxBatch)
+	}
+	H := len(s.fanouts)
+	scratch := int32(2*H + 3) // the scans' total
+	threads := cudaext.Dim3{X: 256}
+	grid := func(n int64) cudaext.Dim3 { return cudaext.Dim3{X: uint32(max(1, min((n+255)/256, int64(8*s.sms))))} }
+	launch := func(name string, g cudaext.Dim3, b cudaext.Dim3, args ...any) error {
+		if err := s.fn[name].Launch(g, b, 0, st, args...); err != nil {
+			return fmt.Errorf("sampler: %s: %w", name, err)
+		}
+		return nil
+	}
+	one := cudaext.Dim3{X: 1}
+	n64 := int64(n)
+	if err := launch("gnn_seeds", grid(n64), threads, seeds, n64, out.NID, s.firstpos); err != nil {
+		return err
+	}
+	if err := launch("gnn_seed_ids", grid(n64), threads, seeds, n64, s.localid, s.firstpos, out.Counts); err != nil {
+		return err
+	}
+	draw := "gnn_draw32"
+	if s.g.Wide {
+		draw = "gnn_draw64"
+	}
+	for h, k := range s.fanouts {
+		hop := int32(h + 1)
+		fc, ec := s.frontierCap[h], s.hopEdgeCap[h]
+		if err := launch("gnn_degrees", grid(fc), threads, s.g.Indptr, out.NID, out.Counts, hop, int32(k), s.cnt); err != nil {
+			return err
+		}
+		if err := s.scan(st, s.cnt, s.off, out.Counts, int32(2+h), fc, scratch); err != nil {
+			return err
+		}
+		if err := launch("gnn_hop_edges", one, one, out.Counts, hop, int32(H), scratch); err != nil {
+			return err
+		}
+		if err := launch(draw, grid(fc), threads, s.g.Indptr, s.g.Indices, out.NID, out.Counts, hop, int32(H), int32(k), key,
+			s.off, s.nbr, out.EID, s.dst); err != nil {
+			return err
+		}
+		if err := launch("gnn_first", grid(ec), threads, out.Counts, hop, int32(H), s.nbr, s.localid, s.firstpos); err != nil {
+			return err
+		}
+		if err := launch("gnn_flag_first", grid(ec), threads, out.Counts, hop, int32(H), s.nbr, s.localid, s.firstpos, s.flag); err != nil {
+			return err
+		}
+		if err := s.scan(st, s.flag, s.newid, out.Counts, int32(3+H+h), ec, scratch); err != nil {
+			return err
+		}
+		if err := launch("gnn_assign", grid(ec), threads, out.Counts, hop, int32(H), s.nbr, s.flag, s.newid, s.localid, out.NID); err != nil {
+			return err
+		}
+		if err := launch("gnn_resolve", grid(ec), threads, out.Counts, hop, int32(H), s.nbr, s.localid, out.EdgeIndex); err != nil {
+			return err
+		}
+		if err := launch("gnn_end_hop", one, one, out.Counts, hop, int32(H), scratch); err != nil {
+			return err
+		}
+	}
+	if err := launch("gnn_pack", grid(s.edgeCap), threads, out.Counts, s.dst, out.EdgeIndex); err != nil {
+		return err
+	}
+	return launch("gnn_reset", grid(s.nodeCap), threads, out.Counts, out.NID, s.localid, s.firstpos)
+}
+
+// scan enqueues out = exclusive prefix of the int32 array a, of
+// counts[nAt] (at most capN) elements, with the total into counts[totalAt].
+func (s *GPU) scan(st *cudaext.Stream, a, out, counts cudaext.DevicePtr, nAt int32, capN int64, totalAt int32) error {
+	nb := max((capN+scanBlock-1)/scanBlock, 1)
+	if nb > s.scanBlocks {
+		return fmt.Errorf("sampler: a scan of %d elements, room for %d", capN, s.scanBlocks*scanBlock)
+	}
+	threads := cudaext.Dim3{X: 256}
+	if err := s.fn["gnn_scan_block"].Launch(cudaext.Dim3{X: uint32(nb)}, threads, 0, st, a, counts, nAt, out, s.blockSums); err != nil {
+		return err
+	}
+	if err := s.fn["gnn_scan_carry"].Launch(cudaext.Dim3{X: 1}, cudaext.Dim3{X: 1024}, 0, st, s.blockSums, nb, counts, totalAt); err != nil {
+		return err
+	}
+	return s.fn["gnn_scan_add"].Launch(cudaext.Dim3{X: uint32(nb)}, threads, 0, st, counts, nAt, s.blockSums, out)
+}
