@@ -78,7 +78,7 @@ func (r *ShmRing) RegionAt(i, k int) []byte {
 }
 
 // Acquire waits for a free slot, marks it filling and returns it. Slots are
-// taken lowest index first.
+// taken in turn (the one after the last taken that is free).
 func (r *ShmRing) Acquire(ctx context.Context) (int, error) { return r.slots.acquire(ctx) }
 
 // Publish marks a filling slot as held by the trainer with the given tag.

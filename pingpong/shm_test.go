@@ -3,6 +3,7 @@ package pingpong
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -130,4 +131,30 @@ func TestShmRingCloseWakesAcquire(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	r.ReleaseAll() // after Close: must not panic
+}
+
+// Slots are handed out in turn: one released at once is not taken again
+// while others are free (on a GPU it may still be in use by its fill).
+func TestAcquireInTurn(t *testing.T) {
+	r, err := NewShmRing("turn", 4, testLayout(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	var got []int
+	for i := range 6 {
+		s, err := r.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+		r.Publish(s, Tag{0, uint32(i)})
+		if err := r.Release(s, Tag{0, uint32(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []int{0, 1, 2, 3, 0, 1}; !slices.Equal(got, want) {
+		t.Fatalf("slots taken %v, want %v", got, want)
+	}
 }

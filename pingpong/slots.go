@@ -28,6 +28,7 @@ type slotStates struct {
 	mu     sync.Mutex
 	state  []slotState
 	tags   []Tag
+	next   int // where acquire starts looking: slots are handed out in turn
 	freed  chan struct{}
 	done   chan struct{}
 	closed bool
@@ -47,9 +48,14 @@ func (s *slotStates) acquire(ctx context.Context) (int, error) {
 			s.mu.Unlock()
 			return -1, ErrClosed
 		}
-		for i, st := range s.state {
-			if st == slotFree {
+		// In turn, not lowest first: a slot the trainer gives back at once
+		// may still be in use by the work that filled it (on a GPU), and
+		// the next fill should not have to wait for it.
+		for k := range s.state {
+			i := (s.next + k) % len(s.state)
+			if s.state[i] == slotFree {
 				s.state[i] = slotFilling
+				s.next = (i + 1) % len(s.state)
 				s.mu.Unlock()
 				return i, nil
 			}
