@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/gnnloader/gnnloader/cudaext"
@@ -28,6 +29,9 @@ type CUDAOptions struct {
 	// on the GPU copy from there instead of reading them over PCIe. The
 	// caller owns it.
 	Cache *DeviceCache
+	// Timing times the phases of sweeps planned on the GPU with events
+	// (PlanStats' times), for benchmarks.
+	Timing bool
 
 	// For benchmarks: force the any-size kernels, and read whole 128-byte
 	// lines there (mode 1) rather than only the chunks a row overlaps.
@@ -58,6 +62,14 @@ type CUDA struct {
 
 	planMod *cudaext.Module // plan.fatbin, loaded at the first SweepOnDevice
 	plan    planBuffers
+	timing  struct {
+		cur           sweepEvents
+		free, pending []sweepEvents
+	}
+	timed struct {
+		n                    uint64
+		plan, read, assemble time.Duration
+	}
 }
 
 // stagingAreas is how many uploads (a batch's indices, or its labels and
@@ -602,6 +614,12 @@ func (g *CUDA) Close() error {
 		}
 		for i := range g.areas {
 			errs = append(errs, g.areas[i].free(), g.areas[i].done.Destroy())
+		}
+		g.harvest(true)
+		for _, set := range g.timing.free {
+			for _, e := range set {
+				errs = append(errs, e.Destroy())
+			}
 		}
 		errs = append(errs, g.plan.free(), g.stream.Destroy(), g.mod.Unload())
 		if g.planMod != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"time"
+	"unsafe"
 
 	"github.com/gnnloader/gnnloader/cudaext"
 )
@@ -50,6 +52,7 @@ const (
 // largest sweep seen.
 type planBuffers struct {
 	bitmap, wordBase, blockSums, unique cudaext.DevicePtr
+	stats                               cudaext.DevicePtr // plan.cu STAT_*: lookups, cache hits, rows read
 	rows, staging                       cudaext.DevicePtr
 	words, blocks                       int64
 	capRows                             int64 // rows and staging hold this many rows
@@ -57,7 +60,7 @@ type planBuffers struct {
 
 func (b *planBuffers) free() error {
 	var errs []error
-	for _, p := range []*cudaext.DevicePtr{&b.bitmap, &b.wordBase, &b.blockSums, &b.unique, &b.rows, &b.staging} {
+	for _, p := range []*cudaext.DevicePtr{&b.bitmap, &b.wordBase, &b.blockSums, &b.unique, &b.stats, &b.rows, &b.staging} {
 		if *p != 0 {
 			errs = append(errs, cudaext.MemFree(*p))
 			*p = 0
@@ -98,13 +101,16 @@ func (g *CUDA) ensurePlan(rows int64) error {
 		for _, a := range []struct {
 			p *cudaext.DevicePtr
 			n int64
-		}{{&b.bitmap, 4 * b.words}, {&b.wordBase, 4 * b.words}, {&b.blockSums, 4 * b.blocks}, {&b.unique, 16}} {
+		}{{&b.bitmap, 4 * b.words}, {&b.wordBase, 4 * b.words}, {&b.blockSums, 4 * b.blocks}, {&b.unique, 16}, {&b.stats, 32}} {
 			if *a.p, err = cudaext.MemAlloc(max(a.n, 16)); err != nil {
 				b.free()
 				return fmt.Errorf("gather: sweep planning memory: %w", err)
 			}
 		}
 		if err := cudaext.MemsetD32Async(b.bitmap, 0, b.words, g.stream); err != nil {
+			return err
+		}
+		if err := cudaext.MemsetD32Async(b.stats, 0, 8, g.stream); err != nil {
 			return err
 		}
 	}
@@ -191,9 +197,12 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 	}
 	wide := cudaext.Dim3{X: 256}
 	flat := func(n int64) cudaext.Dim3 { return cudaext.Dim3{X: uint32(max(1, min((n+255)/256, int64(8*g.sms))))} }
+	if err := g.timeSweep(0); err != nil {
+		return err
+	}
 	if needRows {
 		for _, p := range parts {
-			if err := g.fn["gnn_mark"].Launch(flat(p.N), wide, 0, g.stream, p.IDs, p.N, p.NDev, b.bitmap, slot); err != nil {
+			if err := g.fn["gnn_mark"].Launch(flat(p.N), wide, 0, g.stream, p.IDs, p.N, p.NDev, b.bitmap, slot, b.stats); err != nil {
 				return err
 			}
 		}
@@ -201,15 +210,23 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 		if err := g.fn["gnn_word_counts"].Launch(nb, wide, 0, g.stream, b.bitmap, b.words, b.blockSums); err != nil {
 			return err
 		}
-		if err := g.fn["gnn_scan_blocks"].Launch(cudaext.Dim3{X: 1}, cudaext.Dim3{X: scanThreads}, 0, g.stream, b.blockSums, b.blocks, b.unique); err != nil {
+		if err := g.fn["gnn_scan_blocks"].Launch(cudaext.Dim3{X: 1}, cudaext.Dim3{X: scanThreads}, 0, g.stream, b.blockSums, b.blocks, b.unique, b.stats); err != nil {
 			return err
 		}
 		if err := g.fn["gnn_compact"].Launch(nb, wide, 0, g.stream, b.bitmap, b.words, b.blockSums, b.wordBase, b.rows); err != nil {
 			return err
 		}
+	}
+	if err := g.timeSweep(1); err != nil {
+		return err
+	}
+	if needRows {
 		if err := g.launchGather(Dest{Device: b.staging}, staged{rows: b.rows, n: b.capRows, nDev: b.unique}); err != nil {
 			return err
 		}
+	}
+	if err := g.timeSweep(2); err != nil {
+		return err
 	}
 	// One group of G lanes a row (G a power of two, at most a warp, no more
 	// than the row's 16-byte chunks).
@@ -228,7 +245,7 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 			}
 		}
 	}
-	return nil
+	return g.timeSweep(3)
 }
 
 // DeviceCache is a part of the table held in device memory: Slot[id] is the
@@ -236,4 +253,116 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 type DeviceCache struct {
 	Slot cudaext.DevicePtr
 	Rows cudaext.DevicePtr
+}
+
+// PlanStats are the counts of the sweeps planned on the GPU so far.
+type PlanStats struct {
+	Lookups  uint64 // ids the sweeps were asked for (a row in two batches counts twice)
+	Hits     uint64 // of which the cache held
+	RowsRead uint64 // distinct rows read over PCIe
+	// GPU time of the sweeps timed so far (CUDAOptions.Timing), by phase:
+	// planning (marking, counting, compacting), reading the rows over PCIe
+	// into the staging table, and assembling the batches.
+	Timed                            uint64
+	PlanTime, ReadTime, AssembleTime time.Duration
+	// SampleTime is the GPU time of sampling on the GPU (the daemon adds
+	// it; the gather backend has none).
+	SampleTime time.Duration
+}
+
+// PlanStats reads the counters of the sweeps planned on the GPU (zero before
+// the first). The read does not wait for the backend's stream, so sweeps
+// still running may or may not be counted.
+func (g *CUDA) PlanStats() (PlanStats, error) {
+	g.mu.Lock()
+	p := g.plan.stats
+	g.mu.Unlock()
+	var st PlanStats
+	if p == 0 {
+		return st, nil
+	}
+	err := g.ctx.Do(func() error {
+		s, err := cudaext.NewStream()
+		if err != nil {
+			return err
+		}
+		defer s.Destroy()
+		b := make([]byte, 24)
+		if err := cudaext.CopyToHost(b, p, s); err != nil {
+			return err
+		}
+		v := unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), 3)
+		st = PlanStats{Lookups: v[0], Hits: v[1], RowsRead: v[2]}
+		return nil
+	})
+	g.mu.Lock()
+	g.harvest(false)
+	st.Timed, st.PlanTime, st.ReadTime, st.AssembleTime = g.timed.n, g.timed.plan, g.timed.read, g.timed.assemble
+	g.mu.Unlock()
+	return st, err
+}
+
+// sweepEvents time one sweep: recorded before planning, after it, after the
+// PCIe read, after the assembly.
+type sweepEvents [4]*cudaext.Event
+
+// timeSweep records event k of the current sweep's set (Timing on).
+// Context current, g.mu held.
+func (g *CUDA) timeSweep(k int) error {
+	if !g.opts.Timing {
+		return nil
+	}
+	if k == 0 {
+		g.harvest(false)
+		if len(g.timing.free) == 0 {
+			var s sweepEvents
+			for i := range s {
+				e, err := cudaext.NewEvent(cudaext.EventDefault)
+				if err != nil {
+					return err
+				}
+				s[i] = e
+			}
+			g.timing.free = append(g.timing.free, s)
+		}
+		g.timing.cur = g.timing.free[len(g.timing.free)-1]
+		g.timing.free = g.timing.free[:len(g.timing.free)-1]
+	}
+	if err := g.timing.cur[k].Record(g.stream); err != nil {
+		return err
+	}
+	if k == 3 {
+		g.timing.pending = append(g.timing.pending, g.timing.cur)
+	}
+	return nil
+}
+
+// harvest adds the times of the timed sweeps that have completed (all of
+// them when wait is set) and recycles their events. Context current (or
+// not: Event calls need none), g.mu held.
+func (g *CUDA) harvest(wait bool) {
+	t := &g.timing
+	for len(t.pending) > 0 {
+		s := t.pending[0]
+		if done, err := s[3].Done(); err != nil || !done && !wait {
+			return
+		} else if !done {
+			s[3].Synchronize()
+		}
+		d := func(a, b int) time.Duration { e, _ := cudaext.Elapsed(s[a], s[b]); return e }
+		g.timed.n++
+		g.timed.plan += d(0, 1)
+		g.timed.read += d(1, 2)
+		g.timed.assemble += d(2, 3)
+		t.pending = t.pending[1:]
+		t.free = append(t.free, s)
+	}
+}
+
+// UseCache makes later sweeps planned on the GPU copy the rows c holds from
+// there (nil: none). The caller keeps c alive while the backend lives.
+func (g *CUDA) UseCache(c *DeviceCache) {
+	g.mu.Lock()
+	g.opts.Cache = c
+	g.mu.Unlock()
 }

@@ -118,7 +118,24 @@ func checkSweepOnDevice(t *testing.T, c *cudaext.Context, g *CUDA, table []byte,
 		}
 		ids = append(ids, nid)
 	}
-	err := c.Do(func() error {
+	// What the sweep's counters must grow by.
+	var lookups, hits uint64
+	read := map[int64]bool{}
+	for _, nid := range ids {
+		for _, id := range nid {
+			lookups++
+			if slotOf[id] >= 0 {
+				hits++
+			} else {
+				read[id] = true
+			}
+		}
+	}
+	before, err := g.PlanStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Do(func() error {
 		parts := make([]DevicePart, len(ids))
 		xs := make([]cudaext.DevicePtr, len(ids))
 		ys := make([]cudaext.DevicePtr, len(ids))
@@ -163,5 +180,13 @@ func checkSweepOnDevice(t *testing.T, c *cudaext.Context, g *CUDA, table []byte,
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	after, err := g.PlanStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := PlanStats{Lookups: after.Lookups - before.Lookups, Hits: after.Hits - before.Hits, RowsRead: after.RowsRead - before.RowsRead}
+	if want := (PlanStats{Lookups: lookups, Hits: hits, RowsRead: uint64(len(read))}); got != want {
+		t.Fatalf("round %d: sweep counters grew by %+v, want %+v", round, got, want)
 	}
 }

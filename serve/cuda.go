@@ -42,6 +42,16 @@ type GPUConfig struct {
 	// sweep only grows while the trainer's earlier fills still run on the
 	// GPU, so a trainer that keeps up gets its batches one at a time.
 	SweepBatches int
+	// Cache is the bytes of hot feature rows each device keeps in its own
+	// memory, so sweeps copy them from there instead of reading them over
+	// PCIe (cache.go; 0 = none). Built at the first trainer on the device.
+	Cache int64
+	// Timing times the GPU work of fills with events (SweepStats' times),
+	// for benchmarks.
+	Timing bool
+	// CachePresample is how many of that trainer's batches are sampled to
+	// choose the rows (0 = 256; -1 = none: by in-degree only).
+	CachePresample int
 	// Sampling is where trainers on a GPU are sampled: "auto" (the default:
 	// on the GPU when the graph's CSR takes at most a third of its free
 	// memory beyond Reserve, else on the CPU), "gpu" (always; an error at
@@ -115,7 +125,14 @@ type gpuBackend struct {
 	workers int                          // goroutines writing a batch's structure
 	labels  map[int]cudaext.DevicePtr    // per device, the labels (int32 a node)
 	graphs  map[int]*sampler.DeviceGraph // per device sampling on the GPU, its CSR
-	maxDeg  int64
+	caches  map[int]*deviceCache         // per device with a hot-row cache
+	rings   map[*cudaRing]struct{}       // live rings (for their sweep counters)
+	// closedStats are the sweep counters of the rings closed so far.
+	closedStats map[int]gather.PlanStats
+	closeOnce   sync.Once
+	maxDeg      int64
+	src         *Source
+	log         *slog.Logger
 }
 
 // EnableGPU turns on the GPU path: trainers asking for device "cuda:N" get
@@ -132,8 +149,10 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 		return err
 	}
 	b := &gpuBackend{store: s.src.store, count: n, ctx: map[int]*cudaext.Context{}, used: map[int]int64{},
-		opts: gather.CUDAOptions{MaxSMs: cfg.MaxSMs}, cfg: cfg, workers: s.fillWorkers(), labels: map[int]cudaext.DevicePtr{}}
+		opts: gather.CUDAOptions{MaxSMs: cfg.MaxSMs, Timing: cfg.Timing}, cfg: cfg, workers: s.fillWorkers(), labels: map[int]cudaext.DevicePtr{}}
 	b.graphs, b.maxDeg = map[int]*sampler.DeviceGraph{}, s.src.MaxDegree
+	b.caches, b.src, b.log = map[int]*deviceCache{}, s.src, s.log
+	b.rings, b.closedStats = map[*cudaRing]struct{}{}, map[int]gather.PlanStats{}
 	switch cfg.SweepPlan {
 	case "":
 		b.cfg.SweepPlan = "gpu"
@@ -219,6 +238,7 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 		name, _ := d.Name()
 		s.log.Info("GPU ready", "device", fmt.Sprintf("cuda:%d", dev), "name", name)
 	}
+	s.gpu = b
 	s.newCUDARing = b.newRing
 	s.gpuPlansSweeps = b.cfg.SweepPlan == "gpu"
 	s.gpuSampling = b.samplesOn
@@ -227,12 +247,21 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 	return nil
 }
 
+// close frees what the backend holds on the devices: labels, graphs,
+// caches and contexts. Once; the rings must be closed.
 func (b *gpuBackend) close() {
+	b.closeOnce.Do(b.free)
+}
+
+func (b *gpuBackend) free() {
 	for dev, p := range b.labels {
 		b.ctx[dev].Do(func() error { return cudaext.MemFree(p) })
 	}
 	for dev, g := range b.graphs {
 		b.ctx[dev].Do(g.Close)
+	}
+	for dev, c := range b.caches {
+		b.ctx[dev].Do(func() error { c.free(); return nil })
 	}
 	for _, c := range b.ctx {
 		c.Release()
@@ -300,6 +329,14 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		}
 		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
+	cache, err := b.cacheFor(dev, ctx, g, b.src, req, b.log)
+	if err != nil {
+		g.Close()
+		ring.Close()
+		giveBack()
+		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
+	}
+	g.UseCache(cache)
 	var sampling *deviceSampling
 	if req.onDevice {
 		err := ctx.Do(func() (err error) { sampling, err = b.newDeviceSampling(ctx, dev, req, b.maxDeg); return err })
@@ -330,8 +367,20 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		sweep = slots / 2
 	}
 	sweep = max(1, min(sweep, slots, gather.MaxSweepParts))
-	return &cudaRing{CUDARing: ring, dev: dev, g: g, tables: map[string]gather.Backend{"x": g}, layout: layout,
-		workers: b.workers, giveBack: giveBack, sweep: sweep, planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}, nil
+	r := &cudaRing{CUDARing: ring, dev: dev, g: g, tables: map[string]gather.Backend{"x": g}, layout: layout,
+		workers: b.workers, sweep: sweep, planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}
+	b.mu.Lock()
+	b.rings[r] = struct{}{}
+	b.mu.Unlock()
+	r.giveBack = func() {
+		st, _ := r.stats()
+		b.mu.Lock()
+		delete(b.rings, r)
+		b.closedStats[dev] = addStats(b.closedStats[dev], st)
+		b.mu.Unlock()
+		giveBack()
+	}
+	return r, nil
 }
 
 // cudaRing is the GPU path: slots in GPU memory, filled on the trainer's own
@@ -525,11 +574,11 @@ func (r *cudaRing) copyStructure(slots []int, bs []batch.Batch) ([][]uint32, err
 func (r *cudaRing) Close() error {
 	var err error
 	r.once.Do(func() {
+		r.giveBack() // keeps the sweep counters, so before the backend closes
 		err = errors.Join(r.g.Close(), r.CUDARing.Close())
 		if r.sampling != nil {
 			r.Context().Do(func() error { r.sampling.close(); return nil })
 		}
-		r.giveBack()
 	})
 	return err
 }
@@ -537,3 +586,27 @@ func (r *cudaRing) Close() error {
 // DisableGPU records why this daemon has no GPU path: a trainer asking for
 // "cuda:N" gets an Error that says so.
 func (s *Server) DisableGPU(reason string) { s.gpuUnavailable = reason }
+
+// SweepStats sums the counters of the GPU sweeps over every device: rows
+// looked up, found in the hot-row cache, and read over PCIe (false without a
+// GPU path).
+func (s *Server) SweepStats() (gather.PlanStats, bool) {
+	if s.gpu == nil {
+		return gather.PlanStats{}, false
+	}
+	var sum gather.PlanStats
+	for _, st := range s.gpu.planStats() {
+		sum = addStats(sum, st)
+	}
+	return sum, true
+}
+
+// stats are the ring's sweep counters and, with GPUConfig.Timing, the GPU
+// time of its sampling.
+func (r *cudaRing) stats() (gather.PlanStats, error) {
+	st, err := r.g.PlanStats()
+	if r.sampling != nil {
+		st.SampleTime = r.sampling.sampleTime()
+	}
+	return st, err
+}

@@ -2,12 +2,14 @@ package serve
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
 
 	"github.com/gnnloader/gnnloader/cudaext"
 	"github.com/gnnloader/gnnloader/cudaext/cudatest"
+	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/ipc"
 )
 
@@ -106,10 +108,31 @@ func TestCUDAWaysMatchCPU(t *testing.T) {
 		{Sampling: "gpu", SweepPlan: "gpu", SweepBatches: 3},
 		{Sampling: "cpu", SweepPlan: "gpu", SweepBatches: 3},
 		{Sampling: "cpu", SweepPlan: "cpu", SweepBatches: 3},
+		{Sampling: "gpu", SweepPlan: "gpu", SweepBatches: 3, Cache: 1 << 20},
+		{Sampling: "cpu", SweepPlan: "gpu", SweepBatches: 3, Cache: 1 << 20, CachePresample: -1},
 	} {
-		t.Run(g.Sampling+"_sampling_"+g.SweepPlan+"_plan", func(t *testing.T) {
+		name := g.Sampling + "_sampling_" + g.SweepPlan + "_plan"
+		if g.Cache > 0 {
+			name += fmt.Sprintf("_cache%d", g.CachePresample)
+		}
+		t.Run(name, func(t *testing.T) {
 			srv, n := compareWithCPU(t, "synthetic:cora:0.5:3", 6, g, true)
 			t.Logf("%d batches identical on both paths, %d filled in sweeps", n, srv.Stats().SweptBatches.Load())
+			if g.SweepPlan != "gpu" {
+				return
+			}
+			var st gather.PlanStats
+			srv.mu.Lock()
+			for ss := range srv.sessions {
+				if r, ok := ss.ring.(*cudaRing); ok {
+					st, _ = r.g.PlanStats()
+				}
+			}
+			srv.mu.Unlock()
+			t.Logf("rows looked up %d, cache hits %d, rows read over PCIe %d", st.Lookups, st.Hits, st.RowsRead)
+			if st.Lookups == 0 || st.RowsRead == 0 || (g.Cache > 0) != (st.Hits > 0) || st.Hits+st.RowsRead > st.Lookups {
+				t.Errorf("sweep counters %+v with cache %d", st, g.Cache)
+			}
 		})
 	}
 }

@@ -3,6 +3,8 @@ package serve
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -51,25 +53,117 @@ func (b *gpuBackend) samplesOn(dev int) bool {
 	return ok
 }
 
-// deviceSampling is a ring's GPU sampler and the memory its fills use: the
-// seeds of up to gather.MaxDeviceParts batches and their counts, on the
-// device and, for the counts, in pinned host memory they are copied back to.
+// deviceSampling is a ring's GPU sampler and what its fills use. Sampling
+// runs on a stream of its own, so a fill's sampling overlaps the previous
+// fill's gather on the ring's stream; that stream waits for it (an event)
+// before the sweep. The counts of a fill's batches live in one of
+// countsRing device buffers, reused only after the sweep that read them (an
+// event recorded after it); the seeds and counts cross to and from the host
+// through pinned memory, which the host touches only after the previous
+// fill's counts have arrived (each batch's Meta waits for them).
 type deviceSampling struct {
 	gs          *sampler.GPU
+	st          *cudaext.Stream
 	seeds       cudaext.DevicePtr
-	counts      cudaext.DevicePtr
-	host        []byte // pinned, registered
+	counts      [countsRing]cudaext.DevicePtr
+	read        [countsRing]*cudaext.Event // recorded after the sweep that read counts[k]
+	recorded    [countsRing]bool
+	seedsHost   []byte // pinned
+	host        []byte // pinned: the counts, copied back
 	done        *cudaext.Event
+	seq         int
 	batch, clen int
+	timing      bool
+	mu          sync.Mutex
+	times       [][2]*cudaext.Event // pending pairs around a fill's sampling
+	freeTimes   [][2]*cudaext.Event
+	sampled     time.Duration
 }
 
+// timeMark records event k (0: before, 1: after) of the current fill's
+// sampling on the sampling stream (timing on). Context current.
+func (d *deviceSampling) timeMark(k int) error {
+	if !d.timing {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if k == 0 {
+		d.harvestLocked(false)
+		if len(d.freeTimes) == 0 {
+			a, err := cudaext.NewEvent(cudaext.EventDefault)
+			if err != nil {
+				return err
+			}
+			b, err := cudaext.NewEvent(cudaext.EventDefault)
+			if err != nil {
+				return err
+			}
+			d.freeTimes = append(d.freeTimes, [2]*cudaext.Event{a, b})
+		}
+		d.times = append(d.times, d.freeTimes[len(d.freeTimes)-1])
+		d.freeTimes = d.freeTimes[:len(d.freeTimes)-1]
+	}
+	return d.times[len(d.times)-1][k].Record(d.st)
+}
+
+func (d *deviceSampling) harvestLocked(wait bool) {
+	for len(d.times) > 0 {
+		p := d.times[0]
+		done, err := p[1].Done()
+		if err != nil || !done && !wait {
+			return
+		}
+		if !done {
+			p[1].Synchronize()
+		}
+		e, _ := cudaext.Elapsed(p[0], p[1])
+		d.sampled += e
+		d.times = d.times[1:]
+		d.freeTimes = append(d.freeTimes, p)
+	}
+}
+
+// sampleTime is the GPU time of the fills' sampling timed so far.
+func (d *deviceSampling) sampleTime() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.times) > 1 { // the last may still be recording
+		d.harvestLocked(false)
+	}
+	return d.sampled
+}
+
+// countsRing is how many fills' counts may be in flight on the device.
+const countsRing = 4
+
 func (d *deviceSampling) bytes() int64 {
-	return d.gs.Bytes + int64(gather.MaxDeviceParts)*int64(8*d.batch+8*d.clen)
+	return d.gs.Bytes + int64(gather.MaxDeviceParts)*int64(8*d.batch+countsRing*8*d.clen)
+}
+
+// pinnedHost is page-aligned host memory registered with the driver.
+func pinnedHost(n int) ([]byte, error) {
+	b, err := unix.Mmap(-1, 0, max(n, 4096), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, err
+	}
+	if err := cudaext.HostRegister(b, 0); err != nil {
+		unix.Munmap(b)
+		return nil, err
+	}
+	return b, nil
+}
+
+func freePinned(b []byte) {
+	if b != nil {
+		cudaext.HostUnregister(b)
+		unix.Munmap(b)
+	}
 }
 
 // newDeviceSampling makes a ring's GPU sampler. Context current.
 func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *request, maxDegree int64) (_ *deviceSampling, err error) {
-	d := &deviceSampling{batch: req.epochs.BatchSize, clen: sampler.CountsLen(len(req.fanouts))}
+	d := &deviceSampling{batch: req.epochs.BatchSize, clen: sampler.CountsLen(len(req.fanouts)), timing: b.cfg.Timing}
 	defer func() {
 		if err != nil {
 			d.close()
@@ -78,19 +172,24 @@ func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *reque
 	if d.gs, err = sampler.NewGPU(ctx, b.graphs[dev], req.fanouts, req.epochs.BatchSize, maxDegree); err != nil {
 		return nil, err
 	}
+	if d.st, err = cudaext.NewStream(); err != nil {
+		return nil, err
+	}
 	if d.seeds, err = cudaext.MemAlloc(int64(gather.MaxDeviceParts) * int64(8*d.batch)); err != nil {
 		return nil, err
 	}
-	if d.counts, err = cudaext.MemAlloc(int64(gather.MaxDeviceParts) * int64(8*d.clen)); err != nil {
+	for k := range d.counts {
+		if d.counts[k], err = cudaext.MemAlloc(int64(gather.MaxDeviceParts) * int64(8*d.clen)); err != nil {
+			return nil, err
+		}
+		if d.read[k], err = cudaext.NewEvent(cudaext.EventDisableTiming); err != nil {
+			return nil, err
+		}
+	}
+	if d.seedsHost, err = pinnedHost(gather.MaxDeviceParts * 8 * d.batch); err != nil {
 		return nil, err
 	}
-	if d.host, err = unix.Mmap(-1, 0, max(gather.MaxDeviceParts*8*d.clen, 4096), unix.PROT_READ|unix.PROT_WRITE,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS); err != nil {
-		return nil, err
-	}
-	if err = cudaext.HostRegister(d.host, 0); err != nil {
-		unix.Munmap(d.host)
-		d.host = nil
+	if d.host, err = pinnedHost(gather.MaxDeviceParts * 8 * d.clen); err != nil {
 		return nil, err
 	}
 	d.done, err = cudaext.NewEvent(cudaext.EventDisableTiming | cudaext.EventBlockingSync)
@@ -99,61 +198,103 @@ func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *reque
 
 // close frees what newDeviceSampling made. Context current.
 func (d *deviceSampling) close() {
+	if d.st != nil {
+		d.st.Synchronize()
+	}
+	d.mu.Lock()
+	d.harvestLocked(true)
+	for _, p := range d.freeTimes {
+		p[0].Destroy()
+		p[1].Destroy()
+	}
+	d.mu.Unlock()
 	if d.gs != nil {
 		d.gs.Close()
 	}
-	for _, p := range []cudaext.DevicePtr{d.seeds, d.counts} {
+	for _, p := range append([]cudaext.DevicePtr{d.seeds}, d.counts[:]...) {
 		if p != 0 {
 			cudaext.MemFree(p)
 		}
 	}
-	if d.host != nil {
-		cudaext.HostUnregister(d.host)
-		unix.Munmap(d.host)
+	for _, e := range append([]*cudaext.Event{d.done}, d.read[:]...) {
+		if e != nil {
+			e.Destroy()
+		}
 	}
-	if d.done != nil {
-		d.done.Destroy()
+	freePinned(d.seedsHost)
+	freePinned(d.host)
+	if d.st != nil {
+		d.st.Destroy()
 	}
 }
 
-// fillSampled is Fill for batches sampled on the GPU: the seeds go up
-// through the pinned staging, every batch is sampled into its slot, the
-// counts come back to pinned host memory (the batches' Meta waits for them),
-// and the gathered regions are filled by sweeps planned on the GPU from the
-// n_id the sampler wrote, their counts read on the device.
+// fillSampled is Fill for batches sampled on the GPU: on the sampling
+// stream, the slots' released events are waited for, the seeds go up, every
+// batch is sampled into its slot and the counts come back (each batch's Meta
+// waits for them); the ring's stream waits for that, then fills the gathered
+// regions by sweeps planned on the GPU from the n_id the sampler wrote, the
+// counts read on the device.
 func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batch) error {
 	d := r.sampling
-	if err := r.onStream(slots, r.WaitReleased); err != nil {
-		return err
-	}
-	copies := make([]gather.Copy, len(bs))
 	dbs := make([]batch.DeviceBatch, len(bs))
 	for j, b := range bs {
 		db, ok := b.(batch.DeviceBatch)
 		if !ok {
 			return fmt.Errorf("serve: a batch of %T on a ring that samples on the GPU", b)
 		}
-		dbs[j] = db
-		seeds := db.Seeds()
-		if len(seeds) > d.batch {
-			return fmt.Errorf("serve: %d seeds, the ring's GPU sampler takes %d", len(seeds), d.batch)
+		if len(db.Seeds()) > d.batch {
+			return fmt.Errorf("serve: %d seeds, the ring's GPU sampler takes %d", len(db.Seeds()), d.batch)
 		}
-		copies[j] = gather.Copy{Dst: d.seeds + cudaext.DevicePtr(j*8*d.batch), Src: int64Bytes(seeds)}
+		dbs[j] = db
 	}
-	if err := r.g.CopyIn(copies...); err != nil {
-		return err
-	}
+	k := d.seq % countsRing
+	d.seq++
+	counts := d.counts[k]
 	err := r.Context().Do(func() error {
-		for j, db := range dbs {
-			region := func(k int) cudaext.DevicePtr { p, _ := r.RegionAt(slots[j], k); return p }
-			if err := db.SampleOn(d.gs, r.g.Stream(), d.seeds+cudaext.DevicePtr(j*8*d.batch), d.counts+cudaext.DevicePtr(j*8*d.clen), region); err != nil {
+		for _, slot := range slots {
+			// The trainer's last use of the slot, and the daemon's own last
+			// fill of it: a batch is announced once its counts are known,
+			// possibly before its sweep ends on the ring's stream, so a
+			// trainer that releases it at once must not let this stream
+			// write the slot's ids under that sweep.
+			if err := r.WaitReleased(slot, d.st); err != nil {
+				return err
+			}
+			if err := d.st.WaitEvent(r.ReadyEvent(slot)); err != nil {
 				return err
 			}
 		}
-		if err := cudaext.MemcpyDtoHAsync(unsafe.Pointer(&d.host[0]), d.counts, int64(len(bs)*8*d.clen), r.g.Stream()); err != nil {
+		if d.recorded[k] {
+			if err := d.st.WaitEvent(d.read[k]); err != nil { // the sweep that read counts[k] is done
+				return err
+			}
+		}
+		if err := d.timeMark(0); err != nil {
 			return err
 		}
-		return d.done.Record(r.g.Stream())
+		seeds := unsafe.Slice((*int64)(unsafe.Pointer(&d.seedsHost[0])), len(bs)*d.batch)
+		for j, db := range dbs {
+			copy(seeds[j*d.batch:], db.Seeds())
+		}
+		if err := cudaext.MemcpyHtoDAsync(d.seeds, unsafe.Pointer(&d.seedsHost[0]), int64(len(bs)*8*d.batch), d.st); err != nil {
+			return err
+		}
+		for j, db := range dbs {
+			region := func(k int) cudaext.DevicePtr { p, _ := r.RegionAt(slots[j], k); return p }
+			if err := db.SampleOn(d.gs, d.st, d.seeds+cudaext.DevicePtr(j*8*d.batch), counts+cudaext.DevicePtr(j*8*d.clen), region); err != nil {
+				return err
+			}
+		}
+		if err := d.timeMark(1); err != nil {
+			return err
+		}
+		if err := cudaext.MemcpyDtoHAsync(unsafe.Pointer(&d.host[0]), counts, int64(len(bs)*8*d.clen), d.st); err != nil {
+			return err
+		}
+		if err := d.done.Record(d.st); err != nil {
+			return err
+		}
+		return r.g.Stream().WaitEvent(d.done)
 	})
 	if err != nil {
 		return err
@@ -168,7 +309,7 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 		for j := range bs {
 			ids, n := r.RegionAt(slots[j], grp.ids)
 			at := dbs[j].CountIndex(grp.ids)
-			parts[j] = gather.DevicePart{IDs: ids, N: n / 8, NDev: d.counts + cudaext.DevicePtr(j*8*d.clen+8*at)}
+			parts[j] = gather.DevicePart{IDs: ids, N: n / 8, NDev: counts + cudaext.DevicePtr(j*8*d.clen+8*at)}
 			if grp.y >= 0 {
 				parts[j].Y, _ = r.RegionAt(slots[j], grp.y)
 			}
@@ -179,6 +320,16 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 		if err := r.g.SweepOnDevice(ctx, parts); err != nil {
 			return err
 		}
+	}
+	err = r.Context().Do(func() error {
+		if err := d.read[k].Record(r.g.Stream()); err != nil {
+			return err
+		}
+		d.recorded[k] = true
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return r.onStream(slots, r.RecordReady)
 }

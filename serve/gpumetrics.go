@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/gather"
 )
 
 // gpuCollector exports the GPU path's memory and NVML's counters per device
@@ -15,6 +16,7 @@ type gpuCollector struct {
 	mon *cudaext.Monitor // nil when NVML is unavailable
 
 	slotBytes, util, rx, tx, memUsed *prometheus.Desc
+	lookups, hitBytes, readBytes     *prometheus.Desc
 }
 
 func newGPUCollector(b *gpuBackend, mon *cudaext.Monitor) *gpuCollector {
@@ -27,11 +29,14 @@ func newGPUCollector(b *gpuBackend, mon *cudaext.Monitor) *gpuCollector {
 		rx:        d("gnnloader_gpu_pcie_rx_bytes_per_second", "PCIe host-to-device throughput NVML measured (all processes)."),
 		tx:        d("gnnloader_gpu_pcie_tx_bytes_per_second", "PCIe device-to-host throughput NVML measured (all processes)."),
 		memUsed:   d("gnnloader_gpu_memory_used_bytes", "GPU memory in use by all processes, from NVML."),
+		lookups:   d("gnnloader_gpu_rows_looked_up_total", "Feature rows the GPU sweeps were asked for (a row two batches need counts twice)."),
+		hitBytes:  d("gnnloader_gpu_cache_hit_bytes_total", "Feature bytes the GPU sweeps copied from the device's hot-row cache."),
+		readBytes: d("gnnloader_gpu_pcie_read_bytes_total", "Feature bytes the GPU sweeps read over PCIe (each distinct row of a sweep once)."),
 	}
 }
 
 func (c *gpuCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.slotBytes, c.util, c.rx, c.tx, c.memUsed} {
+	for _, d := range []*prometheus.Desc{c.slotBytes, c.util, c.rx, c.tx, c.memUsed, c.lookups, c.hitBytes, c.readBytes} {
 		ch <- d
 	}
 }
@@ -42,6 +47,13 @@ func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.slotBytes, prometheus.GaugeValue, float64(c.b.used[dev]), strconv.Itoa(dev))
 	}
 	c.b.mu.Unlock()
+	rb := float64(c.b.store.RowBytes)
+	for dev, st := range c.b.planStats() {
+		gpu := strconv.Itoa(dev)
+		ch <- prometheus.MustNewConstMetric(c.lookups, prometheus.CounterValue, float64(st.Lookups), gpu)
+		ch <- prometheus.MustNewConstMetric(c.hitBytes, prometheus.CounterValue, float64(st.Hits)*rb, gpu)
+		ch <- prometheus.MustNewConstMetric(c.readBytes, prometheus.CounterValue, float64(st.RowsRead)*rb, gpu)
+	}
 	if c.mon == nil {
 		return
 	}
@@ -67,4 +79,31 @@ func (s *Server) registerGPUMetrics(b *gpuBackend) {
 	s.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gnnloader_pinned_bytes", Help: "Bytes of host memory pinned (registered with CUDA) for the feature table.",
 	}, func() float64 { return float64(len(s.src.store.Rows)) }))
+}
+
+// planStats sums the sweep counters per device: closed rings' (kept when
+// they closed) and live rings'.
+func (b *gpuBackend) planStats() map[int]gather.PlanStats {
+	b.mu.Lock()
+	out := map[int]gather.PlanStats{}
+	for dev := range b.ctx {
+		out[dev] = b.closedStats[dev]
+	}
+	var live []*cudaRing
+	for r := range b.rings {
+		live = append(live, r)
+	}
+	b.mu.Unlock()
+	for _, r := range live {
+		if st, err := r.stats(); err == nil {
+			out[r.dev] = addStats(out[r.dev], st)
+		}
+	}
+	return out
+}
+
+func addStats(a, b gather.PlanStats) gather.PlanStats {
+	return gather.PlanStats{Lookups: a.Lookups + b.Lookups, Hits: a.Hits + b.Hits, RowsRead: a.RowsRead + b.RowsRead,
+		Timed: a.Timed + b.Timed, PlanTime: a.PlanTime + b.PlanTime, ReadTime: a.ReadTime + b.ReadTime,
+		AssembleTime: a.AssembleTime + b.AssembleTime, SampleTime: a.SampleTime + b.SampleTime}
 }

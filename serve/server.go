@@ -136,6 +136,7 @@ type Server struct {
 	// backend, and gpuUnavailable then says why.
 	newCUDARing    func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error)
 	gpuUnavailable string
+	gpu            *gpuBackend        // the GPU path, when enabled
 	gpuPlansSweeps bool               // GPU fills plan their sweeps on the GPU (no address order needed)
 	gpuSampling    func(dev int) bool // trainers on GPU dev are sampled there (nil: none)
 }
@@ -270,6 +271,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	cancel()
 	err := s.drain()
 	s.ln.Close()
+	if err == nil && s.gpu != nil {
+		s.gpu.close() // every session, so every ring, is gone
+	}
 	s.log.Info("stopped", "socket", s.cfg.Socket)
 	return err
 }

@@ -42,6 +42,7 @@ type serveArgs struct {
 	gpuCfg        serve.GPUConfig
 	gpuReserve    string
 	gpuSlotMemory string
+	gpuCache      string
 	metricsAddr   string
 	cpuProfile    string
 	tableSocket   string
@@ -75,6 +76,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&a.gpus, "gpus", "", "comma-separated GPU ordinals trainers may ask for (empty = every GPU)")
 		fs.IntVar(&a.gpuCfg.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
 		fs.IntVar(&a.gpuCfg.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass may cover while the GPU is busy (a sorted sweep reads a row they share once; 0 = half the trainer's slots, at most 8; 1 = one batch a pass)")
+		fs.StringVar(&a.gpuCache, "gpu-cache", "0", "bytes of hot feature rows each GPU keeps in its own memory, chosen by pre-sampling the first trainer's batches (e.g. 12GiB; 0 = none)")
+		fs.IntVar(&a.gpuCfg.CachePresample, "gpu-cache-presample", 0, "batches pre-sampled to choose the cached rows (0 = 256; -1 = by in-degree only)")
 		fs.StringVar(&a.gpuCfg.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto (on the GPU when the graph's CSR takes at most a third of its free memory), gpu or cpu")
 		fs.StringVar(&a.gpuCfg.SweepPlan, "sweep-plan", "gpu", "where a GPU fill plans its sweep over the batches' ids: gpu (the GPU sorts and merges them) or cpu (the CPU does, as before)")
 		fs.StringVar(&a.gpuReserve, "gpu-reserve", "1GiB", "GPU memory slots never take, left to the trainers")
@@ -108,6 +111,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	if a.gpuCfg.SlotMemory, err = parseBytes(a.gpuSlotMemory); err != nil {
 		return usageError{"--gpu-slot-memory: " + err.Error()}
+	}
+	if a.gpuCfg.Cache, err = parseBytes(a.gpuCache); err != nil {
+		return usageError{"--gpu-cache: " + err.Error()}
 	}
 	if a.gpus != "" {
 		if a.gpuCfg.Devices, err = parseInts(a.gpus); err != nil {

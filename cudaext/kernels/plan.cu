@@ -31,18 +31,40 @@ __device__ __forceinline__ int64_t count(int64_t n, const int64_t *n_dev) { retu
 
 __device__ __forceinline__ uint32_t below_mask(uint32_t bit) { return bit ? (0xffffffffu >> (32 - bit)) : 0u; }
 
-// gnn_mark: bitmap bit of every id of one batch (cached rows skipped).
+// Statistics the kernels keep in device memory (uint64 each): ids looked up,
+// ids found in the cache, distinct rows read over PCIe.
+#define STAT_LOOKUPS 0
+#define STAT_HITS 1
+#define STAT_READ 2
+
+// gnn_mark: bitmap bit of every id of one batch (cached rows skipped); the
+// lookups and cache hits are added to stats.
 extern "C" __global__ void __launch_bounds__(1024)
 gnn_mark(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restrict__ n_dev, uint32_t *__restrict__ bitmap,
-         const int32_t *__restrict__ cache_slot) {
+         const int32_t *__restrict__ cache_slot, unsigned long long *__restrict__ stats) {
+	__shared__ unsigned int hits, looked;
+	if (threadIdx.x == 0) hits = looked = 0;
+	__syncthreads();
 	n = count(n, n_dev);
 	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+	unsigned int h = 0, l = 0;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
 		const int64_t id = ids[i];
-		if (cache_slot && cache_slot[id] >= 0) continue;
+		l++;
+		if (cache_slot && cache_slot[id] >= 0) {
+			h++;
+			continue;
+		}
 		const uint32_t bit = 1u << (id & 31);
 		uint32_t *w = bitmap + (id >> 5);
 		if (!(*w & bit)) atomicOr(w, bit);
+	}
+	if (l) atomicAdd(&looked, l);
+	if (h) atomicAdd(&hits, h);
+	__syncthreads();
+	if (threadIdx.x == 0 && stats) {
+		if (looked) atomicAdd(&stats[STAT_LOOKUPS], (unsigned long long)looked);
+		if (hits) atomicAdd(&stats[STAT_HITS], (unsigned long long)hits);
 	}
 }
 
@@ -101,9 +123,11 @@ gnn_word_counts(const uint32_t *__restrict__ bitmap, int64_t words, uint32_t *__
 }
 
 // gnn_scan_blocks: one block of SCAN_THREADS threads turns block_sums[0, nb)
-// into their exclusive prefix, in place, and writes the sum to *unique.
+// into their exclusive prefix, in place, and writes the sum to *unique (and
+// adds it to the rows read over PCIe in stats).
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
-gnn_scan_blocks(uint32_t *__restrict__ block_sums, int64_t nb, uint32_t *__restrict__ unique) {
+gnn_scan_blocks(uint32_t *__restrict__ block_sums, int64_t nb, uint32_t *__restrict__ unique,
+                unsigned long long *__restrict__ stats) {
 	__shared__ uint32_t tmp[32];
 	const int64_t per = (nb + SCAN_THREADS - 1) / SCAN_THREADS;
 	const int64_t lo = (int64_t)threadIdx.x * per, hi = lo + per < nb ? lo + per : nb;
@@ -116,7 +140,10 @@ gnn_scan_blocks(uint32_t *__restrict__ block_sums, int64_t nb, uint32_t *__restr
 		block_sums[i] = run;
 		run += v;
 	}
-	if (threadIdx.x == 0) *unique = total;
+	if (threadIdx.x == 0) {
+		*unique = total;
+		if (stats) atomicAdd(&stats[STAT_READ], (unsigned long long)total);
+	}
 }
 
 // gnn_compact: block b (same shape as gnn_word_counts) writes, for its words,

@@ -1,0 +1,244 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/gather"
+	"github.com/gnnloader/gnnloader/sampler"
+)
+
+// The GPU hot-row cache (GPUConfig.Cache): each device keeps the feature rows
+// most likely to be sampled in its own memory, and sweeps copy those from
+// there instead of reading them over PCIe (gather.DeviceCache). The rows are
+// chosen, as GNNLab does, by pre-sampling batches of the first trainer that
+// uses the device (its split, batch size and fanouts) and counting how often
+// each node appears; nodes never seen are ranked by in-degree (how many rows
+// of the CSR list them), which also breaks ties. The cache is built once, at
+// that trainer's Open, and shared by every trainer on the device.
+
+// deviceCache is one device's cache of hot rows.
+type deviceCache struct {
+	once   sync.Once
+	err    error
+	c      gather.DeviceCache
+	rows   int64
+	choice string // how the rows were chosen, for the log
+}
+
+// cacheFor returns device dev's cache, building it with req the first time
+// (nil when there is none).
+func (b *gpuBackend) cacheFor(dev int, ctx *cudaext.Context, g *gather.CUDA, src *Source, req *request, log *slog.Logger) (*gather.DeviceCache, error) {
+	if b.cfg.Cache <= 0 {
+		return nil, nil
+	}
+	b.mu.Lock()
+	c := b.caches[dev]
+	if c == nil {
+		c = &deviceCache{}
+		b.caches[dev] = c
+	}
+	b.mu.Unlock()
+	c.once.Do(func() {
+		start := time.Now()
+		c.err = c.build(ctx, g, src, req, b.cfg.Cache, b.cfg.CachePresample)
+		if c.err == nil {
+			log.Info("GPU cache built", "device", fmt.Sprintf("cuda:%d", dev), "rows", c.rows,
+				"bytes", c.rows*int64(src.Data.RowBytes()), "chosen_by", c.choice, "took", time.Since(start).Round(time.Millisecond))
+		}
+	})
+	if c.err != nil {
+		return nil, c.err
+	}
+	return &c.c, nil
+}
+
+// build chooses the rows and copies them to the device.
+func (c *deviceCache) build(ctx *cudaext.Context, g *gather.CUDA, src *Source, req *request, bytes int64, presample int) error {
+	d := src.Data
+	rb := int64(d.RowBytes())
+	k := min(bytes/rb, d.Graph.NumNodes)
+	if k <= 0 {
+		return fmt.Errorf("--gpu-cache %d bytes holds no %d-byte row", bytes, rb)
+	}
+	ids, choice := hotRows(d, req, k, presample)
+	c.choice = choice
+	slot := make([]int32, d.Graph.NumNodes)
+	for i := range slot {
+		slot[i] = -1
+	}
+	for i, v := range ids {
+		slot[v] = int32(i)
+	}
+	err := ctx.Do(func() (err error) {
+		if c.c.Rows, err = cudaext.MemAlloc(k * rb); err != nil {
+			return fmt.Errorf("the GPU cache (%d rows, %d bytes): %w", k, k*rb, err)
+		}
+		if c.c.Slot, err = cudaext.MemAlloc(4 * d.Graph.NumNodes); err != nil {
+			return fmt.Errorf("the GPU cache's row map (%d bytes): %w", 4*d.Graph.NumNodes, err)
+		}
+		st, err := cudaext.NewStream()
+		if err != nil {
+			return err
+		}
+		defer st.Destroy()
+		return cudaext.CopyFromHost(c.c.Slot, unsafe.Slice((*byte)(unsafe.Pointer(&slot[0])), 4*len(slot)), st)
+	})
+	if err == nil {
+		// ids are ascending: one gather in address order fills the cache.
+		if err = g.Gather(context.Background(), gather.Dest{Device: c.c.Rows, DeviceBytes: k * rb}, ids, nil); err == nil {
+			err = g.Sync()
+		}
+	}
+	if err != nil {
+		ctx.Do(func() error { c.free(); return nil })
+		return err
+	}
+	c.rows = k
+	return nil
+}
+
+func (c *deviceCache) free() {
+	for _, p := range []*cudaext.DevicePtr{&c.c.Rows, &c.c.Slot} {
+		if *p != 0 {
+			cudaext.MemFree(*p)
+			*p = 0
+		}
+	}
+}
+
+// hotRows returns the k nodes most likely to be sampled, ascending, and how
+// they were chosen.
+func hotRows(d *datasets.Data, req *request, k int64, presample int) ([]int64, string) {
+	n := d.Graph.NumNodes
+	counts := make([]uint32, n)
+	choice := "in-degree"
+	if presample >= 0 {
+		if presample == 0 {
+			presample = 256
+		}
+		if b := presampleCounts(d, req, presample, counts); b > 0 {
+			choice = fmt.Sprintf("presampling %d batches, then in-degree", b)
+		}
+	}
+	return topNodes(counts, inDegrees(&d.Graph), k), choice
+}
+
+// topNodes returns the k nodes first in the order (most counts, then most
+// in-degree (capped at 2^16-1), then smallest id), ascending, in O(n):
+// buckets by count, then, inside the one bucket that is taken only in part,
+// by in-degree.
+func topNodes(counts, indeg []uint32, k int64) []int64 {
+	n := int64(len(counts))
+	if k >= n {
+		ids := make([]int64, n)
+		for v := range ids {
+			ids[v] = int64(v)
+		}
+		return ids
+	}
+	maxCount := uint32(0)
+	for _, c := range counts {
+		maxCount = max(maxCount, c)
+	}
+	perCount := make([]int64, maxCount+1)
+	for _, c := range counts {
+		perCount[c]++
+	}
+	// Counts above cut are taken whole; of count cut, need more.
+	cut, need := int64(maxCount), k
+	for ; cut >= 0 && perCount[cut] < need; cut-- {
+		need -= perCount[cut]
+	}
+	const degCap = 1<<16 - 1
+	perDeg := make([]int64, degCap+1)
+	for v := int64(0); v < n; v++ {
+		if int64(counts[v]) == cut {
+			perDeg[min(indeg[v], degCap)]++
+		}
+	}
+	degCut, needDeg := int64(degCap), need
+	for ; degCut >= 0 && perDeg[degCut] < needDeg; degCut-- {
+		needDeg -= perDeg[degCut]
+	}
+	ids := make([]int64, 0, k)
+	for v := int64(0); v < n && int64(len(ids)) < k; v++ {
+		c := int64(counts[v])
+		switch {
+		case c > cut:
+			ids = append(ids, v)
+		case c == cut:
+			d := int64(min(indeg[v], degCap))
+			if d > degCut || d == degCut && needDeg > 0 {
+				if d == degCut {
+					needDeg--
+				}
+				ids = append(ids, v)
+			}
+		}
+	}
+	return ids
+}
+
+// presampleCounts samples up to batches batches of req's first epoch on
+// every core and counts each node's appearances; it returns the batches
+// sampled.
+func presampleCounts(d *datasets.Data, req *request, batches int, counts []uint32) int {
+	plan, err := sampler.NewPlan(req.seeds, req.epochs, 0)
+	if err != nil {
+		return 0
+	}
+	smp, err := sampler.New(&d.Graph, sampler.Options{Fanouts: req.fanouts, Workers: 1, NoOrder: true})
+	if err != nil {
+		return 0
+	}
+	batches = min(batches, plan.NumBatches())
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			var b sampler.Batch
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= batches {
+					return
+				}
+				if smp.Sample(plan.Batch(i), plan.Key(i), &b) != nil {
+					continue
+				}
+				for _, v := range b.NID {
+					atomic.AddUint32(&counts[v], 1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return batches
+}
+
+// inDegrees counts, for every node, the CSR rows that list it: how many
+// nodes sample from it.
+func inDegrees(g *datasets.Graph) []uint32 {
+	deg := make([]uint32, g.NumNodes)
+	e := g.NumEdges()
+	workers := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := e*int64(w)/int64(workers), e*int64(w+1)/int64(workers)
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				atomic.AddUint32(&deg[g.Neighbor(i)], 1)
+			}
+		})
+	}
+	wg.Wait()
+	return deg
+}
