@@ -1,54 +1,62 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/pprof"
-	"sync"
-	"text/tabwriter"
+	"strconv"
+	"strings"
 	"time"
 
-	"github.com/gnnloader/gnnloader/internal/cputime"
-	"github.com/gnnloader/gnnloader/internal/stages"
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/serve"
 )
 
 func init() {
-	registerBench("serve", "the CPU serving pipeline end to end: batches/s and time per stage", benchServe)
+	registerBench("serve", "the serving pipeline end to end (CPU or GPU path): batches/s, the PCIe bound, and the CPU time per batch by stage", benchServe)
+}
+
+// serveRun is one configuration of the serve benchmark.
+type serveRun struct {
+	name       string
+	cfg        serve.Config
+	gpu        serve.GPUConfig
+	cache      string // bytes or a percentage of the feature bytes
+	slots      int
+	trainers   int
+	epochs     int
+	maxBatches int
+	budget     bool
+	req        ipc.Open
 }
 
 func benchServe(ctx context.Context, e *env, args []string) error {
 	var (
-		spec, fanouts, device string
-		trainers, batchSize   int
-		epochs, slots         int
-		maxBatches            int
-		budget                bool
-		cfg                   serve.Config
-		gpu                   serve.GPUConfig
+		spec, fanouts, device, variants string
+		batchSize                       int
+		base                            serveRun
 	)
-	fs := benchFlags(e, "serve", "loaderd bench serve --dataset synthetic:products:0.1:1 --trainers 2", func(fs *flag.FlagSet) {
+	fs := benchFlags(e, "serve", "loaderd bench serve --dataset synthetic:papers100M:1:0 --device cuda:0 --batches 600 --variants 'slots=6;slots=16;slots=16,gpu-cache=20%'", func(fs *flag.FlagSet) {
 		fs.StringVar(&spec, "dataset", "synthetic:products:0.05:1", "dataset directory or synthetic:NAME[:SCALE[:SEED]]")
 		fs.StringVar(&fanouts, "fanouts", "15,10,5", "fanouts per hop")
 		fs.IntVar(&batchSize, "batch-size", 1024, "seeds per batch")
-		fs.IntVar(&trainers, "trainers", 1, "trainers (ranks of one job) consuming batches")
-		fs.IntVar(&epochs, "epochs", 1, "epochs each trainer consumes")
-		fs.IntVar(&cfg.SamplerThreads, "sampler-threads", 0, "goroutines per batch (0 = all cores)")
-		fs.IntVar(&cfg.Prefetch, "prefetch", 2, "batches sampled ahead per trainer")
-		fs.IntVar(&slots, "slots", 0, "slots per trainer (0 = the daemon's default: 2 on the CPU, 6 on a GPU)")
+		fs.IntVar(&base.trainers, "trainers", 1, "trainers (ranks of one job) consuming batches")
+		fs.IntVar(&base.epochs, "epochs", 1, "epochs each trainer consumes")
+		fs.IntVar(&base.cfg.SamplerThreads, "sampler-threads", 0, "goroutines per batch (0 = all cores)")
+		fs.IntVar(&base.cfg.Prefetch, "prefetch", 2, "batches sampled ahead per trainer")
+		fs.IntVar(&base.slots, "slots", 0, "slots per trainer (0 = the daemon's default)")
 		fs.StringVar(&device, "device", "cpu", "where the trainers ask for their slots: cpu or cuda:N (the GPU path: the table pinned, CUDA gather)")
-		fs.IntVar(&gpu.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass covers (0 = half the slots)")
-		fs.IntVar(&gpu.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
-		fs.StringVar(&gpu.SweepPlan, "sweep-plan", "gpu", "where GPU fills plan their sweeps: gpu or cpu")
-		fs.StringVar(&gpu.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto, gpu or cpu")
-		fs.IntVar(&maxBatches, "batches", 0, "stop each trainer after this many batches (0 = whole epochs)")
-		fs.BoolVar(&budget, "budget", true, "profile the daemon while the trainers consume and print the CPU time per batch of each stage")
+		fs.IntVar(&base.gpu.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass covers (0 = half the slots)")
+		fs.IntVar(&base.gpu.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
+		fs.StringVar(&base.gpu.SweepPlan, "sweep-plan", "gpu", "where GPU fills plan their sweeps: gpu or cpu")
+		fs.StringVar(&base.gpu.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto, gpu or cpu")
+		fs.StringVar(&base.cache, "gpu-cache", "0", "bytes of hot rows the GPU keeps (e.g. 12GiB, or a percentage of the feature bytes: 20%)")
+		fs.IntVar(&base.maxBatches, "batches", 0, "stop each trainer after this many batches (0 = whole epochs)")
+		fs.BoolVar(&base.gpu.Timing, "gpu-timing", true, "time the GPU work of the fills with events, by phase")
+		fs.BoolVar(&base.budget, "budget", true, "profile the daemon while the trainers consume and print the CPU time per batch of each stage")
+		fs.StringVar(&variants, "variants", "", "runs to make one after the other over the same dataset, ';'-separated, each a ','-separated list of flag=value overriding the flags above (slots, gpu-sweep, gpu-cache, sampling, sweep-plan, prefetch, sampler-threads, gather-sms, trainers, batches)")
 	})
 	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 {
 		if err == nil {
@@ -64,6 +72,16 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usageError{"--device: " + err.Error()}
 	}
+	base.req = ipc.Open{Split: "train", BatchSize: uint32(batchSize), Shuffle: true, Seed: 1, Device: device}
+	for _, f := range fo {
+		base.req.Fanouts = append(base.req.Fanouts, int32(f))
+	}
+	runs := []serveRun{base}
+	if variants != "" {
+		if runs, err = parseVariants(base, variants); err != nil {
+			return usageError{"--variants: " + err.Error()}
+		}
+	}
 	open := serve.OpenSource
 	if dev >= 0 {
 		open = serve.OpenSourcePinned
@@ -75,17 +93,98 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer src.Close()
+	d := src.Data
+	fmt.Fprintf(e.stdout, "serve benchmark: %s (%d nodes, %d edges, %d-byte rows), fanouts %v, batch %d, device %s\n",
+		d.Name, d.Graph.NumNodes, d.Graph.NumEdges(), d.RowBytes(), fo, batchSize, device)
+	for _, r := range runs {
+		if err := r.run(ctx, e, src, dev); err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
+	}
+	return nil
+}
+
+// parseVariants makes one run of base per ';'-separated list of overrides.
+func parseVariants(base serveRun, s string) ([]serveRun, error) {
+	var runs []serveRun
+	for _, v := range strings.Split(s, ";") {
+		r := base
+		r.name = strings.TrimSpace(v)
+		for _, kv := range strings.Split(v, ",") {
+			k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok {
+				if k == "" {
+					continue
+				}
+				return nil, fmt.Errorf("%q is not flag=value", kv)
+			}
+			n, nerr := strconv.Atoi(val)
+			num := func(p *int) error {
+				if nerr != nil {
+					return fmt.Errorf("%s=%q: want a number", k, val)
+				}
+				*p = n
+				return nil
+			}
+			var err error
+			switch k {
+			case "slots":
+				err = num(&r.slots)
+			case "gpu-sweep":
+				err = num(&r.gpu.SweepBatches)
+			case "gather-sms":
+				err = num(&r.gpu.MaxSMs)
+			case "prefetch":
+				err = num(&r.cfg.Prefetch)
+			case "sampler-threads":
+				err = num(&r.cfg.SamplerThreads)
+			case "trainers":
+				err = num(&r.trainers)
+			case "batches":
+				err = num(&r.maxBatches)
+			case "gpu-cache":
+				r.cache = val
+			case "sampling":
+				r.gpu.Sampling = val
+			case "sweep-plan":
+				r.gpu.SweepPlan = val
+			default:
+				err = fmt.Errorf("unknown flag %q", k)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
+// run serves src with the run's configuration and reports.
+func (r serveRun) run(ctx context.Context, e *env, src *serve.Source, dev int) error {
+	if pct, ok := strings.CutSuffix(r.cache, "%"); ok {
+		f, err := strconv.ParseFloat(pct, 64)
+		if err != nil || f < 0 || f > 100 {
+			return usageError{fmt.Sprintf("--gpu-cache %q: want bytes or a percentage of the feature bytes", r.cache)}
+		}
+		r.gpu.Cache = int64(f / 100 * float64(len(src.Data.Features)))
+	} else {
+		var err error
+		if r.gpu.Cache, err = parseBytes(r.cache); err != nil {
+			return usageError{"--gpu-cache: " + err.Error()}
+		}
+	}
 	dir, err := os.MkdirTemp("", "loaderd-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cfg.Socket = filepath.Join(dir, "s.sock")
-	cfg.MemoryBudget = 1 << 40 // the benchmark measures speed, not admission
-	srv := serve.New(src, cfg, nil)
+	r.cfg.Socket = filepath.Join(dir, "s.sock")
+	r.cfg.MemoryBudget = 1 << 40 // the benchmark measures speed, not admission
+	srv := serve.New(src, r.cfg, nil)
 	if dev >= 0 {
-		gpu.Devices = []int{dev}
-		if err := srv.EnableGPU(gpu); err != nil {
+		r.gpu.Devices = []int{dev}
+		if err := srv.EnableGPU(r.gpu); err != nil {
 			return err
 		}
 	}
@@ -96,147 +195,12 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 	defer cancel()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(sctx) }()
-
-	req := ipc.Open{Split: "train", BatchSize: uint32(batchSize), Shuffle: true, Seed: 1, WorldSize: uint32(trainers),
-		Device: device, Slots: uint32(slots)}
-	for _, f := range fo {
-		req.Fanouts = append(req.Fanouts, int32(f))
-	}
-	var prof bytes.Buffer
-	if budget {
-		if err := pprof.StartCPUProfile(&prof); err != nil {
-			return fmt.Errorf("--budget: %w (is loaderd serve --cpu-profile running in this process?)", err)
-		}
-	}
-	cpu0 := cputime.Process()
-	start := time.Now()
-	var (
-		wg           sync.WaitGroup
-		mu           sync.Mutex
-		total, nodes int64
-		firstErr     error
-	)
-	for r := 0; r < trainers; r++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o := req
-			o.Rank = uint32(r)
-			n, nn, err := consume(cfg.Socket, o, epochs, maxBatches)
-			mu.Lock()
-			defer mu.Unlock()
-			total += n
-			nodes += nn
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-		}()
-	}
-	wg.Wait()
-	el := time.Since(start)
-	cpu := cputime.Process() - cpu0
-	if budget {
-		pprof.StopCPUProfile()
-	}
+	r.req.Slots, r.req.WorldSize = uint32(r.slots), uint32(r.trainers)
+	res, err := r.measure(srv)
 	cancel()
 	<-served
-	if firstErr != nil {
-		return firstErr
-	}
-	st := srv.Stats()
-	per := func(ns int64) string {
-		return (time.Duration(ns) / time.Duration(max(total, 1))).Round(time.Microsecond).String()
-	}
-	d := src.Data
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(e.stdout, "serve benchmark: %s (%d nodes, %d edges, %d-byte rows), fanouts %v, batch %d, %d trainer(s), %d epoch(s)\n",
-		d.Name, d.Graph.NumNodes, d.Graph.NumEdges(), d.RowBytes(), fo, batchSize, trainers, epochs)
-	fmt.Fprintln(tw, "batches\tseconds\tbatches/s\tnodes/batch\tfeature GB/s\tsample/batch\tgather/batch\tslot wait/batch\t")
-	fmt.Fprintf(tw, "%d\t%.2f\t%.1f\t%.0f\t%.2f\t%s\t%s\t%s\t\n", total, el.Seconds(), float64(total)/el.Seconds(),
-		float64(nodes)/float64(max(total, 1)), float64(nodes)*float64(d.RowBytes())/el.Seconds()/1e9,
-		per(st.SampleNanos.Load()), per(st.GatherNanos.Load()), per(st.WaitNanos.Load()))
-	tw.Flush()
-	fmt.Fprintln(e.stdout, "sample and gather times are per batch on their own goroutines; they overlap each other and the trainers.")
-	fmt.Fprintf(e.stdout, "CPU: %.1f core-ms per batch, %.1f of %d cores busy on average\n",
-		float64(cpu)/1e6/float64(max(total, 1)), cpu.Seconds()/el.Seconds(), runtime.NumCPU())
-	if budget {
-		b, sampled, err := stages.Attribute(&prof)
-		if err != nil {
-			return fmt.Errorf("reading the profile: %w", err)
-		}
-		fmt.Fprintln(e.stdout, "CPU budget per batch, by stage (from the daemon's CPU profile):")
-		tw = tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "stage\tcore-ms/batch\tshare\t")
-		for _, name := range b.Stages() {
-			fmt.Fprintf(tw, "%s\t%.2f\t%.1f%%\t\n", name, float64(b[name])/1e6/float64(max(total, 1)), 100*float64(b[name])/float64(max(sampled, 1)))
-		}
-		fmt.Fprintf(tw, "all (profiled)\t%.2f\t100%%\t\n", float64(sampled)/1e6/float64(max(total, 1)))
-		tw.Flush()
-	}
-	return nil
-}
-
-// consume is a trainer that takes every batch and releases it at once: the
-// loader's ceiling. It stops after maxBatches batches when that is not 0.
-func consume(socket string, open ipc.Open, epochs, maxBatches int) (batches, nodes int64, err error) {
-	c, err := ipc.Dial(socket, ipc.DefaultLimits)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
-	defer c.Close()
-	recv := func() (ipc.Msg, error) {
-		m, fds, err := c.ReadMsg()
-		ipc.CloseFDs(fds)
-		if e, ok := m.(*ipc.Error); ok {
-			return nil, e.AsError()
-		}
-		return m, err
-	}
-	if err := c.WriteMsg(&ipc.Hello{Version: ipc.Version, Name: "bench"}); err != nil {
-		return 0, 0, err
-	}
-	if _, err := recv(); err != nil {
-		return 0, 0, err
-	}
-	if err := c.WriteMsg(&open); err != nil {
-		return 0, 0, err
-	}
-	om, err := recv()
-	if err != nil {
-		return 0, 0, err
-	}
-	opened, ok := om.(*ipc.Opened)
-	if !ok {
-		return 0, 0, fmt.Errorf("daemon answered Open with %T", om)
-	}
-	for ep := 0; ep < epochs; ep++ {
-		if err := c.WriteMsg(&ipc.StartEpoch{Epoch: uint32(ep)}); err != nil {
-			return batches, nodes, err
-		}
-		for {
-			m, err := recv()
-			if err != nil {
-				return batches, nodes, err
-			}
-			if b, ok := m.(*ipc.BatchReady); ok {
-				batches++
-				n, _ := opened.Count(b, "n_id")
-				nodes += int64(n)
-				if err := c.WriteMsg(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index}); err != nil {
-					return batches, nodes, err
-				}
-				if maxBatches > 0 && batches >= int64(maxBatches) {
-					c.WriteMsg(&ipc.Goodbye{Reason: "bench done"})
-					return batches, nodes, nil
-				}
-				continue
-			}
-			if _, ok := m.(*ipc.EpochEnd); ok {
-				break
-			}
-			return batches, nodes, fmt.Errorf("unexpected %T", m)
-		}
-	}
-	c.WriteMsg(&ipc.Goodbye{Reason: "bench done"})
-	return batches, nodes, nil
+	return res.report(e.stdout, r, srv, src, dev)
 }
