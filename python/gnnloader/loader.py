@@ -63,6 +63,46 @@ class Batch:
         return int(self.n_id.numel())
 
 
+def _last_words(msg) -> Optional[LoaderError]:
+    """The LoaderError a daemon's Error or Goodbye stands for; None for any
+    other message."""
+    if isinstance(msg, p.Error):
+        return LoaderError(f"loaderd: {msg.message}", code=p._code_name(msg.code))
+    if isinstance(msg, p.Goodbye):
+        return LoaderError(f"loaderd said goodbye: {msg.reason}", code="goodbye")
+    return None
+
+
+# Frames _buffered_last_words reads at most: a closed daemon's unread frames
+# are a few BatchReady (one per slot), an EpochEnd and its Goodbye or Error.
+_MAX_BUFFERED = 4096
+
+
+def _buffered_last_words(sock: socket.socket) -> Optional[LoaderError]:
+    """Reads, without waiting, the frames still buffered on a socket whose
+    peer has gone, and returns the LoaderError of the first Error or Goodbye
+    among them (None if there is none). Descriptors that came with them are
+    closed; the socket is left blocking with its timeout as before."""
+    timeout = sock.gettimeout()
+    sock.setblocking(False)
+    try:
+        for _ in range(_MAX_BUFFERED):
+            try:
+                msg, fds = p.recv_msg(sock)
+            except (OSError, EOFError, p.ProtocolError):
+                return None  # nothing more buffered (or garbage): no last words
+            p._close_fds(fds)
+            last = _last_words(msg)
+            if last is not None:
+                return last
+        return None
+    finally:
+        try:
+            sock.settimeout(timeout)
+        except OSError:
+            pass
+
+
 def _pyg_data():
     try:
         from torch_geometric.data import Data  # type: ignore
@@ -197,11 +237,11 @@ class Loader:
 
     # -- connection ---------------------------------------------------------
 
-    def _send(self, msg) -> None:
+    def _send(self, msg, fds: Sequence[int] = ()) -> None:
         try:
-            p.send_msg(self._sock, msg)
+            p.send_msg(self._sock, msg, fds)
         except OSError as e:
-            raise LoaderError(f"connection to loaderd lost: {e}", code="closed") from e
+            raise self._lost(e) from e
 
     def _recv(self):
         try:
@@ -209,14 +249,26 @@ class Loader:
         except EOFError:
             raise LoaderError("loaderd closed the connection", code="closed") from None
         except OSError as e:
-            raise LoaderError(f"connection to loaderd lost: {e}", code="closed") from e
+            raise self._lost(e) from e
         if fds:
             self._fds = fds
-        if isinstance(msg, p.Error):
-            raise LoaderError(f"loaderd: {msg.message}", code=p._code_name(msg.code))
-        if isinstance(msg, p.Goodbye):
-            raise LoaderError(f"loaderd said goodbye: {msg.reason}", code="goodbye")
+        last = _last_words(msg)
+        if last is not None:
+            raise last
         return msg
+
+    def _lost(self, cause: OSError) -> LoaderError:
+        """The error for a send or receive that failed with `cause`. When the
+        daemon closed the connection (EPIPE, ECONNRESET) its last frames may
+        still wait, unread, in this socket's receive buffer: a daemon that
+        stops sends Goodbye and closes, and a Release written meanwhile meets
+        the closed socket before the Goodbye is read. The daemon's Goodbye or
+        Error found there is the error; otherwise the broken connection is."""
+        if isinstance(cause, (BrokenPipeError, ConnectionResetError)) and self._sock is not None:
+            last = _buffered_last_words(self._sock)
+            if last is not None:
+                return last
+        return LoaderError(f"connection to loaderd lost: {cause}", code="closed")
 
     def _open(self, req: p.Open) -> p.Opened:
         self._fds: List[int] = []

@@ -161,7 +161,7 @@ class _SeedsLoader(Loader):
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            self._send_seeds(p.Seeds(count=ids.numel()), fd)
+            self._send(p.Seeds(count=ids.numel()), fds=[fd])
         finally:
             os.close(fd)
         try:
@@ -178,12 +178,6 @@ class _SeedsLoader(Loader):
                 if why.code not in ("error", "closed"):
                     raise why from None
             raise
-
-    def _send_seeds(self, msg: Any, fd: int) -> None:
-        try:
-            p.send_msg(self._sock, msg, fds=[fd])
-        except OSError as e:
-            raise LoaderError(f"connection to loaderd lost: {e}", code="closed") from e
 
 
 class NeighborLoader:
