@@ -35,6 +35,7 @@ import threading
 from typing import List, Optional, Tuple
 
 from . import protocol as P
+from . import trust
 
 __all__ = [
     "TYPE_REGISTER_GRAD", "TYPE_GRAD_REGISTERED", "TYPE_ALL_REDUCE", "TYPE_ALL_REDUCE_DONE",
@@ -181,14 +182,23 @@ class GradClient:
     """One rank's gradient connection to loaderd."""
 
     def __init__(self, socket_path: str, job: str, rank: int, world_size: int, nbytes: int,
-                 device: str = "cpu", timeout: Optional[float] = None, name: str = "") -> None:
+                 device: str = "cpu", timeout: Optional[float] = None, name: str = "",
+                 daemon_uid: Optional[int] = None) -> None:
+        """Connects, checks who listens at the socket before sending anything
+        (gnnloader.trust: this process's uid, root, `daemon_uid` or
+        $GNNLOADER_DAEMON_UID, else UntrustedDaemonError), and registers."""
         self.device = device
         self.rank, self.world_size = rank, world_size
         self._lock = threading.Lock()
         self._seq = 0
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(socket_path)
+        self.sock = trust.connect(socket_path, timeout, trust.trusted_uids(daemon_uid))
+        try:
+            self._register(job, rank, world_size, nbytes, device, name)
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _register(self, job: str, rank: int, world_size: int, nbytes: int, device: str, name: str) -> None:
         P.send_msg(self.sock, P.Hello(version=P.VERSION, pid=os.getpid(), name=name or f"allreduce rank {rank}"))
         m, fds = P.recv_msg(self.sock)
         for fd in fds:
@@ -301,10 +311,10 @@ _default: Optional[GradClient] = None
 
 
 def init(socket_path: str, job: str, rank: int, world_size: int, nbytes: int, device: str = "cpu",
-         timeout: Optional[float] = None) -> GradClient:
+         timeout: Optional[float] = None, daemon_uid: Optional[int] = None) -> GradClient:
     """Opens this process's gradient connection (what ``allreduce`` uses)."""
     global _default
-    _default = GradClient(socket_path, job, rank, world_size, nbytes, device, timeout)
+    _default = GradClient(socket_path, job, rank, world_size, nbytes, device, timeout, daemon_uid=daemon_uid)
     return _default
 
 

@@ -14,6 +14,8 @@ from typing import Iterator, List, Optional, Sequence
 import torch
 
 from . import protocol as p
+from . import trust
+from .errors import LoaderError
 
 __all__ = ["Loader", "Batch", "LoaderError"]
 
@@ -29,15 +31,6 @@ _DTYPES = {
 # Error codes after which a loader with reconnect > 0 tries again: the
 # connection broke, could not be made, or the daemon is shutting down.
 _RECONNECTABLE = ("closed", "connect", "goodbye", "shutting_down")
-
-
-class LoaderError(RuntimeError):
-    """An error reported by loaderd (code and message are the daemon's), or a
-    broken connection to it."""
-
-    def __init__(self, message: str, code: str = "error"):
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass
@@ -136,13 +129,19 @@ class Loader:
                  rank: int = 0, world_size: int = 1, device: str = "cpu", drop_last: bool = False,
                  slots: int = 0, job: str = "", release: str = "auto", start_epoch: int = 0,
                  start_batch: int = 0, pyg: Optional[bool] = None, timeout: Optional[float] = None,
-                 reconnect: float = 0.0):
+                 reconnect: float = 0.0, daemon_uid: Optional[int] = None):
         """`reconnect` > 0: when the connection to loaderd is lost (the daemon
         restarted, crashed or said goodbye), keep trying to reconnect for that
         many seconds, with exponential backoff, and resume the epoch after the
         last batch this loader yielded: over an epoch every batch of this
         rank's share is yielded exactly once. `start_epoch`/`start_batch` start
-        elsewhere (e.g. a trainer restarting from a checkpoint)."""
+        elsewhere (e.g. a trainer restarting from a checkpoint).
+
+        `daemon_uid`: a uid, besides this process's own and root's, whose
+        loaderd this loader trusts (as does $GNNLOADER_DAEMON_UID). On every
+        connect the loader checks who listens at the socket (SO_PEERCRED)
+        before sending anything, and refuses any other uid with an
+        UntrustedDaemonError (a LoaderError with code "untrusted_daemon")."""
         if release not in ("auto", "manual"):
             raise ValueError(f'release must be "auto" or "manual", not {release!r}')
         self.socket_path = socket_path
@@ -157,6 +156,7 @@ class Loader:
         self._closed = False
         self._timeout = timeout
         self._reconnect_for = reconnect
+        self._trusted = trust.trusted_uids(daemon_uid)
         self.reconnects = 0  # how often the connection was re-established
         data_cls = _pyg_data() if pyg in (None, True) else None
         if pyg and data_cls is None:
@@ -181,13 +181,7 @@ class Loader:
 
     def _connect(self, req: p.Open) -> None:
         """Connect, handshake and open the slot ring."""
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(self._timeout)
-        try:
-            self._sock.connect(self.socket_path)
-        except OSError as e:
-            raise LoaderError(f"cannot connect to loaderd at {self.socket_path}: {e.strerror or e}",
-                              code="connect") from e
+        self._sock = trust.connect(self.socket_path, self._timeout, self._trusted)
         self._send(p.Hello(pid=os.getpid(), name=f"gnnloader rank {req.rank}"))
         welcome = self._recv()
         if not isinstance(welcome, p.Welcome):

@@ -17,7 +17,6 @@ lives: loaderd holds it, so the first argument only names the daemon (see
 from __future__ import annotations
 
 import os
-import socket as _socket
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
@@ -25,6 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import torch
 
 from . import protocol as p
+from . import trust
 from .loader import Loader, LoaderError
 
 __all__ = ["NeighborLoader", "Remote", "connect", "SOCKET_ENV", "CUSTOM_SPLIT"]
@@ -91,19 +91,17 @@ class Remote:
         return self.num_features
 
 
-def connect(socket: Optional[str] = None, timeout: Optional[float] = 30.0) -> Remote:
+def connect(socket: Optional[str] = None, timeout: Optional[float] = 30.0,
+            daemon_uid: Optional[int] = None) -> Remote:
     """Ask loaderd at ``socket`` (default ``$GNNLOADER_SOCKET``) what it serves.
 
     The connection is closed again; pass the returned :class:`Remote` as the
-    first argument of :class:`NeighborLoader`."""
+    first argument of :class:`NeighborLoader`. As every client, it first
+    checks who listens at the socket (``daemon_uid``: see
+    :class:`gnnloader.Loader`)."""
     path = _socket_path(socket)
-    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    s.settimeout(timeout)
+    s = trust.connect(path, timeout, trust.trusted_uids(daemon_uid))
     try:
-        try:
-            s.connect(path)
-        except OSError as e:
-            raise LoaderError(f"cannot connect to loaderd at {path}: {e.strerror or e}") from e
         p.send_msg(s, p.Hello(pid=os.getpid(), name="gnnloader.connect"))
         msg, fds = p.recv_msg(s)
         p._close_fds(fds)
@@ -225,7 +223,8 @@ class NeighborLoader:
             ``disjoint=True``, temporal sampling, ...) raise ValueError.
         Other keyword arguments of :class:`gnnloader.Loader` (``slots``,
         ``job``, ``release``, ``start_epoch``, ``start_batch``, ``pyg``,
-        ``timeout`` in seconds on the socket, ``reconnect``) pass through; on
+        ``timeout`` in seconds on the socket, ``reconnect``, ``daemon_uid``)
+        pass through; on
         a reconnect custom seeds are sent again.
 
     Iterating runs one epoch; ``len()`` is the number of batches per epoch.
@@ -242,7 +241,7 @@ class NeighborLoader:
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  transform: Optional[Callable[[Any], Any]] = None, **kwargs: Any):
         loader_kw = {k: kwargs.pop(k) for k in ("slots", "job", "release", "start_epoch", "start_batch", "pyg",
-                                                     "timeout", "reconnect")
+                                                     "timeout", "reconnect", "daemon_uid")
                      if k in kwargs}
         for k, v in kwargs.items():
             if k in _IGNORED:
