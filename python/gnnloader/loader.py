@@ -107,7 +107,7 @@ def _pyg_data():
 class Loader:
     """Iterates over the mini-batches loaderd samples for one trainer.
 
-    >>> with Loader("/tmp/loaderd.sock", split="train", batch_size=1024,
+    >>> with Loader(split="train", batch_size=1024,  # the default socket
     ...             fanouts=[15, 10, 5]) as loader:
     ...     for epoch in range(10):
     ...         for batch in loader:
@@ -124,7 +124,7 @@ class Loader:
     `Batch` dataclasses otherwise; both have the same fields.
     """
 
-    def __init__(self, socket_path: str, split: str = "train", batch_size: int = 1024,
+    def __init__(self, socket_path: Optional[str] = None, split: str = "train", batch_size: int = 1024,
                  fanouts: Sequence[int] = (15, 10, 5), shuffle: bool = True, seed: int = 0,
                  rank: int = 0, world_size: int = 1, device: str = "cpu", drop_last: bool = False,
                  slots: int = 0, job: str = "", release: str = "auto", start_epoch: int = 0,
@@ -137,6 +137,13 @@ class Loader:
         rank's share is yielded exactly once. `start_epoch`/`start_batch` start
         elsewhere (e.g. a trainer restarting from a checkpoint).
 
+        `socket_path`: loaderd's socket; omitted (None), the default of
+        gnnloader.trust.default_socket_path, the daemon's own default:
+        $GNNLOADER_SOCKET, else $XDG_RUNTIME_DIR/gnnloader/loaderd.sock, else
+        /run/gnnloader/loaderd.sock for root, else
+        /tmp/gnnloader-UID/loaderd.sock (a directory the loader checks is
+        this user's or root's and writable by no one else).
+
         `daemon_uid`: a uid, besides this process's own and root's, whose
         loaderd this loader trusts (as does $GNNLOADER_DAEMON_UID). On every
         connect the loader checks who listens at the socket (SO_PEERCRED)
@@ -144,7 +151,8 @@ class Loader:
         UntrustedDaemonError (a LoaderError with code "untrusted_daemon")."""
         if release not in ("auto", "manual"):
             raise ValueError(f'release must be "auto" or "manual", not {release!r}')
-        self.socket_path = socket_path
+        self._default_dir = None if socket_path else trust.default_socket_dir()
+        self.socket_path = trust.socket_path(socket_path)
         self.device = torch.device(device)
         self._release_mode = release
         self._epoch = start_epoch
@@ -181,7 +189,11 @@ class Loader:
 
     def _connect(self, req: p.Open) -> None:
         """Connect, handshake and open the slot ring."""
-        self._sock = trust.connect(self.socket_path, self._timeout, self._trusted)
+        if self._default_dir is not None:
+            trust.check_socket_dir(self._default_dir)  # again: it may have changed since
+        hint = "" if self._default_dir is None else \
+            f" (the default socket: start loaderd, or pass a socket path or set ${trust.SOCKET_ENV})"
+        self._sock = trust.connect(self.socket_path, self._timeout, self._trusted, hint=hint)
         self._send(p.Hello(pid=os.getpid(), name=f"gnnloader rank {req.rank}"))
         welcome = self._recv()
         if not isinstance(welcome, p.Welcome):

@@ -1,4 +1,9 @@
-"""Which daemon a client trusts (docs/protocol.md, "Who the client trusts").
+"""Where a client finds loaderd, and which daemon it trusts there
+(docs/protocol.md, "Who the client trusts" and "Where the socket is").
+
+:func:`default_socket_path` is the one rule for a socket path nobody gave,
+the same as the daemon's (Go ``ipc.DefaultSocketPath``); :func:`socket_path`
+applies it and checks the directory it chose.
 
 Every client (``Loader`` and the loaders built on it, ``connect``, the
 all-reduce ``GradClient``, ``open_table``) connects through :func:`connect`:
@@ -17,16 +22,90 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import struct
-from typing import Iterable, List, Optional, Tuple, Union
+from typing import Iterable, List, Mapping, Optional, Tuple, Union
 
 from .errors import LoaderError, UntrustedDaemonError
 
-__all__ = ["DAEMON_UID_ENV", "peer_cred", "trusted_uids", "check_daemon", "connect"]
+__all__ = ["SOCKET_ENV", "DAEMON_UID_ENV", "default_socket_path", "default_socket_dir", "check_socket_dir",
+           "socket_path", "peer_cred", "trusted_uids", "check_daemon", "connect"]
+
+#: Environment variable naming loaderd's socket (Go: ipc.SocketEnv).
+SOCKET_ENV = "GNNLOADER_SOCKET"
+
+#: The socket's file name in the default directories (Go: ipc.SocketName).
+SOCKET_NAME = "loaderd.sock"
 
 #: Environment variable listing, comma-separated, the uids whose daemon a
 #: client trusts besides its own and root's (Go: ipc.DaemonUIDEnv).
 DAEMON_UID_ENV = "GNNLOADER_DAEMON_UID"
+
+def default_socket_path(environ: Optional[Mapping[str, str]] = None, uid: Optional[int] = None) -> str:
+    """The socket loaderd listens on, and clients connect to, when no path is
+    given (default: this process's environment and uid). The first that
+    applies:
+
+    1. ``$GNNLOADER_SOCKET``, if set and not empty;
+    2. ``$XDG_RUNTIME_DIR/gnnloader/loaderd.sock``, if XDG_RUNTIME_DIR is set;
+    3. ``/run/gnnloader/loaderd.sock`` for root;
+    4. ``/tmp/gnnloader-UID/loaderd.sock`` for any other uid, in a directory
+       the daemon creates 0700.
+
+    The twin of Go's ipc.DefaultSocketPath (TestDefaultSocketPathTwin)."""
+    env = os.environ if environ is None else environ
+    uid = os.getuid() if uid is None else uid
+    if env.get(SOCKET_ENV):
+        return env[SOCKET_ENV]
+    if env.get("XDG_RUNTIME_DIR"):
+        p = os.path.normpath(os.path.join(env["XDG_RUNTIME_DIR"], "gnnloader", SOCKET_NAME))
+        return "/" + p.lstrip("/") if p.startswith("//") else p  # as Go's filepath.Join: one leading slash
+    if uid == 0:
+        return "/run/gnnloader/" + SOCKET_NAME
+    return f"/tmp/gnnloader-{uid}/{SOCKET_NAME}"
+
+
+def default_socket_dir() -> Optional[str]:
+    """The directory rules 2-4 of default_socket_path chose, or None when
+    $GNNLOADER_SOCKET gives the path (the user's choice, used as it is)."""
+    if os.environ.get(SOCKET_ENV):
+        return None
+    return os.path.dirname(default_socket_path())
+
+
+def check_socket_dir(path: str) -> None:
+    """Raise LoaderError (code "unsafe_socket_dir") unless the directory
+    `path`, chosen by default_socket_path, is safe to find a socket in: a
+    real directory (not a symbolic link), owned by this uid or root, writable
+    by neither its group nor others. A missing directory passes (connecting
+    then fails: no daemon there). The twin of Go's ipc.CheckSocketDir."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+
+    def unsafe(why: str) -> LoaderError:
+        return LoaderError(f"unsafe socket directory {path}: {why}; remove it, or give a socket path explicitly "
+                           f"(socket_path=..., ${SOCKET_ENV})", code="unsafe_socket_dir")
+
+    if not stat.S_ISDIR(st.st_mode):
+        raise unsafe("it is not a directory")
+    if st.st_uid not in (os.getuid(), 0):
+        raise unsafe(f"it belongs to uid {st.st_uid}, not to uid {os.getuid()} or root")
+    if st.st_mode & 0o022:
+        raise unsafe(f"its group or others may write to it (mode {stat.S_IMODE(st.st_mode) & 0o777:#o})")
+
+
+def socket_path(path: Optional[Union[str, "os.PathLike[str]"]] = None) -> str:
+    """`path` if given, else default_socket_path(), its directory checked
+    (check_socket_dir) when the rule rather than $GNNLOADER_SOCKET chose it."""
+    if path:
+        return os.fspath(path)
+    d = default_socket_dir()
+    if d is not None:
+        check_socket_dir(d)
+    return default_socket_path()
+
 
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
@@ -72,11 +151,11 @@ def check_daemon(sock: socket.socket, path: str, trusted: List[int]) -> Tuple[in
 
 
 def connect(path: str, timeout: Optional[float] = None, trusted: Optional[List[int]] = None,
-            what: str = "loaderd") -> socket.socket:
+            what: str = "loaderd", hint: str = "") -> socket.socket:
     """A Unix stream socket connected to `path` whose peer passed
     check_daemon against `trusted` (default: trusted_uids()). Connection
     failures are LoaderError with code "connect"; `what` names the socket in
-    messages."""
+    messages, `hint` ends that of a failed connect."""
     if trusted is None:
         trusted = trusted_uids()
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -85,7 +164,7 @@ def connect(path: str, timeout: Optional[float] = None, trusted: Optional[List[i
         try:
             s.connect(path)
         except OSError as e:
-            raise LoaderError(f"cannot connect to {what} at {path}: {e.strerror or e}", code="connect") from e
+            raise LoaderError(f"cannot connect to {what} at {path}: {e.strerror or e}{hint}", code="connect") from e
         check_daemon(s, path, trusted)
     except BaseException:
         s.close()

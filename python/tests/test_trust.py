@@ -2,7 +2,7 @@
 credentials of the process listening at the socket right after connecting
 and, unless it runs as the trainer's own uid, root, daemon_uid= or a uid in
 $GNNLOADER_DAEMON_UID, refuses it with UntrustedDaemonError having sent
-nothing.
+nothing. And the default socket path, the same rule as the daemon's.
 
 The squatter is a plain listening socket that records what it receives. Its
 uid is faked by replacing gnnloader.trust.peer_cred, except in
@@ -12,10 +12,13 @@ accepted."""
 
 import os
 import shutil
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 from pathlib import Path
 from unittest import mock
@@ -180,6 +183,117 @@ class RealUidTest(unittest.TestCase):
             self.assertEqual(gnnloader.connect(d.socket).num_nodes, 2708)
         finally:
             self.assertEqual(d.stop(), 0)
+
+
+class SocketPathTest(unittest.TestCase):
+    """The default socket: one rule for daemon and client (Go's side and the
+    comparison of the two: ipc/socketpath_test.go)."""
+
+    def setUp(self):
+        env = mock.patch.dict(os.environ)
+        env.start()
+        self.addCleanup(env.stop)
+        for k in (trust.SOCKET_ENV, trust.DAEMON_UID_ENV, "XDG_RUNTIME_DIR"):
+            os.environ.pop(k, None)
+        self.tmp = tempfile.mkdtemp(prefix="gnnloader-xdg-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def test_rule(self):
+        for env, uid, want in [
+            ({}, 0, "/run/gnnloader/loaderd.sock"),
+            ({}, 1000, "/tmp/gnnloader-1000/loaderd.sock"),
+            ({"XDG_RUNTIME_DIR": "/run/user/1000"}, 1000, "/run/user/1000/gnnloader/loaderd.sock"),
+            ({"XDG_RUNTIME_DIR": "/run/user/0"}, 0, "/run/user/0/gnnloader/loaderd.sock"),
+            ({"XDG_RUNTIME_DIR": ""}, 1001, "/tmp/gnnloader-1001/loaderd.sock"),
+            ({"GNNLOADER_SOCKET": "/srv/l.sock", "XDG_RUNTIME_DIR": "/run/user/7"}, 7, "/srv/l.sock"),
+            ({"GNNLOADER_SOCKET": "", "XDG_RUNTIME_DIR": "/run/user/7"}, 7, "/run/user/7/gnnloader/loaderd.sock"),
+        ]:
+            self.assertEqual(trust.default_socket_path(env, uid), want, (env, uid))
+
+    def start_default_daemon(self):
+        """A real loaderd started without --socket, XDG_RUNTIME_DIR=self.tmp."""
+        if not os.path.exists(LOADERD):
+            self.skipTest(f"{LOADERD} not built")
+        log = open(os.path.join(self.tmp, "loaderd.log"), "w+")
+        self.addCleanup(log.close)
+        env = dict(os.environ, XDG_RUNTIME_DIR=self.tmp)
+        proc = subprocess.Popen([LOADERD, "serve", "--gpu=false", "--dataset", "synthetic:cora:1:0"], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+
+        def stop():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            self.assertEqual(proc.wait(30), 0)
+        self.addCleanup(stop)
+        return proc, log
+
+    def test_daemon_and_clients_meet_at_the_default(self):
+        proc, log = self.start_default_daemon()
+        os.environ["XDG_RUNTIME_DIR"] = self.tmp
+        want = os.path.join(self.tmp, "gnnloader", "loaderd.sock")
+        self.assertEqual(trust.default_socket_path(), want)
+        deadline = time.time() + 60
+        while not os.path.exists(want):
+            if proc.poll() is not None or time.time() > deadline:
+                log.seek(0)
+                self.fail(f"loaderd did not listen at {want}:\n{log.read()}")
+            time.sleep(0.02)
+        with gnnloader.Loader(batch_size=256, fanouts=[5]) as ld:  # no socket path
+            self.assertEqual(ld.socket_path, want)
+            self.assertEqual(sum(1 for _ in ld), len(ld))
+        self.assertEqual(gnnloader.connect().socket, want)
+
+        class Data:
+            num_nodes = 2708
+        with gnnloader.NeighborLoader(Data(), [5], input_nodes="train", batch_size=1024) as nl:
+            self.assertEqual(len(nl), 2)
+        c = ar.GradClient(None, "default-socket", 0, 1, 64, timeout=10)
+        c.close()
+        # $GNNLOADER_SOCKET wins over the rest, for clients and daemon alike.
+        os.environ[trust.SOCKET_ENV] = want
+        os.environ["XDG_RUNTIME_DIR"] = "/nonexistent"
+        with gnnloader.Loader(batch_size=256, fanouts=[5]) as ld:
+            self.assertEqual(ld.socket_path, want)
+
+    def test_nothing_at_the_default_says_so(self):
+        os.environ["XDG_RUNTIME_DIR"] = self.tmp
+        with self.assertRaises(gnnloader.LoaderError) as cm:
+            gnnloader.Loader(batch_size=64, fanouts=[5])
+        self.assertEqual(cm.exception.code, "connect")
+        for text in (os.path.join(self.tmp, "gnnloader", "loaderd.sock"), "default socket", "GNNLOADER_SOCKET"):
+            self.assertIn(text, str(cm.exception))
+
+    def test_unsafe_default_directory_is_refused(self):
+        os.environ["XDG_RUNTIME_DIR"] = self.tmp
+        d = os.path.join(self.tmp, "gnnloader")
+        sq_dir = tempfile.mkdtemp(prefix="gnnloader-real-")
+        self.addCleanup(shutil.rmtree, sq_dir, True)
+        cases = [("world-writable", lambda: os.chmod(d, 0o777), "may write to it (mode 0o777)"),
+                 ("symbolic link", lambda: (os.rmdir(d), os.symlink(sq_dir, d)), "not a directory")]
+        if os.getuid() == 0:
+            cases.append(("another user's", lambda: os.chown(d, 4242, 4242), "belongs to uid 4242"))
+        for name, spoil, text in cases:
+            with self.subTest(name):
+                if os.path.islink(d):
+                    os.unlink(d)
+                elif os.path.isdir(d):
+                    os.rmdir(d)
+                os.mkdir(d, 0o700)
+                spoil()
+                for client in (lambda: gnnloader.Loader(batch_size=64, fanouts=[5]), gnnloader.connect,
+                               lambda: gnnloader.NeighborLoader(object(), [5], input_nodes="train")):
+                    with self.assertRaises(gnnloader.LoaderError) as cm:
+                        client()
+                    self.assertEqual(cm.exception.code, "unsafe_socket_dir", str(cm.exception))
+                    self.assertIn(d, str(cm.exception))
+                    self.assertIn(text, str(cm.exception))
+        # A daemon refuses it too (ipc.PrepareSocketDir), before listening.
+        if os.path.exists(LOADERD):
+            env = dict(os.environ, XDG_RUNTIME_DIR=self.tmp)
+            p = subprocess.run([LOADERD, "serve", "--gpu=false", "--dataset", "synthetic:cora:0.1:0"], env=env,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("unsafe socket directory", p.stderr)
 
 
 if __name__ == "__main__":
