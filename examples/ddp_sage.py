@@ -8,12 +8,12 @@ number of batches on every rank, as DistributedSampler does). Gradients are
 averaged by DistributedDataParallel: gloo on CPU, nccl on GPU.
 
     loaderd import npz testdata/cora.npz --undirected --out /tmp/cora
-    loaderd serve --dataset /tmp/cora --socket /tmp/loaderd.sock &
+    loaderd serve --dataset /tmp/cora &      # the default socket, which the trainers find too
     # CPU, 2 processes (Debian's torch has no torchrun script; this is the same;
     # --redirects 1 --tee 1 works around torch 1.13 on Python 3.11, whose
     # default --redirects 0 fails with "'NoneType' object has no attribute 'get'"):
     python3 -m torch.distributed.run --nproc_per_node 2 --redirects 1 --tee 1 \
-        examples/ddp_sage.py --socket /tmp/loaderd.sock
+        examples/ddp_sage.py
     # one host with 8 GPUs:
     torchrun --nproc_per_node 8 examples/ddp_sage.py --socket /run/loaderd/loaderd.sock --device cuda
     # several hosts: run one loaderd on each, and torchrun with --nnodes/--rdzv-endpoint as usual;
@@ -39,7 +39,8 @@ from train_sage import SAGE  # noqa: E402  (PyG's SAGEConv when installed, else 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--socket", default=os.environ.get("GNNLOADER_SOCKET", "/run/loaderd/loaderd.sock"))
+    p.add_argument("--socket", default=None,
+                   help="loaderd's socket (default: $GNNLOADER_SOCKET, else gnnloader's default socket)")
     p.add_argument("--device", default="cpu", help="cpu, or cuda (each rank takes cuda:LOCAL_RANK)")
     p.add_argument("--num-neighbors", default="10,10")
     p.add_argument("--batch-size", type=int, default=64, help="seeds per batch per rank")

@@ -4,8 +4,12 @@
 Start a daemon first, e.g.:
 
     loaderd import npz testdata/cora.npz --out /tmp/cora
-    loaderd serve --dataset /tmp/cora --socket /tmp/loaderd.sock &
-    python3 examples/train_sage.py --socket /tmp/loaderd.sock --reference
+    loaderd serve --dataset /tmp/cora &
+    python3 examples/train_sage.py --reference
+
+(both find the same default socket: $GNNLOADER_SOCKET, else
+$XDG_RUNTIME_DIR/gnnloader/loaderd.sock, else /run/gnnloader/loaderd.sock for
+root, else /tmp/gnnloader-UID/loaderd.sock; --socket names another).
 
 Batches arrive from loaderd with neighbours sampled by --fanouts. With
 --reference the same model is trained a second time with exact
@@ -119,7 +123,7 @@ def train(args, fanouts, label):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--socket", default=os.environ.get("GNNLOADER_SOCKET", "/tmp/loaderd.sock"))
+    p.add_argument("--socket", default=None, help="loaderd's socket (default: gnnloader's default socket)")
     p.add_argument("--fanouts", default="10,10", help="comma-separated fanouts per hop, -1 = all")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--eval-batch-size", type=int, default=512)

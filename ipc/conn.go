@@ -58,10 +58,21 @@ func (c *Conn) LimitReadFrame(n int) {
 // wrapping os.ErrDeadlineExceeded, and the connection must then be closed.
 func (c *Conn) SetWriteTimeout(d time.Duration) { c.wtimeout.Store(int64(d)) }
 
-// Dial connects to the daemon's socket at path.
+// Dial connects to the daemon's socket at path and, before anything is
+// sent, checks who listens there: a process whose uid is not this client's,
+// root's or one in $GNNLOADER_DAEMON_UID is refused with an
+// *UntrustedDaemonError (see CheckDaemon).
 func Dial(path string, lim Limits) (*Conn, error) {
+	trusted, err := TrustedDaemonUIDs()
+	if err != nil {
+		return nil, err
+	}
 	uc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
+		return nil, err
+	}
+	if err := CheckDaemon(uc, path, trusted); err != nil {
+		uc.Close()
 		return nil, err
 	}
 	return NewConn(uc, lim), nil

@@ -11,7 +11,9 @@
 //   - Conn reads and writes frames on a *net.UnixConn and passes file
 //     descriptors (the shm slot memfd) with SCM_RIGHTS.
 //   - State checks the order of messages on a connection.
-//   - PeerCred reads SO_PEERCRED.
+//   - PeerCred reads SO_PEERCRED; CheckDaemon is the client's check of the
+//     daemon with it, which Dial makes before sending anything (the daemon's
+//     uid must be the client's, root's or one in $GNNLOADER_DAEMON_UID).
 //
 // Errors caused by the peer are *ProtocolError; CodeOf(err) gives the Code
 // to send back in an Error message before closing the connection.

@@ -125,7 +125,7 @@ Run 'loaderd COMMAND -h' for a command's flags and an example.
 
 quick start:
   loaderd import npz testdata/cora.npz --out /tmp/cora
-  loaderd serve --dataset /tmp/cora --socket /tmp/loaderd.sock
+  loaderd serve --dataset /tmp/cora     # trainers find it with no socket path given
 `)
 }
 

@@ -7,7 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/gnnloader/gnnloader/ipc"
 )
 
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -173,5 +177,115 @@ func TestInfoJSONParses(t *testing.T) {
 	}
 	if info.GPU == (info.Reason != "") || info.GPU != (len(info.Devices) > 0) {
 		t.Fatalf("inconsistent: gpu=%v reason=%q devices=%d", info.GPU, info.Reason, len(info.Devices))
+	}
+}
+
+// serveInBackground runs `loaderd serve args...` until the test ends and
+// returns its exit status channel.
+func serveInBackground(t *testing.T, args ...string) (cancel func(), done <-chan int, stderr func() string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var e syncBuffer
+	ch := make(chan int, 1)
+	go func() {
+		var o bytes.Buffer
+		ch <- run(ctx, append([]string{"serve", "--gpu=false", "--dataset", "synthetic:cora:0.1:0"}, args...), &o, &e)
+	}()
+	t.Cleanup(cancel)
+	return cancel, ch, e.String
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeDefaultSocket: without --socket, serve listens where
+// ipc.DefaultSocketPath (and the Python client) look, in a directory it
+// made private, and a client dialling that default is served.
+func TestServeDefaultSocket(t *testing.T) {
+	xdg := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", xdg)
+	t.Setenv(ipc.SocketEnv, "")
+	want := filepath.Join(xdg, "gnnloader", "loaderd.sock")
+	if got := ipc.DefaultSocketPath(); got != want {
+		t.Fatalf("DefaultSocketPath = %q, want %q", got, want)
+	}
+	cancel, done, stderr := serveInBackground(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if st, err := os.Stat(want); err == nil && st.Mode()&os.ModeSocket != 0 {
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d before listening at %s:\n%s", code, want, stderr())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no socket at %s after 20 s:\n%s", want, stderr())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := ipc.CheckSocketDir(filepath.Dir(want)); err != nil {
+		t.Error(err)
+	}
+	c, err := ipc.Dial(ipc.DefaultSocketPath(), ipc.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteMsg(&ipc.Hello{Version: ipc.Version, Name: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	if m, _, err := c.ReadMsg(); err != nil || m.Type() != ipc.TypeWelcome {
+		t.Fatalf("answer to Hello: %v %v", m, err)
+	}
+	c.Close()
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exited %d:\n%s", code, stderr())
+	}
+}
+
+// TestServeRefusesUnsafeDefaultDir: a default socket directory that others
+// may write to (planted by someone else) stops serve before it listens;
+// --socket elsewhere still works.
+func TestServeRefusesUnsafeDefaultDir(t *testing.T) {
+	xdg := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", xdg)
+	t.Setenv(ipc.SocketEnv, "")
+	planted := filepath.Join(xdg, "gnnloader")
+	if err := os.Mkdir(planted, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(planted, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cancel, done, stderr := serveInBackground(t)
+	select {
+	case code := <-done:
+		if code != 1 || !strings.Contains(stderr(), "unsafe socket directory") || !strings.Contains(stderr(), planted) {
+			t.Errorf("serve exited %d:\n%s", code, stderr())
+		}
+	case <-time.After(20 * time.Second):
+		cancel()
+		<-done
+		t.Fatalf("serve did not refuse the world-writable %s:\n%s", planted, stderr())
+	}
+	if _, err := os.Lstat(filepath.Join(planted, "loaderd.sock")); err == nil {
+		t.Error("serve listened in the unsafe directory")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gnnloader/gnnloader/gather"
+	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/pinned"
 	"github.com/gnnloader/gnnloader/serve"
 )
@@ -21,7 +22,8 @@ func init() {
 		name:    "serve",
 		summary: "serve sampled mini-batches of a dataset to trainers over a Unix socket",
 		usage:   "[--dataset DIR|synthetic:NAME[:SCALE[:SEED]]] [--socket PATH] [flags]",
-		example: "loaderd serve --dataset /tmp/cora --socket /tmp/loaderd.sock\n" +
+		example: "loaderd serve --dataset /tmp/cora   # socket: $GNNLOADER_SOCKET, else $XDG_RUNTIME_DIR/gnnloader/loaderd.sock, ...\n" +
+			"loaderd serve --dataset /data/papers100M --socket /run/loaderd/loaderd.sock --allow-gid 2000\n" +
 			"loaderd serve   # serves a generated arxiv-like graph (synthetic:arxiv:0.1:0)",
 		run: runServe,
 	})
@@ -54,7 +56,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs := c.flags(e.stderr, func(fs *flag.FlagSet) {
 		fs.StringVar(&a.dataset, "dataset", serve.DefaultSource, "dataset directory, or synthetic:NAME[:SCALE[:SEED]] generated in memory")
 		fs.BoolVar(&a.skipChecksums, "skip-checksums", false, "do not hash the dataset's files at start (sizes and ids are still checked)")
-		fs.StringVar(&a.cfg.Socket, "socket", "/tmp/loaderd.sock", "Unix socket path trainers connect to")
+		fs.StringVar(&a.cfg.Socket, "socket", ipc.DefaultSocketPath(), "Unix socket path trainers connect to; the default is the clients' too: $GNNLOADER_SOCKET, else $XDG_RUNTIME_DIR/gnnloader/loaderd.sock, else /run/gnnloader/loaderd.sock for root, else /tmp/gnnloader-UID/loaderd.sock (its directory created private and checked)")
 		fs.IntVar(&a.cfg.SamplerThreads, "sampler-threads", 0, "goroutines one batch's sampling and gather may use (0 = all cores)")
 		fs.IntVar(&a.cfg.Prefetch, "prefetch", 2, "batches each trainer's sampler runs ahead of the gather")
 		fs.IntVar(&a.cfg.Slots, "slots", 2, "slots per trainer when the trainer does not ask (2 = ping-pong)")
@@ -146,6 +148,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	if a.logFormat != "text" && a.logFormat != "json" {
 		return usageError{fmt.Sprintf("--log-format must be text or json, not %q", a.logFormat)}
+	}
+	if dir := ipc.DefaultSocketDir(); dir != "" && !flagSet(fs, "socket") {
+		// The rule chose the directory: make it ours, or refuse one that
+		// someone else could have planted a socket in.
+		if err := ipc.PrepareSocketDir(dir); err != nil {
+			return err
+		}
 	}
 	log := newLogger(e.stderr, a.logFormat, level)
 	serve.Version = version
@@ -250,4 +259,11 @@ func parseInts(s string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

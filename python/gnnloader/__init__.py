@@ -11,11 +11,18 @@ all-reduce (after ``gnnloader.allreduce.init(...)``; ``ddp_comm_hook`` for
 DistributedDataParallel).
 
 ``connect(socket)`` returns the served dataset's facts (a ``Remote``), which
-can stand in for PyG's ``data``."""
+can stand in for PyG's ``data``.
+
+Every client checks who listens at the socket before sending anything: a
+loaderd running as this process's uid, root, ``daemon_uid=`` or a uid in
+``$GNNLOADER_DAEMON_UID`` (``gnnloader.trust``); any other is refused with
+``UntrustedDaemonError``."""
 
 from . import allreduce  # gnnloader.allreduce(tensor); gnnloader.allreduce.init(...), .ddp_comm_hook
+from .errors import UntrustedDaemonError
 from .loader import Batch, Loader, LoaderError
 from .pyg import NeighborLoader, Remote, connect
 
-__all__ = ["Loader", "Batch", "LoaderError", "NeighborLoader", "Remote", "connect", "allreduce"]
+__all__ = ["Loader", "Batch", "LoaderError", "UntrustedDaemonError", "NeighborLoader", "Remote", "connect",
+           "allreduce"]
 __version__ = "0.1.0"

@@ -4,7 +4,7 @@
 A trainer opens a gradient connection once::
 
     import gnnloader.allreduce as ar
-    ar.init("/run/gnnloader.sock", job="sage", rank=rank, world_size=world,
+    ar.init(None, job="sage", rank=rank, world_size=world,     # None: the default socket
             nbytes=100 << 20, device=f"cuda:{rank}")   # or device="cpu"
     ar.allreduce(tensor)              # in place, sum; op="avg" averages
     ddp.register_comm_hook(None, ar.ddp_comm_hook)   # DDP's buckets through loaderd
@@ -35,6 +35,7 @@ import threading
 from typing import List, Optional, Tuple
 
 from . import protocol as P
+from . import trust
 
 __all__ = [
     "TYPE_REGISTER_GRAD", "TYPE_GRAD_REGISTERED", "TYPE_ALL_REDUCE", "TYPE_ALL_REDUCE_DONE",
@@ -180,15 +181,25 @@ def _recv_frame(sock: socket.socket) -> Tuple[bytes, List[int]]:
 class GradClient:
     """One rank's gradient connection to loaderd."""
 
-    def __init__(self, socket_path: str, job: str, rank: int, world_size: int, nbytes: int,
-                 device: str = "cpu", timeout: Optional[float] = None, name: str = "") -> None:
+    def __init__(self, socket_path: Optional[str], job: str, rank: int, world_size: int, nbytes: int,
+                 device: str = "cpu", timeout: Optional[float] = None, name: str = "",
+                 daemon_uid: Optional[int] = None) -> None:
+        """Connects (`socket_path` None: the default socket, as for
+        gnnloader.Loader), checks who listens at the socket before sending
+        anything (gnnloader.trust: this process's uid, root, `daemon_uid` or
+        $GNNLOADER_DAEMON_UID, else UntrustedDaemonError), and registers."""
         self.device = device
         self.rank, self.world_size = rank, world_size
         self._lock = threading.Lock()
         self._seq = 0
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(socket_path)
+        self.sock = trust.connect(trust.socket_path(socket_path), timeout, trust.trusted_uids(daemon_uid))
+        try:
+            self._register(job, rank, world_size, nbytes, device, name)
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _register(self, job: str, rank: int, world_size: int, nbytes: int, device: str, name: str) -> None:
         P.send_msg(self.sock, P.Hello(version=P.VERSION, pid=os.getpid(), name=name or f"allreduce rank {rank}"))
         m, fds = P.recv_msg(self.sock)
         for fd in fds:
@@ -300,11 +311,11 @@ class GradClient:
 _default: Optional[GradClient] = None
 
 
-def init(socket_path: str, job: str, rank: int, world_size: int, nbytes: int, device: str = "cpu",
-         timeout: Optional[float] = None) -> GradClient:
+def init(socket_path: Optional[str], job: str, rank: int, world_size: int, nbytes: int, device: str = "cpu",
+         timeout: Optional[float] = None, daemon_uid: Optional[int] = None) -> GradClient:
     """Opens this process's gradient connection (what ``allreduce`` uses)."""
     global _default
-    _default = GradClient(socket_path, job, rank, world_size, nbytes, device, timeout)
+    _default = GradClient(socket_path, job, rank, world_size, nbytes, device, timeout, daemon_uid=daemon_uid)
     return _default
 
 

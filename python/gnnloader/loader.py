@@ -13,6 +13,8 @@ from typing import Iterator, List, Optional, Sequence
 import torch
 
 from . import protocol as p
+from . import trust
+from .errors import LoaderError
 
 __all__ = ["Loader", "Batch", "LoaderError"]
 
@@ -33,15 +35,6 @@ _DTYPES = {
 # Error codes after which a loader with reconnect > 0 tries again: the
 # connection broke, could not be made, or the daemon is shutting down.
 _RECONNECTABLE = ("closed", "connect", "goodbye", "shutting_down")
-
-
-class LoaderError(RuntimeError):
-    """An error reported by loaderd (code and message are the daemon's), or a
-    broken connection to it."""
-
-    def __init__(self, message: str, code: str = "error"):
-        super().__init__(message)
-        self.code = code
 
 
 class Batch:
@@ -70,6 +63,46 @@ class Batch:
         return int(self.n_id.numel())
 
 
+def _last_words(msg) -> Optional[LoaderError]:
+    """The LoaderError a daemon's Error or Goodbye stands for; None for any
+    other message."""
+    if isinstance(msg, p.Error):
+        return LoaderError(f"loaderd: {msg.message}", code=p._code_name(msg.code))
+    if isinstance(msg, p.Goodbye):
+        return LoaderError(f"loaderd said goodbye: {msg.reason}", code="goodbye")
+    return None
+
+
+# Frames _buffered_last_words reads at most: a closed daemon's unread frames
+# are a few BatchReady (one per slot), an EpochEnd and its Goodbye or Error.
+_MAX_BUFFERED = 4096
+
+
+def _buffered_last_words(sock: socket.socket) -> Optional[LoaderError]:
+    """Reads, without waiting, the frames still buffered on a socket whose
+    peer has gone, and returns the LoaderError of the first Error or Goodbye
+    among them (None if there is none). Descriptors that came with them are
+    closed; the socket is left blocking with its timeout as before."""
+    timeout = sock.gettimeout()
+    sock.setblocking(False)
+    try:
+        for _ in range(_MAX_BUFFERED):
+            try:
+                msg, fds = p.recv_msg(sock)
+            except (OSError, EOFError, p.ProtocolError):
+                return None  # nothing more buffered (or garbage): no last words
+            p._close_fds(fds)
+            last = _last_words(msg)
+            if last is not None:
+                return last
+        return None
+    finally:
+        try:
+            sock.settimeout(timeout)
+        except OSError:
+            pass
+
+
 def _pyg_data():
     try:
         from torch_geometric.data import Data  # type: ignore
@@ -81,7 +114,7 @@ def _pyg_data():
 class Loader:
     """Iterates over the mini-batches loaderd samples for one trainer.
 
-    >>> with Loader("/tmp/loaderd.sock", split="train", batch_size=1024,
+    >>> with Loader(split="train", batch_size=1024,  # the default socket
     ...             fanouts=[15, 10, 5]) as loader:
     ...     for epoch in range(10):
     ...         for batch in loader:
@@ -98,21 +131,35 @@ class Loader:
     `Batch` objects otherwise; both have the same fields.
     """
 
-    def __init__(self, socket_path: str, split: str = "train", batch_size: int = 1024,
+    def __init__(self, socket_path: Optional[str] = None, split: str = "train", batch_size: int = 1024,
                  fanouts: Sequence[int] = (15, 10, 5), shuffle: bool = True, seed: int = 0,
                  rank: int = 0, world_size: int = 1, device: str = "cpu", drop_last: bool = False,
                  slots: int = 0, job: str = "", release: str = "auto", start_epoch: int = 0,
                  start_batch: int = 0, pyg: Optional[bool] = None, timeout: Optional[float] = None,
-                 reconnect: float = 0.0):
+                 reconnect: float = 0.0, daemon_uid: Optional[int] = None):
         """`reconnect` > 0: when the connection to loaderd is lost (the daemon
         restarted, crashed or said goodbye), keep trying to reconnect for that
         many seconds, with exponential backoff, and resume the epoch after the
         last batch this loader yielded: over an epoch every batch of this
         rank's share is yielded exactly once. `start_epoch`/`start_batch` start
-        elsewhere (e.g. a trainer restarting from a checkpoint)."""
+        elsewhere (e.g. a trainer restarting from a checkpoint).
+
+        `socket_path`: loaderd's socket; omitted (None), the default of
+        gnnloader.trust.default_socket_path, the daemon's own default:
+        $GNNLOADER_SOCKET, else $XDG_RUNTIME_DIR/gnnloader/loaderd.sock, else
+        /run/gnnloader/loaderd.sock for root, else
+        /tmp/gnnloader-UID/loaderd.sock (a directory the loader checks is
+        this user's or root's and writable by no one else).
+
+        `daemon_uid`: a uid, besides this process's own and root's, whose
+        loaderd this loader trusts (as does $GNNLOADER_DAEMON_UID). On every
+        connect the loader checks who listens at the socket (SO_PEERCRED)
+        before sending anything, and refuses any other uid with an
+        UntrustedDaemonError (a LoaderError with code "untrusted_daemon")."""
         if release not in ("auto", "manual"):
             raise ValueError(f'release must be "auto" or "manual", not {release!r}')
-        self.socket_path = socket_path
+        self._default_dir = None if socket_path else trust.default_socket_dir()
+        self.socket_path = trust.socket_path(socket_path)
         self.device = torch.device(device)
         self._release_mode = release
         self._epoch = start_epoch
@@ -124,6 +171,7 @@ class Loader:
         self._closed = False
         self._timeout = timeout
         self._reconnect_for = reconnect
+        self._trusted = trust.trusted_uids(daemon_uid)
         self.reconnects = 0  # how often the connection was re-established
         data_cls = _pyg_data() if pyg in (None, True) else None
         if pyg and data_cls is None:
@@ -148,13 +196,11 @@ class Loader:
 
     def _connect(self, req: p.Open) -> None:
         """Connect, handshake and open the slot ring."""
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(self._timeout)
-        try:
-            self._sock.connect(self.socket_path)
-        except OSError as e:
-            raise LoaderError(f"cannot connect to loaderd at {self.socket_path}: {e.strerror or e}",
-                              code="connect") from e
+        if self._default_dir is not None:
+            trust.check_socket_dir(self._default_dir)  # again: it may have changed since
+        hint = "" if self._default_dir is None else \
+            f" (the default socket: start loaderd, or pass a socket path or set ${trust.SOCKET_ENV})"
+        self._sock = trust.connect(self.socket_path, self._timeout, self._trusted, hint=hint)
         self._send(p.Hello(pid=os.getpid(), name=f"gnnloader rank {req.rank}"))
         welcome = self._recv()
         if not isinstance(welcome, p.Welcome):
@@ -204,11 +250,11 @@ class Loader:
 
     # -- connection ---------------------------------------------------------
 
-    def _send(self, msg) -> None:
+    def _send(self, msg, fds: Sequence[int] = ()) -> None:
         try:
-            p.send_msg(self._sock, msg)
+            p.send_msg(self._sock, msg, fds)
         except OSError as e:
-            raise LoaderError(f"connection to loaderd lost: {e}", code="closed") from e
+            raise self._lost(e) from e
 
     def _recv(self):
         try:
@@ -216,14 +262,26 @@ class Loader:
         except EOFError:
             raise LoaderError("loaderd closed the connection", code="closed") from None
         except OSError as e:
-            raise LoaderError(f"connection to loaderd lost: {e}", code="closed") from e
+            raise self._lost(e) from e
         if fds:
             self._fds = fds
-        if isinstance(msg, p.Error):
-            raise LoaderError(f"loaderd: {msg.message}", code=p._code_name(msg.code))
-        if isinstance(msg, p.Goodbye):
-            raise LoaderError(f"loaderd said goodbye: {msg.reason}", code="goodbye")
+        last = _last_words(msg)
+        if last is not None:
+            raise last
         return msg
+
+    def _lost(self, cause: OSError) -> LoaderError:
+        """The error for a send or receive that failed with `cause`. When the
+        daemon closed the connection (EPIPE, ECONNRESET) its last frames may
+        still wait, unread, in this socket's receive buffer: a daemon that
+        stops sends Goodbye and closes, and a Release written meanwhile meets
+        the closed socket before the Goodbye is read. The daemon's Goodbye or
+        Error found there is the error; otherwise the broken connection is."""
+        if isinstance(cause, (BrokenPipeError, ConnectionResetError)) and self._sock is not None:
+            last = _buffered_last_words(self._sock)
+            if last is not None:
+                return last
+        return LoaderError(f"connection to loaderd lost: {cause}", code="closed")
 
     def _open(self, req: p.Open) -> p.Opened:
         self._fds: List[int] = []

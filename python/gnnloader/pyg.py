@@ -3,7 +3,7 @@
 Switching a PyG training script is a one-line change::
 
     from torch_geometric.loader import NeighborLoader   # before
-    from gnnloader import NeighborLoader                # after (GNNLOADER_SOCKET set)
+    from gnnloader import NeighborLoader                # after (loaderd on its default socket)
 
 The arguments keep PyG's names and meanings (``data``, ``num_neighbors``,
 ``input_nodes``, ``batch_size``, ``shuffle``, ``drop_last``); the batches keep
@@ -17,7 +17,6 @@ lives: loaderd holds it, so the first argument only names the daemon (see
 from __future__ import annotations
 
 import os
-import socket as _socket
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
@@ -25,12 +24,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import torch
 
 from . import protocol as p
+from . import trust
 from .loader import Loader, LoaderError
 
 __all__ = ["NeighborLoader", "Remote", "connect", "SOCKET_ENV", "CUSTOM_SPLIT"]
 
 #: Environment variable naming loaderd's socket when ``data`` does not.
-SOCKET_ENV = "GNNLOADER_SOCKET"
+SOCKET_ENV = trust.SOCKET_ENV
 
 #: The reserved ``Open.split`` that means "the seeds of the preceding Seeds
 #: message" (docs/protocol.md).
@@ -91,19 +91,19 @@ class Remote:
         return self.num_features
 
 
-def connect(socket: Optional[str] = None, timeout: Optional[float] = 30.0) -> Remote:
-    """Ask loaderd at ``socket`` (default ``$GNNLOADER_SOCKET``) what it serves.
+def connect(socket: Optional[str] = None, timeout: Optional[float] = 30.0,
+            daemon_uid: Optional[int] = None) -> Remote:
+    """Ask loaderd at ``socket`` (default ``$GNNLOADER_SOCKET``, else the
+    daemon's default path, see :class:`gnnloader.Loader`) what it serves.
 
     The connection is closed again; pass the returned :class:`Remote` as the
-    first argument of :class:`NeighborLoader`."""
+    first argument of :class:`NeighborLoader`. As every client, it first
+    checks who listens at the socket (``daemon_uid``: see
+    :class:`gnnloader.Loader`)."""
     path = _socket_path(socket)
-    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    s.settimeout(timeout)
+    hint = "" if socket else f" (the default socket: start loaderd, or pass a socket path or set ${SOCKET_ENV})"
+    s = trust.connect(path, timeout, trust.trusted_uids(daemon_uid), hint=hint)
     try:
-        try:
-            s.connect(path)
-        except OSError as e:
-            raise LoaderError(f"cannot connect to loaderd at {path}: {e.strerror or e}") from e
         p.send_msg(s, p.Hello(pid=os.getpid(), name="gnnloader.connect"))
         msg, fds = p.recv_msg(s)
         p._close_fds(fds)
@@ -124,12 +124,9 @@ def connect(socket: Optional[str] = None, timeout: Optional[float] = 30.0) -> Re
 
 
 def _socket_path(socket: Optional[str]) -> str:
-    if socket:
-        return os.fspath(socket)
-    env = os.environ.get(SOCKET_ENV)
-    if env:
-        return env
-    raise ValueError(f"no loaderd socket: pass socket=... (or a socket path as data), or set ${SOCKET_ENV}")
+    """`socket`, else the default (gnnloader.trust.socket_path:
+    $GNNLOADER_SOCKET, else the daemon's default path)."""
+    return trust.socket_path(socket)
 
 
 def _dist_rank_world() -> tuple:
@@ -161,7 +158,7 @@ class _SeedsLoader(Loader):
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            self._send_seeds(p.Seeds(count=ids.numel()), fd)
+            self._send(p.Seeds(count=ids.numel()), fds=[fd])
         finally:
             os.close(fd)
         try:
@@ -179,12 +176,6 @@ class _SeedsLoader(Loader):
                     raise why from None
             raise
 
-    def _send_seeds(self, msg: Any, fd: int) -> None:
-        try:
-            p.send_msg(self._sock, msg, fds=[fd])
-        except OSError as e:
-            raise LoaderError(f"connection to loaderd lost: {e}", code="closed") from e
-
 
 class NeighborLoader:
     """PyG's NeighborLoader, with the sampling and feature gathering done by loaderd.
@@ -193,8 +184,9 @@ class NeighborLoader:
         data: which loaderd to use, standing in for PyG's ``data``: a socket
             path (``str`` or ``os.PathLike``), a :class:`Remote` from
             :func:`connect`, or any other object (e.g. your PyG ``Data``),
-            in which case the socket comes from ``socket=`` or
-            ``$GNNLOADER_SOCKET``; if that object has ``num_nodes`` it must
+            in which case the socket comes from ``socket=``, else
+            ``$GNNLOADER_SOCKET``, else the daemon's default path (see
+            :class:`gnnloader.Loader`); if that object has ``num_nodes`` it must
             match the daemon's dataset (a guard against training on the
             wrong graph). The object's tensors are not read: loaderd serves
             its own copy of the dataset.
@@ -211,7 +203,8 @@ class NeighborLoader:
             ``**kwargs``).
         shuffle: reshuffle the seeds every epoch.
         drop_last: drop the last incomplete batch.
-        socket: the loaderd socket when ``data`` does not name it.
+        socket: the loaderd socket when ``data`` does not name it
+            (default: ``$GNNLOADER_SOCKET``, else the daemon's default).
         device: where batches land: ``"cpu"`` (shared memory, zero-copy) or
             ``"cuda:N"``.
         seed: shuffle and sampling seed. Default: ``torch.initial_seed()``
@@ -231,7 +224,8 @@ class NeighborLoader:
             ``disjoint=True``, temporal sampling, ...) raise ValueError.
         Other keyword arguments of :class:`gnnloader.Loader` (``slots``,
         ``job``, ``release``, ``start_epoch``, ``start_batch``, ``pyg``,
-        ``timeout`` in seconds on the socket, ``reconnect``) pass through; on
+        ``timeout`` in seconds on the socket, ``reconnect``, ``daemon_uid``)
+        pass through; on
         a reconnect custom seeds are sent again.
 
     Iterating runs one epoch; ``len()`` is the number of batches per epoch.
@@ -248,7 +242,7 @@ class NeighborLoader:
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  transform: Optional[Callable[[Any], Any]] = None, **kwargs: Any):
         loader_kw = {k: kwargs.pop(k) for k in ("slots", "job", "release", "start_epoch", "start_batch", "pyg",
-                                                     "timeout", "reconnect")
+                                                     "timeout", "reconnect", "daemon_uid")
                      if k in kwargs}
         for k, v in kwargs.items():
             if k in _IGNORED:
@@ -272,7 +266,7 @@ class NeighborLoader:
         elif isinstance(data, Remote):
             path = socket or data.socket
         else:
-            path = _socket_path(socket)
+            path = socket  # None: the Loader applies the default (and says so if nothing listens)
         self.data = data
         self.num_neighbors = fanouts
         self.input_nodes = input_nodes
@@ -304,7 +298,7 @@ class NeighborLoader:
         if isinstance(expected_nodes, int) and expected_nodes != self._loader.dataset.num_nodes:
             n = self._loader.dataset.num_nodes
             self._loader.close()
-            raise ValueError(f"data has {expected_nodes} nodes but loaderd at {path} serves "
+            raise ValueError(f"data has {expected_nodes} nodes but loaderd at {self._loader.socket_path} serves "
                              f"{self._loader.dataset.name} with {n}: wrong daemon or dataset?")
 
     # -- the Loader underneath -------------------------------------------------

@@ -28,6 +28,7 @@ from typing import Optional
 
 import torch
 
+from . import trust
 from .loader import Loader, LoaderError
 
 __all__ = ["SharedTable", "open_table", "StructLoader", "NO_FEATURES"]
@@ -60,17 +61,15 @@ class SharedTable:
             self._mem = None
 
 
-def open_table(path: str, timeout: Optional[float] = 30.0, populate: bool = False) -> SharedTable:
+def open_table(path: str, timeout: Optional[float] = 30.0, populate: bool = False,
+               daemon_uid: Optional[int] = None) -> SharedTable:
     """Connect to loaderd's table socket and map the feature table it sends.
     populate=True pre-faults the mapping (MAP_POPULATE) so the first pass over
-    it does not pay page faults."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
+    it does not pay page faults. The process listening at `path` must run as
+    this process's uid, root, `daemon_uid` or one in $GNNLOADER_DAEMON_UID
+    (else UntrustedDaemonError, gnnloader.trust)."""
+    s = trust.connect(path, timeout, trust.trusted_uids(daemon_uid), what="loaderd's table socket")
     try:
-        try:
-            s.connect(path)
-        except OSError as e:
-            raise LoaderError(f"cannot connect to loaderd's table socket {path}: {e.strerror or e}") from e
         fds = array.array("i")
         data, anc, _, _ = s.recvmsg(1 << 16, socket.CMSG_SPACE(4 * fds.itemsize))
         for level, kind, payload in anc:

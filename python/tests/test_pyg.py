@@ -2,6 +2,7 @@
 serving Cora; see test_loader.py for the daemon and the data checks."""
 
 import os
+import tempfile
 import unittest
 import warnings
 from unittest import mock
@@ -68,8 +69,10 @@ class NeighborLoaderTest(unittest.TestCase):
         FakeData.num_nodes = 100
         with self.assertRaisesRegex(ValueError, "100 nodes"):
             gnnloader.NeighborLoader(FakeData(), [5], input_nodes="train", socket=self.daemon.socket)
-        with mock.patch.dict(os.environ, {}, clear=True):
-            with self.assertRaisesRegex(ValueError, "GNNLOADER_SOCKET"):
+        with tempfile.TemporaryDirectory() as nothing, mock.patch.dict(os.environ, {"XDG_RUNTIME_DIR": nothing},
+                                                                        clear=True):
+            # No socket given, none in the environment: the default, where no daemon listens.
+            with self.assertRaisesRegex(gnnloader.LoaderError, "default socket.*GNNLOADER_SOCKET"):
                 gnnloader.NeighborLoader(FakeData(), [5], input_nodes="train")
 
     def test_pyg_options(self):

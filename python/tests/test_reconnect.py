@@ -78,6 +78,42 @@ class ReconnectTest(unittest.TestCase):
             self.assertIn("loaderd", str(cm.exception))
         shutil.rmtree(d.dir, ignore_errors=True)
 
+    def test_without_reconnect_sigterm_reports_the_goodbye(self):
+        """A SIGTERMed daemon says Goodbye and closes. A trainer without
+        reconnect that holds a batch (release="auto") and keeps iterating
+        must see that Goodbye, not the broken pipe its Release hits. Half the
+        rounds wait for the daemon to exit first (the Release always meets a
+        closed socket), half race it."""
+        for i in range(20):
+            with self.subTest(round=i):
+                d = Daemon("synthetic:cora:1:0", socket_path=self.socket)
+                signalled = False
+                try:
+                    with gnnloader.Loader(self.socket, batch_size=32, fanouts=[5, 5], timeout=30) as ld:
+                        it = iter(ld)
+                        next(it)
+                        d.proc.send_signal(signal.SIGTERM)
+                        signalled = True
+                        if i % 2 == 0:
+                            d.proc.wait(timeout=30)
+                        with self.assertRaises(gnnloader.LoaderError) as cm:
+                            for _ in it:
+                                pass
+                            # The daemon may finish this short epoch before
+                            # the signal lands: the next ones meet the stop.
+                            deadline = time.monotonic() + 30
+                            while time.monotonic() < deadline:
+                                for _ in ld:
+                                    pass
+                        self.assertEqual(cm.exception.code, "goodbye", str(cm.exception))
+                        self.assertIn("daemon shutting down", str(cm.exception))
+                finally:
+                    if not signalled:  # a second SIGTERM would kill it at once
+                        d.proc.send_signal(signal.SIGTERM)
+                    code = d.proc.wait(timeout=30)
+                    d.log.close()
+                    shutil.rmtree(d.dir, ignore_errors=True)
+                self.assertEqual(code, 0, "loaderd exited %s after SIGTERM" % code)
 
 if __name__ == "__main__":
     unittest.main()

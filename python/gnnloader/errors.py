@@ -1,0 +1,26 @@
+"""The exception every gnnloader client raises for the daemon's refusals and
+for a lost connection (standard library only, so that modules without torch
+can raise it too)."""
+
+from __future__ import annotations
+
+__all__ = ["LoaderError", "UntrustedDaemonError"]
+
+
+class LoaderError(RuntimeError):
+    """An error reported by loaderd (code and message are the daemon's), or a
+    broken connection to it."""
+
+    def __init__(self, message: str, code: str = "error"):
+        super().__init__(message)
+        self.code = code
+
+
+class UntrustedDaemonError(LoaderError):
+    """The process listening at the socket runs as a uid this client does not
+    trust (code "untrusted_daemon"); nothing was sent to it. ``pid`` and
+    ``uid`` are the process's, as the kernel reports them (SO_PEERCRED)."""
+
+    def __init__(self, message: str, path: str, pid: int, uid: int):
+        super().__init__(message, code="untrusted_daemon")
+        self.path, self.pid, self.uid = path, pid, uid
