@@ -333,10 +333,3 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 	}
 	return r.onStream(slots, r.RecordReady)
 }
-
-func int64Bytes(s []int64) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 8*len(s))
-}

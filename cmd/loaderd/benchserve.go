@@ -29,6 +29,7 @@ type serveRun struct {
 	epochs     int
 	maxBatches int
 	budget     bool
+	dev        int // -1: the CPU path
 	req        ipc.Open
 }
 
@@ -196,6 +197,7 @@ func (r serveRun) run(ctx context.Context, e *env, src *serve.Source, dev int) e
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(sctx) }()
 	r.req.Slots, r.req.WorldSize = uint32(r.slots), uint32(r.trainers)
+	r.dev = dev
 	res, err := r.measure(srv)
 	cancel()
 	<-served
