@@ -31,9 +31,9 @@ type Config struct {
 	// Slots is the default slots per trainer when the client asks for 0
 	// (0 = 2: ping-pong).
 	Slots int
-	// GPUSlots is the default for a trainer on a GPU (0 = 6: while the
-	// trainer uses one and three are ready, the GPU fills the other two,
-	// or three at a time in one sweep; GPUConfig.SweepBatches).
+	// GPUSlots is the default for a trainer on a GPU (0 = 16: the GPU fills
+	// up to half of them in one sweep while the trainer works through the
+	// others; measured fastest on an H100, docs/benchmarks.md).
 	GPUSlots int
 	// MaxSlots caps the slots a trainer may ask for (0 = 16).
 	MaxSlots int
@@ -77,7 +77,7 @@ func (c Config) withDefaults() Config {
 		c.Slots = 2
 	}
 	if c.GPUSlots <= 0 {
-		c.GPUSlots = 6
+		c.GPUSlots = 16
 	}
 	if c.MaxSlots <= 0 {
 		c.MaxSlots = 16
