@@ -24,6 +24,7 @@
 #           PHASE_BATCHES batches each
 #   slots2  (NO_SLOTS2=1 skips it) the same daemon, trainers with 2 slots (one batch a GPU pass):
 #           loader only and loaderd training, PHASE_BATCHES batches each
+#   MPS_ALL=1 runs every phase under one MPS control daemon (no mps phase)
 #   mps     (NO_MPS=1 skips it) a new loaderd and the trainer under our own MPS control daemon:
 #           loader only and loaderd training, PHASE_BATCHES batches each
 #   allsms  a new loaderd with --gather-sms -1 (no cap): the same
@@ -77,7 +78,14 @@ start_daemon() {
 	t0=$(date +%s.%N)
 	local table=(--table-socket "$work/$name.table")
 	[ -n "${NOTABLE:-}" ] && table=()
-	"$LOADERD" serve --dataset "$spec" --socket "$work/$name.sock" "${table[@]}" \
+	# Leading NAME=value arguments are the daemon's environment (e.g.
+	# CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25 in an EXTRA phase).
+	local envs=()
+	while [ $# -gt 0 ] && [[ $1 =~ ^[A-Z_][A-Z0-9_]*= ]]; do
+		envs+=("$1")
+		shift
+	done
+	env "${envs[@]}" "$LOADERD" serve --dataset "$spec" --socket "$work/$name.sock" "${table[@]}" \
 		--metrics-addr "127.0.0.1:$port" --memory-budget 64GiB "${DAEMON_FLAGS[@]}" "$@" > "$work/$name.log" 2>&1 &
 	dpid=$!
 	while [ ! -S "$work/$name.sock" ] || { [ -z "${NOTABLE:-}" ] && [ ! -S "$work/$name.table" ]; }; do
@@ -117,6 +125,24 @@ stop_mps() {
 	fi
 }
 
+# start_mps: our own MPS control daemon; every CUDA process started after it
+# (daemons and trainers) is its client, so their kernels share the SMs at
+# once instead of taking turns in time slices.
+start_mps() {
+	mps_dir=$(mktemp -d /tmp/gnnloader-mps.XXXXXX)
+	mkdir -p "$mps_dir/pipe" "$mps_dir/log"
+	export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
+	if nvidia-cuda-mps-control -d; then
+		log "MPS control daemon started"
+		return 0
+	fi
+	log "MPS control daemon did not start"
+	rm -rf "$mps_dir"
+	mps_dir=""
+	unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+	return 1
+}
+
 # bench NAME PORT ARGS...: the Python trainer against daemon NAME (results
 # in $OUT/NAME.json, or $OUT/$JSON_AS.json).
 bench() {
@@ -130,7 +156,7 @@ bench() {
 }
 
 {
-	echo "command: scripts/bench-train.sh $SCALE $SEED (BUDGET_S=$BUDGET_S PHASE_BATCHES=$PHASE_BATCHES SLOTS=$SLOTS MAIN_VARIANTS=$MAIN_VARIANTS DAEMON_FLAGS=${DAEMON_FLAGS[*]:-})"
+	echo "command: scripts/bench-train.sh $SCALE $SEED (BUDGET_S=$BUDGET_S PHASE_BATCHES=$PHASE_BATCHES SLOTS=$SLOTS MAIN_VARIANTS=$MAIN_VARIANTS DAEMON_FLAGS=${DAEMON_FLAGS[*]:-} MPS_ALL=${MPS_ALL:-} EXTRA=${EXTRA:-} PRIO=${PRIO:-})"
 	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo "host: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM"
 	nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2> /dev/null
@@ -138,12 +164,21 @@ bench() {
 	$PY -c 'import torch; print("torch", torch.__version__)' 2> /dev/null
 } | tee -a "$logs"
 
+# MPS_ALL=1: every phase under one MPS control daemon (the mps phase is then
+# the main one).
+if [ -n "${MPS_ALL:-}" ]; then
+	start_mps || log "MPS_ALL: running without MPS"
+fi
+
 # --- main phase -------------------------------------------------------------
 main_build=""
 if start_daemon main 9471; then
 	main_build=$build_s
 	pinned=$(grep -o 'msg="feature table pinned" bytes=[0-9]*' "$work/main.log" | grep -o '[0-9]*$')
 	bench main 9471 --variants "$MAIN_VARIANTS" --slots "$SLOTS"
+	if [ -n "$mps_dir" ]; then
+		echo get_server_list | nvidia-cuda-mps-control 2>&1 | sed 's/^/MPS servers: /' | tee -a "$logs"
+	fi
 	hwm=$(awk '/VmHWM/ {print $2 * 1024}' "/proc/$dpid/status" 2> /dev/null)
 	if [ -z "${NO_SLOTS2:-}" ] && [ "$(left)" -gt 60 ]; then
 		JSON_AS=slots2 bench main 9471 --label slots2 --slots 2 --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval
@@ -185,7 +220,8 @@ fi
 
 # --- extra daemons: EXTRA="label:flags;label:flags" (e.g.
 # "cpusample:--sampling cpu;sms8:--gather-sms 8"), each a new loaderd with
-# those flags: loader only and loaderd training, PHASE_BATCHES batches each.
+# those flags (leading NAME=value words set its environment): loader only and
+# loaderd training, PHASE_BATCHES batches each.
 # PRIO=1 adds a run of the main daemon's flags with training on a
 # high-priority CUDA stream (label prio).
 if [ -n "${PRIO:-}" ]; then EXTRA="prio:;${EXTRA:-}"; fi
@@ -209,20 +245,14 @@ done
 
 # --- (d): MPS, and the gather's SM cap off ------------------------------------
 need=$(awk -v b="${main_build:-60}" 'BEGIN {printf "%d", b + 60}')
-if [ -z "${NO_MPS:-}" ] && [ "$(left)" -gt "$need" ] && command -v nvidia-cuda-mps-control > /dev/null; then
-	mps_dir=$(mktemp -d /tmp/gnnloader-mps.XXXXXX)
-	mkdir -p "$mps_dir/pipe" "$mps_dir/log"
-	export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
-	if nvidia-cuda-mps-control -d; then
-		log "MPS control daemon started"
+if [ -z "${NO_MPS:-}" ] && [ -z "${MPS_ALL:-}" ] && [ "$(left)" -gt "$need" ] && command -v nvidia-cuda-mps-control > /dev/null; then
+	if start_mps; then
 		if start_daemon mps 9472; then
 			bench mps 9472 --label mps --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval --slots "$SLOTS"
 			echo get_server_list | nvidia-cuda-mps-control 2>&1 | sed 's/^/MPS servers: /' | tee -a "$logs"
 			stop_daemon
 			cat "$work/mps.log" >> "$logs"
 		fi
-	else
-		log "MPS control daemon did not start"
 	fi
 	stop_mps
 else
