@@ -39,3 +39,28 @@ func BenchmarkBatchReadyUnmarshal(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
+
+// BenchmarkBatchReadyGeneric is the table's generic codec on the same
+// message: what BatchReady's hand-written codec (batchfast.go) saves.
+func BenchmarkBatchReadyGeneric(b *testing.B) {
+	m := benchBatchReady()
+	frame := mustMarshal(b, m)
+	b.Run("Marshal", func(b *testing.B) {
+		b.SetBytes(int64(len(frame)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := genericFrame(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Unmarshal", func(b *testing.B) {
+		b.SetBytes(int64(len(frame)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := genericDecode(TypeBatchReady, frame[HeaderSize:], DefaultLimits); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -16,7 +16,7 @@ var (
 	docFieldRow   = regexp.MustCompile(`^\| ([a-z_.]+) \| ([^|]+) \|`)
 	docCodeRow    = regexp.MustCompile(`^\| (\d+) \| ([a-z_]+) \|`)
 	docFDs        = map[fdRule]string{fdsNone: "0", fdsOne: "1", fdsWhenShm: `1 if memory = "shm", else 0`}
-	docSenderName = map[Sender]string{SentByClient: "client", SentByDaemon: "daemon", SentByEither: "either"}
+	docSenderName = map[senders]string{sentByClient: "client", sentByDaemon: "daemon", sentByEither: "either"}
 )
 
 // docFields flattens fs as docs/protocol.md lists them: name and type per

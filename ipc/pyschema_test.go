@@ -108,7 +108,7 @@ Message = namedtuple("Message", "type name const sender fds prefix checked field
 		p("    ),\n")
 	}
 	p("}\n\nMESSAGES = (\n")
-	senders := map[Sender]string{SentByClient: "client", SentByDaemon: "daemon", SentByEither: "either"}
+	senders := map[senders]string{sentByClient: "client", sentByDaemon: "daemon", sentByEither: "either"}
 	fds := map[fdRule]string{fdsNone: "none", fdsOne: "one", fdsWhenShm: "shm"}
 	for _, m := range table {
 		if m == nil {

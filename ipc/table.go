@@ -25,13 +25,13 @@ const (
 	TypeSeeds      Type = 11
 )
 
-// Sender says which side of a connection may send a message.
-type Sender uint8
+// senders says which sides of a connection may send a message.
+type senders uint8
 
 const (
-	SentByClient Sender = 1 << iota
-	SentByDaemon
-	SentByEither = SentByClient | SentByDaemon
+	sentByClient senders = 1 << iota
+	sentByDaemon
+	sentByEither = sentByClient | sentByDaemon
 )
 
 // fdRule says how many file descriptors ride with a message (SCM_RIGHTS).
@@ -50,7 +50,7 @@ const fdsMemoryFld = "Memory"
 type message struct {
 	typ    Type
 	name   string
-	sender Sender
+	sender senders
 	fds    fdRule
 	prefix string // bytes every payload starts with (Hello's Magic)
 	goType reflect.Type
@@ -66,21 +66,21 @@ type message struct {
 // wire order. docs/protocol.md describes the same table for people;
 // python/gnnloader/_schema.py is generated from it (go generate ./ipc).
 var table = compileTable([]message{
-	{typ: TypeHello, name: "Hello", sender: SentByClient, prefix: Magic, goType: typeOf[Hello]()},
-	{typ: TypeWelcome, name: "Welcome", sender: SentByDaemon, goType: typeOf[Welcome]()},
-	{typ: TypeOpen, name: "Open", sender: SentByClient, goType: typeOf[Open]()},
-	{typ: TypeOpened, name: "Opened", sender: SentByDaemon, fds: fdsWhenShm, goType: typeOf[Opened]()},
-	{typ: TypeStartEpoch, name: "StartEpoch", sender: SentByClient, goType: typeOf[StartEpoch]()},
-	{typ: TypeBatchReady, name: "BatchReady", sender: SentByDaemon, goType: typeOf[BatchReady]()},
-	{typ: TypeRelease, name: "Release", sender: SentByClient, goType: typeOf[Release]()},
-	{typ: TypeEpochEnd, name: "EpochEnd", sender: SentByDaemon, goType: typeOf[EpochEnd]()},
-	{typ: TypeError, name: "Error", sender: SentByEither, goType: typeOf[Error]()},
-	{typ: TypeGoodbye, name: "Goodbye", sender: SentByEither, goType: typeOf[Goodbye]()},
-	{typ: TypeSeeds, name: "Seeds", sender: SentByClient, fds: fdsOne, goType: typeOf[Seeds]()},
-	{typ: TypeRegisterGrad, name: "RegisterGrad", sender: SentByClient, goType: typeOf[RegisterGrad]()},
-	{typ: TypeGradRegistered, name: "GradRegistered", sender: SentByDaemon, fds: fdsWhenShm, goType: typeOf[GradRegistered]()},
-	{typ: TypeAllReduce, name: "AllReduce", sender: SentByClient, goType: typeOf[AllReduce]()},
-	{typ: TypeAllReduceDone, name: "AllReduceDone", sender: SentByDaemon, goType: typeOf[AllReduceDone]()},
+	{typ: TypeHello, name: "Hello", sender: sentByClient, prefix: Magic, goType: typeOf[Hello]()},
+	{typ: TypeWelcome, name: "Welcome", sender: sentByDaemon, goType: typeOf[Welcome]()},
+	{typ: TypeOpen, name: "Open", sender: sentByClient, goType: typeOf[Open]()},
+	{typ: TypeOpened, name: "Opened", sender: sentByDaemon, fds: fdsWhenShm, goType: typeOf[Opened]()},
+	{typ: TypeStartEpoch, name: "StartEpoch", sender: sentByClient, goType: typeOf[StartEpoch]()},
+	{typ: TypeBatchReady, name: "BatchReady", sender: sentByDaemon, goType: typeOf[BatchReady]()},
+	{typ: TypeRelease, name: "Release", sender: sentByClient, goType: typeOf[Release]()},
+	{typ: TypeEpochEnd, name: "EpochEnd", sender: sentByDaemon, goType: typeOf[EpochEnd]()},
+	{typ: TypeError, name: "Error", sender: sentByEither, goType: typeOf[Error]()},
+	{typ: TypeGoodbye, name: "Goodbye", sender: sentByEither, goType: typeOf[Goodbye]()},
+	{typ: TypeSeeds, name: "Seeds", sender: sentByClient, fds: fdsOne, goType: typeOf[Seeds]()},
+	{typ: TypeRegisterGrad, name: "RegisterGrad", sender: sentByClient, goType: typeOf[RegisterGrad]()},
+	{typ: TypeGradRegistered, name: "GradRegistered", sender: sentByDaemon, fds: fdsWhenShm, goType: typeOf[GradRegistered]()},
+	{typ: TypeAllReduce, name: "AllReduce", sender: sentByClient, goType: typeOf[AllReduce]()},
+	{typ: TypeAllReduceDone, name: "AllReduceDone", sender: sentByDaemon, goType: typeOf[AllReduceDone]()},
 })
 
 func typeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }

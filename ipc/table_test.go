@@ -122,9 +122,9 @@ func TestTableSenders(t *testing.T) {
 			continue
 		}
 		for _, dir := range []Dir{FromClient, FromDaemon} {
-			from := SentByClient
+			from := sentByClient
 			if dir == FromDaemon {
-				from = SentByDaemon
+				from = sentByDaemon
 			}
 			for p := PhaseHello; p < PhaseClosed; p++ {
 				s := State{phase: p}
