@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -12,7 +13,9 @@ func genericFrame(m Msg) ([]byte, *ProtocolError) {
 	t := lookup(m.Type())
 	e := encoder{b: make([]byte, HeaderSize)}
 	encodeFields(&e, t.fields, reflect.ValueOf(m).Elem())
-	return setLen(append(e.b[:4:4], append([]byte{byte(t.typ), byte(t.typ >> 8), 0, 0}, e.b[HeaderSize:]...)...)), e.err
+	binary.LittleEndian.PutUint32(e.b, uint32(len(e.b)-4))
+	binary.LittleEndian.PutUint16(e.b[4:], uint16(t.typ))
+	return e.b, e.err
 }
 
 // genericDecode decodes a payload with the generic codec.
