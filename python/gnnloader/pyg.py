@@ -229,7 +229,8 @@ class NeighborLoader:
         socket: the loaderd socket when ``data`` does not name it
             (default: ``$GNNLOADER_SOCKET``, else the daemon's default).
         device: where batches land: ``"cpu"`` (shared memory, zero-copy) or
-            ``"cuda:N"``.
+            ``"cuda:N"``. Default: where ``data.x`` is when that is a CUDA
+            tensor (as PyG's batches), else ``"cpu"``.
         seed: shuffle and sampling seed. Default: ``torch.initial_seed()``
             with one process, 0 when ranks must agree (``world_size > 1``).
         rank, world_size: split the seeds between trainers. Default for a
@@ -267,7 +268,7 @@ class NeighborLoader:
                  transform_sampler_output: Optional[Callable[[Any], Any]] = None, is_sorted: bool = False,
                  filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None, directed: bool = True,
                  *, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False, socket: Optional[str] = None,
-                 device: Union[str, torch.device] = "cpu", seed: Optional[int] = None,
+                 device: Union[None, str, torch.device] = None, seed: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None, **kwargs: Any):
         pyg_args = dict(replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
                         temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
@@ -331,6 +332,9 @@ class NeighborLoader:
         world_size = 1 if world_size is None else int(world_size)
         if seed is None:
             seed = (torch.initial_seed() & (2 ** 63 - 1)) if world_size == 1 else 0
+        if device is None:  # PyG's batches are where data.x is
+            x = _attr(data, "x") if not isinstance(data, (str, os.PathLike, Remote)) else None
+            device = x.device if isinstance(x, torch.Tensor) and x.device.type == "cuda" else "cpu"
         common = dict(batch_size=batch_size, fanouts=fanouts, shuffle=shuffle, seed=int(seed), rank=rank,
                       world_size=world_size, device=str(device), drop_last=drop_last)
         common.update(loader_kw)
