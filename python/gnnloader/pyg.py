@@ -5,13 +5,14 @@ Switching a PyG training script is a one-line change::
     from torch_geometric.loader import NeighborLoader   # before
     from gnnloader import NeighborLoader                # after (loaderd on its default socket)
 
-The arguments keep PyG's names and meanings (``data``, ``num_neighbors``,
-``input_nodes``, ``batch_size``, ``shuffle``, ``drop_last``); the batches keep
-PyG's fields (``x``, ``y``, ``edge_index``, ``batch_size``, ``n_id``,
-``num_sampled_nodes``, ``num_sampled_edges``) and are ``torch_geometric``
-``Data`` objects when PyG is importable. What differs is where the graph
-lives: loaderd holds it, so the first argument only names the daemon (see
-:class:`NeighborLoader`).
+The arguments keep PyG's names, order and meanings (``data``,
+``num_neighbors``, ``input_nodes``, ..., ``batch_size``, ``shuffle``,
+``drop_last``); the batches keep PyG's fields (``x``, ``y``, ``edge_index``,
+``e_id``, ``input_id``, ``batch_size``, ``n_id``, ``num_sampled_nodes``,
+``num_sampled_edges``) and are ``torch_geometric`` ``Data`` objects when PyG
+is importable. What differs is where the graph lives: loaderd holds it, so
+the first argument names the daemon and is only checked against it (see
+:class:`NeighborLoader` and docs/pyg.md).
 """
 
 from __future__ import annotations
@@ -393,7 +394,8 @@ class NeighborLoader:
     def __call__(self, index: Union[torch.Tensor, Sequence[int]]):
         """One batch for the seeds at positions ``index`` of the input nodes
         (PyG's ``NeighborLoader.__call__``): ``n_id[:batch_size]`` are
-        those nodes and ``input_id`` is ``index``. It opens a second
+        those nodes and ``input_id`` is ``index`` (for a mask, as PyG, the
+        nodes' ids). It opens a second
         connection to loaderd for the call and returns tensors of its own
         (copies, not slot views); ``transform`` applies. Sampling uses the
         loader's seed; the call is not part of any epoch. A loader over a
