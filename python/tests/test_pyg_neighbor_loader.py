@@ -363,6 +363,8 @@ class PyGParityTest(unittest.TestCase):
             self.assertEqual(sorted(seen), list(range(n)))
             with self.assertRaisesRegex(ValueError, "split name"):
                 loader([0])
+        with self.nl(self.rand, [2], input_nodes="val") as loader:  # PyG's name for loaderd's "valid"
+            self.assertEqual(len(loader.dataset), gnnloader.connect(self.rand_daemon.socket).splits["valid"])
 
     def test_timeout_zero_blocks(self):
         for t in (0, None, 30):
