@@ -3,6 +3,7 @@ package ipc
 import (
 	"encoding/binary"
 	"math"
+	"reflect"
 	"unicode/utf8"
 )
 
@@ -71,11 +72,11 @@ func (l Limits) WithDefaults() Limits {
 }
 
 // Msg is one protocol message: *Hello, *Welcome, *Open, *Opened,
-// *StartEpoch, *BatchReady, *Release, *EpochEnd, *Error, *Goodbye or *Seeds.
+// *StartEpoch, *BatchReady, *Release, *EpochEnd, *Error, *Goodbye, *Seeds,
+// or a gradient-exchange message (ring_msgs.go). The message table
+// (table.go) lists them; Marshal refuses any other type.
 type Msg interface {
 	Type() Type
-	encode(e *encoder)
-	decode(d *decoder)
 }
 
 // Marshal encodes m as one complete frame (header and payload). It fails
@@ -89,7 +90,7 @@ func Marshal(m Msg) ([]byte, error) {
 func appendFrame(b []byte, m Msg) ([]byte, error) {
 	e := encoder{b: append(b, make([]byte, HeaderSize)...)}
 	start := len(b)
-	m.encode(&e)
+	encodeMsg(&e, m)
 	if e.err != nil {
 		return nil, e.err
 	}
@@ -137,12 +138,12 @@ func parseHeader(h []byte, lim Limits) (Type, error) {
 }
 
 func decodePayload(typ Type, payload []byte, lim Limits) (Msg, error) {
-	m := newMsg(typ)
-	if m == nil {
+	e := lookup(typ)
+	if e == nil {
 		return nil, perr(CodeBadMessage, "unknown message type %d", uint16(typ))
 	}
 	d := decoder{b: payload, lim: &lim}
-	m.decode(&d)
+	m := decodeMsg(&d, e)
 	if d.err == nil && d.off != len(d.b) {
 		d.fail(CodeBadMessage, "%d trailing bytes", len(d.b)-d.off)
 	}
@@ -151,6 +152,51 @@ func decodePayload(typ Type, payload []byte, lim Limits) (Msg, error) {
 		return nil, d.err
 	}
 	return m, nil
+}
+
+// encodeMsg appends m's payload: the table entry's prefix, its fields and
+// its cross-field check.
+func encodeMsg(e *encoder, m Msg) {
+	t := lookup(m.Type())
+	if f, ok := m.(fastCodec); ok && t != nil {
+		f.encodeFast(e)
+		return
+	}
+	v := reflect.ValueOf(m)
+	if t == nil || v.Type() != t.ptrType || v.IsNil() {
+		e.fail(CodeInternal, "%T is not the message type %d of the table", m, uint16(m.Type()))
+		return
+	}
+	e.b = append(e.b, t.prefix...)
+	encodeFields(e, t.fields, v.Elem())
+	if t.check && e.err == nil {
+		if err := m.(checker).check(); err != nil {
+			e.err = err
+		}
+	}
+}
+
+// decodeMsg decodes a payload of the type of t.
+func decodeMsg(d *decoder, t *message) Msg {
+	if t.fast != nil {
+		m := t.fast()
+		m.decodeFast(d)
+		return m.(Msg)
+	}
+	v := reflect.New(t.goType)
+	m := v.Interface().(Msg)
+	if t.prefix != "" {
+		if p := d.next(len(t.prefix)); p != nil && string(p) != t.prefix {
+			d.fail(CodeUnsupportedVersion, "magic %q, want %q", p, t.prefix)
+		}
+	}
+	decodeFields(d, t.fields, v.Elem())
+	if t.check && d.err == nil {
+		if err := m.(checker).check(); err != nil {
+			d.err = err
+		}
+	}
+	return m
 }
 
 // encoder appends little-endian fields; the first error sticks.
@@ -169,7 +215,6 @@ func (e *encoder) u8(v uint8)   { e.b = append(e.b, v) }
 func (e *encoder) u16(v uint16) { e.b = binary.LittleEndian.AppendUint16(e.b, v) }
 func (e *encoder) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
 func (e *encoder) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
-func (e *encoder) i32(v int32)  { e.u32(uint32(v)) }
 
 func (e *encoder) bool(v bool) {
 	if v {
@@ -194,14 +239,6 @@ func (e *encoder) str(what string, s string) {
 	}
 	e.count(what, len(s))
 	e.b = append(e.b, s...)
-}
-
-// strs writes a list of strings.
-func (e *encoder) strs(what string, l []string) {
-	e.count(what, len(l))
-	for _, s := range l {
-		e.str(what, s)
-	}
 }
 
 // decoder reads little-endian fields; the first error sticks and later reads
@@ -299,17 +336,4 @@ func (d *decoder) str(what string) string {
 		return ""
 	}
 	return string(p)
-}
-
-// strs reads a list of at most MaxList strings.
-func (d *decoder) strs(what string) []string {
-	n := d.count(what, d.lim.MaxList, 2)
-	if n == 0 {
-		return nil
-	}
-	l := make([]string, n)
-	for i := range l {
-		l[i] = d.str(what)
-	}
-	return l
 }

@@ -87,19 +87,6 @@ func (c *Conn) Limits() Limits { return c.lim }
 // Close closes the socket. A ReadMsg blocked in another goroutine returns.
 func (c *Conn) Close() error { return c.uc.Close() }
 
-// FDsFor returns how many file descriptors a frame carrying m must carry:
-// 1 for an Opened with Memory "shm" (the slot memfd) and for Seeds (the
-// seed-id memfd), 0 otherwise.
-func FDsFor(m Msg) int {
-	if o, ok := m.(*Opened); ok && o.Memory == MemoryShm {
-		return 1
-	}
-	if _, ok := m.(*Seeds); ok {
-		return 1
-	}
-	return ringFDs(m) // ring_msgs.go
-}
-
 // ReadMsg reads one frame and decodes it. fds are the descriptors that came
 // with the frame, exactly FDsFor(m) of them; the caller owns them (they are
 // close-on-exec). On any error no descriptor is left open. A clean end of

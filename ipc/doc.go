@@ -4,8 +4,16 @@
 // are tested against the same frames in testdata/golden.
 //
 // The pieces:
-//   - Msg and one struct per message type (Hello ... Goodbye); Marshal and
-//     Unmarshal convert between a Msg and one complete frame.
+//   - The message table (table.go): every message's type code, sender and
+//     descriptor rule (FDsFor), and its struct, whose ipc tags give its
+//     fields in wire order (schema.go documents the tags). The codec
+//     (fieldcodec.go) walks the table; BatchReady, sent once per batch, has
+//     a hand-written codec checked against it (batchfast.go).
+//     python/gnnloader/_schema.py is generated from the table
+//     (go generate ./ipc); TestPythonSchema fails when it is stale.
+//   - Msg and one struct per message type (Hello ... Goodbye, messages.go,
+//     opened.go, seeds.go, ring_msgs.go); Marshal and Unmarshal convert
+//     between a Msg and one complete frame.
 //   - Limits bounds what a decoder accepts; every length is checked before
 //     anything is allocated.
 //   - Conn reads and writes frames on a *net.UnixConn and passes file

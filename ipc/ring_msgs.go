@@ -33,11 +33,11 @@ var GradDTypes = []string{"float32", "bfloat16", "float16"}
 // will reduce) on Device ("cpu" or "cuda:N"). Every rank of a job names the
 // same WorldSize and Bytes.
 type RegisterGrad struct {
-	Job       string
-	Rank      uint32
-	WorldSize uint32
-	Device    string
-	Bytes     uint64
+	Job       string `ipc:"job"`
+	Rank      uint32 `ipc:"rank"`
+	WorldSize uint32 `ipc:"world_size"`
+	Device    string `ipc:"device"`
+	Bytes     uint64 `ipc:"bytes"`
 }
 
 // GradRegistered (daemon to client) answers RegisterGrad once every rank of
@@ -50,13 +50,13 @@ type RegisterGrad struct {
 // waits on it). Links says how each ring link runs, e.g.
 // "rank 0 (GPU 0) -> rank 1 (GPU 1): peer" (or "host": pinned host memory).
 type GradRegistered struct {
-	Memory     string
-	Bytes      uint64
-	CUDADevice uint32
-	MemHandle  []byte // empty or HandleSize bytes
-	Ready      []byte // empty or HandleSize bytes
-	Done       []byte // empty or HandleSize bytes
-	Links      []string
+	Memory     string   `ipc:"memory"`
+	Bytes      uint64   `ipc:"bytes"`
+	CUDADevice uint32   `ipc:"cuda_device"`
+	MemHandle  []byte   `ipc:"mem_handle,max=HandleSize,len=0|HandleSize"` // empty or HandleSize bytes
+	Ready      []byte   `ipc:"ready,max=HandleSize,len=0|HandleSize"`      // empty or HandleSize bytes
+	Done       []byte   `ipc:"done,max=HandleSize,len=0|HandleSize"`       // empty or HandleSize bytes
+	Links      []string `ipc:"links"`
 }
 
 // AllReduce (client to daemon) asks for the all-reduce of the first Count
@@ -65,39 +65,23 @@ type GradRegistered struct {
 // sends the same Seq, Count, DType and Op. For MemoryCUDA the trainer has
 // recorded Ready after its writes before sending it.
 type AllReduce struct {
-	Seq   uint64
-	Count uint64
-	DType string
-	Op    string
+	Seq   uint64 `ipc:"seq"`
+	Count uint64 `ipc:"count"`
+	DType string `ipc:"dtype"`
+	Op    string `ipc:"op"`
 }
 
 // AllReduceDone (daemon to client): the result of request Seq is in the
 // buffer (MemoryShm), or will be once Done, recorded after it, completes
 // (MemoryCUDA). Every rank's buffer holds the same bytes.
 type AllReduceDone struct {
-	Seq uint64
+	Seq uint64 `ipc:"seq"`
 }
 
 func (*RegisterGrad) Type() Type   { return TypeRegisterGrad }
 func (*GradRegistered) Type() Type { return TypeGradRegistered }
 func (*AllReduce) Type() Type      { return TypeAllReduce }
 func (*AllReduceDone) Type() Type  { return TypeAllReduceDone }
-
-func (m *RegisterGrad) encode(e *encoder) {
-	e.str("job", m.Job)
-	e.u32(m.Rank)
-	e.u32(m.WorldSize)
-	e.str("device", m.Device)
-	e.u64(m.Bytes)
-}
-
-func (m *RegisterGrad) decode(d *decoder) {
-	m.Job = d.str("job")
-	m.Rank = d.u32()
-	m.WorldSize = d.u32()
-	m.Device = d.str("device")
-	m.Bytes = d.u64()
-}
 
 // Validate checks RegisterGrad's semantics (CodeBadRequest).
 func (m *RegisterGrad) Validate() error {
@@ -113,68 +97,6 @@ func (m *RegisterGrad) Validate() error {
 	return err
 }
 
-func handleBytes(e *encoder, what string, h []byte) {
-	if len(h) != 0 && len(h) != HandleSize {
-		e.fail(CodeBadMessage, "%s of %d bytes, want 0 or %d", what, len(h), HandleSize)
-	}
-	e.count(what, len(h))
-	e.b = append(e.b, h...)
-}
-
-func decodeHandle(d *decoder, what string) []byte {
-	n := d.count(what, HandleSize, 1)
-	if n == 0 {
-		return nil
-	}
-	if n != HandleSize && d.err == nil {
-		d.fail(CodeBadMessage, "%s of %d bytes, want 0 or %d", what, n, HandleSize)
-		return nil
-	}
-	return append([]byte(nil), d.next(n)...)
-}
-
-func (m *GradRegistered) encode(e *encoder) {
-	e.str("memory", m.Memory)
-	e.u64(m.Bytes)
-	e.u32(m.CUDADevice)
-	handleBytes(e, "mem_handle", m.MemHandle)
-	handleBytes(e, "ready", m.Ready)
-	handleBytes(e, "done", m.Done)
-	e.count("links", len(m.Links))
-	for _, l := range m.Links {
-		e.str("link", l)
-	}
-}
-
-func (m *GradRegistered) decode(d *decoder) {
-	m.Memory = d.str("memory")
-	m.Bytes = d.u64()
-	m.CUDADevice = d.u32()
-	m.MemHandle = decodeHandle(d, "mem_handle")
-	m.Ready = decodeHandle(d, "ready")
-	m.Done = decodeHandle(d, "done")
-	if n := d.count("links", d.lim.MaxList, 2); n > 0 {
-		m.Links = make([]string, n)
-		for i := range m.Links {
-			m.Links[i] = d.str("link")
-		}
-	}
-}
-
-func (m *AllReduce) encode(e *encoder) {
-	e.u64(m.Seq)
-	e.u64(m.Count)
-	e.str("dtype", m.DType)
-	e.str("op", m.Op)
-}
-
-func (m *AllReduce) decode(d *decoder) {
-	m.Seq = d.u64()
-	m.Count = d.u64()
-	m.DType = d.str("dtype")
-	m.Op = d.str("op")
-}
-
 // Validate checks AllReduce's dtype and op (CodeBadRequest).
 func (m *AllReduce) Validate() error {
 	ok := false
@@ -188,38 +110,6 @@ func (m *AllReduce) Validate() error {
 		return perr(CodeBadRequest, "AllReduce: op %q (want sum or avg)", m.Op)
 	}
 	return nil
-}
-
-func (m *AllReduceDone) encode(e *encoder) { e.u64(m.Seq) }
-func (m *AllReduceDone) decode(d *decoder) { m.Seq = d.u64() }
-
-// ringFDs is FDsFor for the gradient exchange types: GradRegistered for
-// MemoryShm carries the buffer's memfd.
-func ringFDs(m Msg) int {
-	if g, ok := m.(*GradRegistered); ok && g.Memory == MemoryShm {
-		return 1
-	}
-	return 0
-}
-
-// newRingMsg is newMsg for the gradient exchange types.
-func newRingMsg(t Type) Msg {
-	switch t {
-	case TypeRegisterGrad:
-		return new(RegisterGrad)
-	case TypeGradRegistered:
-		return new(GradRegistered)
-	case TypeAllReduce:
-		return new(AllReduce)
-	case TypeAllReduceDone:
-		return new(AllReduceDone)
-	}
-	return nil
-}
-
-var ringTypeNames = map[Type]string{
-	TypeRegisterGrad: "RegisterGrad", TypeGradRegistered: "GradRegistered",
-	TypeAllReduce: "AllReduce", TypeAllReduceDone: "AllReduceDone",
 }
 
 // GradPhase is a gradient connection's state after the handshake.

@@ -3,9 +3,6 @@ package ipc
 // Seeds: a custom seed list (PyG's input_nodes as a tensor or mask), sent by
 // the client after Welcome and before Open. See docs/protocol.md, "11 Seeds".
 
-// TypeSeeds is the message type of Seeds.
-const TypeSeeds Type = 11
-
 // CustomSplit is the Open.Split that means "the seeds of the Seeds message
 // sent before this Open". No dataset split may have this name.
 const CustomSplit = "custom"
@@ -18,11 +15,7 @@ const CustomSplit = "custom"
 // copies the ids and closes the descriptor; the memfd may be reused or
 // closed by the client as soon as Opened (or Error) arrives.
 type Seeds struct {
-	Count uint64 // node ids in the memfd
+	Count uint64 `ipc:"count"` // node ids in the memfd
 }
 
 func (*Seeds) Type() Type { return TypeSeeds }
-
-func (m *Seeds) encode(e *encoder) { e.u64(m.Count) }
-
-func (m *Seeds) decode(d *decoder) { m.Count = d.u64() }

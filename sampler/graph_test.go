@@ -3,6 +3,7 @@ package sampler
 import (
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/gnnloader/gnnloader/datasets"
 )
@@ -56,4 +57,28 @@ func powerLawGraph(n int64, avgDeg float64, maxDeg int64, seed uint64, wide bool
 		}
 	}
 	return g
+}
+
+func testSeeds(g *datasets.Graph, n int, seed uint64) []int64 {
+	r := rng{mix64(seed)}
+	s := make([]int64, n)
+	for i := range s {
+		s[i] = int64(r.below(uint64(g.NumNodes)))
+	}
+	return s
+}
+
+var (
+	graphsOnce sync.Once
+	graph32    *datasets.Graph
+	graph64    *datasets.Graph
+)
+
+// testGraphs returns a 32-bit and a 64-bit power-law graph of 50k nodes.
+func testGraphs() []*datasets.Graph {
+	graphsOnce.Do(func() {
+		graph32 = powerLawGraph(50_000, 12, 3000, 1, false)
+		graph64 = powerLawGraph(50_000, 12, 3000, 2, true)
+	})
+	return []*datasets.Graph{graph32, graph64}
 }

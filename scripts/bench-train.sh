@@ -14,13 +14,18 @@
 # Phases, in priority order; one that would not fit the time left is skipped
 # and says so (BUDGET_S, default 525 s, counts from the start, build included):
 #   main    loaderd (default 16-SM gather cap, no MPS) with --table-socket:
-#           pcie, loader only, loaderd training, resident (c), CPU gather (b);
+#           pcie, loader only, training only (batches pre-loaded on the
+#           GPU), loaderd training, resident (c), CPU gather (b);
 #           trainers ask for SLOTS slots (default 6: GPU fills sweep up to 3
 #           batches); MAIN_VARIANTS picks the runs
 #   DAEMON_FLAGS are extra flags for every loaderd (e.g. "--prefetch 4")
-#   slots2  the same daemon, trainers with 2 slots (one batch a GPU pass):
+#   cache   a new loaderd with --gpu-cache $CACHE (default 20% of the
+#           feature bytes; CACHE= skips it): loader only and loaderd training,
+#           PHASE_BATCHES batches each
+#   slots2  (NO_SLOTS2=1 skips it) the same daemon, trainers with 2 slots (one batch a GPU pass):
 #           loader only and loaderd training, PHASE_BATCHES batches each
-#   mps     a new loaderd and the trainer under our own MPS control daemon:
+#   MPS_ALL=1 runs every phase under one MPS control daemon (no mps phase)
+#   mps     (NO_MPS=1 skips it) a new loaderd and the trainer under our own MPS control daemon:
 #           loader only and loaderd training, PHASE_BATCHES batches each
 #   allsms  a new loaderd with --gather-sms -1 (no cap): the same
 # Every daemon build counts (a new daemon regenerates the dataset).
@@ -34,7 +39,7 @@ SEED=${2:-0}
 BUDGET_S=${BUDGET_S:-525}
 PHASE_BATCHES=${PHASE_BATCHES:-300}
 SLOTS=${SLOTS:-6}
-MAIN_VARIANTS=${MAIN_VARIANTS:-pcie,loader,loaderd,resident,cpu}
+MAIN_VARIANTS=${MAIN_VARIANTS:-pcie,loader,train_only,loaderd,resident,cpu}
 read -r -a DAEMON_FLAGS <<< "${DAEMON_FLAGS:-}" # extra loaderd serve flags, e.g. "--prefetch 4"
 OUT=${OUT:-/tmp/bench-train}
 PY=${PYTHON:-python3}
@@ -73,7 +78,14 @@ start_daemon() {
 	t0=$(date +%s.%N)
 	local table=(--table-socket "$work/$name.table")
 	[ -n "${NOTABLE:-}" ] && table=()
-	"$LOADERD" serve --dataset "$spec" --socket "$work/$name.sock" "${table[@]}" \
+	# Leading NAME=value arguments are the daemon's environment (e.g.
+	# CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25 in an EXTRA phase).
+	local envs=()
+	while [ $# -gt 0 ] && [[ $1 =~ ^[A-Z_][A-Z0-9_]*= ]]; do
+		envs+=("$1")
+		shift
+	done
+	env "${envs[@]}" "$LOADERD" serve --dataset "$spec" --socket "$work/$name.sock" "${table[@]}" \
 		--metrics-addr "127.0.0.1:$port" --memory-budget 64GiB "${DAEMON_FLAGS[@]}" "$@" > "$work/$name.log" 2>&1 &
 	dpid=$!
 	while [ ! -S "$work/$name.sock" ] || { [ -z "${NOTABLE:-}" ] && [ ! -S "$work/$name.table" ]; }; do
@@ -113,6 +125,24 @@ stop_mps() {
 	fi
 }
 
+# start_mps: our own MPS control daemon; every CUDA process started after it
+# (daemons and trainers) is its client, so their kernels share the SMs at
+# once instead of taking turns in time slices.
+start_mps() {
+	mps_dir=$(mktemp -d /tmp/gnnloader-mps.XXXXXX)
+	mkdir -p "$mps_dir/pipe" "$mps_dir/log"
+	export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
+	if nvidia-cuda-mps-control -d; then
+		log "MPS control daemon started"
+		return 0
+	fi
+	log "MPS control daemon did not start"
+	rm -rf "$mps_dir"
+	mps_dir=""
+	unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+	return 1
+}
+
 # bench NAME PORT ARGS...: the Python trainer against daemon NAME (results
 # in $OUT/NAME.json, or $OUT/$JSON_AS.json).
 bench() {
@@ -126,7 +156,7 @@ bench() {
 }
 
 {
-	echo "command: scripts/bench-train.sh $SCALE $SEED (BUDGET_S=$BUDGET_S PHASE_BATCHES=$PHASE_BATCHES SLOTS=$SLOTS MAIN_VARIANTS=$MAIN_VARIANTS DAEMON_FLAGS=${DAEMON_FLAGS[*]:-})"
+	echo "command: scripts/bench-train.sh $SCALE $SEED (BUDGET_S=$BUDGET_S PHASE_BATCHES=$PHASE_BATCHES SLOTS=$SLOTS MAIN_VARIANTS=$MAIN_VARIANTS DAEMON_FLAGS=${DAEMON_FLAGS[*]:-} MPS_ALL=${MPS_ALL:-} EXTRA=${EXTRA:-} PRIO=${PRIO:-})"
 	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo "host: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM"
 	nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2> /dev/null
@@ -134,14 +164,23 @@ bench() {
 	$PY -c 'import torch; print("torch", torch.__version__)' 2> /dev/null
 } | tee -a "$logs"
 
+# MPS_ALL=1: every phase under one MPS control daemon (the mps phase is then
+# the main one).
+if [ -n "${MPS_ALL:-}" ]; then
+	start_mps || log "MPS_ALL: running without MPS"
+fi
+
 # --- main phase -------------------------------------------------------------
 main_build=""
 if start_daemon main 9471; then
 	main_build=$build_s
 	pinned=$(grep -o 'msg="feature table pinned" bytes=[0-9]*' "$work/main.log" | grep -o '[0-9]*$')
 	bench main 9471 --variants "$MAIN_VARIANTS" --slots "$SLOTS"
+	if [ -n "$mps_dir" ]; then
+		echo get_server_list | nvidia-cuda-mps-control 2>&1 | sed 's/^/MPS servers: /' | tee -a "$logs"
+	fi
 	hwm=$(awk '/VmHWM/ {print $2 * 1024}' "/proc/$dpid/status" 2> /dev/null)
-	if [ "$(left)" -gt 60 ]; then
+	if [ -z "${NO_SLOTS2:-}" ] && [ "$(left)" -gt 60 ]; then
 		JSON_AS=slots2 bench main 9471 --label slots2 --slots 2 --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval
 	else
 		log "slots2 phase skipped: $(left) s left"
@@ -166,28 +205,60 @@ fi
 printf '{"meta": {"build_s": %s, "pinned_bytes": %s, "daemon_hwm": %s, "spec": "%s"}}\n' \
 	"${main_build:-null}" "${pinned:-null}" "${hwm:-null}" "$spec" > "$OUT/meta.json"
 
+# --- cache: a new loaderd with --gpu-cache CACHE (default 20%) ---------------
+need=$(awk -v b="${main_build:-60}" 'BEGIN {printf "%d", b + 60}')
+if [ -n "${CACHE-20%}" ] && [ "$(left)" -gt "$need" ]; then
+	if start_daemon cache 9474 --gpu-cache "${CACHE-20%}"; then
+		grep -E "GPU cache" "$work/cache.log" | tee -a "$logs"
+		bench cache 9474 --label cache --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval --slots "$SLOTS"
+		stop_daemon
+		cat "$work/cache.log" >> "$logs"
+	fi
+else
+	log "cache phase skipped: $(left) s left, a daemon build and the runs need about $need s"
+fi
+
+# --- extra daemons: EXTRA="label:flags;label:flags" (e.g.
+# "cpusample:--sampling cpu;sms8:--gather-sms 8"), each a new loaderd with
+# those flags (leading NAME=value words set its environment): loader only and
+# loaderd training, PHASE_BATCHES batches each.
+# PRIO=1 adds a run of the main daemon's flags with training on a
+# high-priority CUDA stream (label prio).
+if [ -n "${PRIO:-}" ]; then EXTRA="prio:;${EXTRA:-}"; fi
+IFS=';' read -r -a extras <<< "${EXTRA:-}"
+port=9480
+for ex in "${extras[@]}"; do
+	[ -z "$ex" ] && continue
+	lab=${ex%%:*}
+	read -r -a exflags <<< "${ex#*:}"
+	trainflags=()
+	[ "$lab" = prio ] && trainflags=(--train-stream high)
+	port=$((port + 1))
+	if [ "$(left)" -gt "$need" ] && start_daemon "$lab" "$port" "${exflags[@]}"; then
+		JSON_AS=$lab bench "$lab" "$port" --label "$lab" --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval --slots "$SLOTS" "${trainflags[@]}"
+		stop_daemon
+		cat "$work/$lab.log" >> "$logs"
+	else
+		log "$lab phase skipped: $(left) s left"
+	fi
+done
+
 # --- (d): MPS, and the gather's SM cap off ------------------------------------
 need=$(awk -v b="${main_build:-60}" 'BEGIN {printf "%d", b + 60}')
-if [ "$(left)" -gt "$need" ] && command -v nvidia-cuda-mps-control > /dev/null; then
-	mps_dir=$(mktemp -d /tmp/gnnloader-mps.XXXXXX)
-	mkdir -p "$mps_dir/pipe" "$mps_dir/log"
-	export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
-	if nvidia-cuda-mps-control -d; then
-		log "MPS control daemon started"
+if [ -z "${NO_MPS:-}" ] && [ -z "${MPS_ALL:-}" ] && [ "$(left)" -gt "$need" ] && command -v nvidia-cuda-mps-control > /dev/null; then
+	if start_mps; then
 		if start_daemon mps 9472; then
 			bench mps 9472 --label mps --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval --slots "$SLOTS"
 			echo get_server_list | nvidia-cuda-mps-control 2>&1 | sed 's/^/MPS servers: /' | tee -a "$logs"
 			stop_daemon
 			cat "$work/mps.log" >> "$logs"
 		fi
-	else
-		log "MPS control daemon did not start"
 	fi
 	stop_mps
 else
 	log "mps phase skipped: $(left) s left, a daemon build and the runs need about $need s"
 fi
-if [ "$(left)" -gt "$need" ]; then
+if [ -z "${NO_ALLSMS:-}" ] && [ "$(left)" -gt "$need" ]; then
 	if start_daemon allsms 9473 --gather-sms -1; then
 		bench allsms 9473 --label allsms --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval --slots "$SLOTS"
 		stop_daemon
@@ -198,5 +269,7 @@ else
 fi
 
 log "done"
-$PY examples/bench_train.py --render "$OUT/meta.json" "$OUT/main.json" "$OUT/slots2.json" "$OUT/mps.json" "$OUT/allsms.json" 2>&1 |
+extra_json=()
+for ex in "${extras[@]}"; do [ -n "$ex" ] && extra_json+=("$OUT/${ex%%:*}.json"); done
+$PY examples/bench_train.py --render "$OUT/meta.json" "$OUT/main.json" "$OUT/cache.json" "${extra_json[@]}" "$OUT/slots2.json" "$OUT/mps.json" "$OUT/allsms.json" 2>&1 |
 	tee "$OUT/table.md"

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,9 +30,9 @@ type Config struct {
 	// Slots is the default slots per trainer when the client asks for 0
 	// (0 = 2: ping-pong).
 	Slots int
-	// GPUSlots is the default for a trainer on a GPU (0 = 6: while the
-	// trainer uses one and three are ready, the GPU fills the other two,
-	// or three at a time in one sweep; GPUConfig.SweepBatches).
+	// GPUSlots is the default for a trainer on a GPU (0 = 16: the GPU fills
+	// up to half of them in one sweep while the trainer works through the
+	// others; measured fastest on an H100, docs/benchmarks.md).
 	GPUSlots int
 	// MaxSlots caps the slots a trainer may ask for (0 = 16).
 	MaxSlots int
@@ -77,7 +76,7 @@ func (c Config) withDefaults() Config {
 		c.Slots = 2
 	}
 	if c.GPUSlots <= 0 {
-		c.GPUSlots = 6
+		c.GPUSlots = 16
 	}
 	if c.MaxSlots <= 0 {
 		c.MaxSlots = 16
@@ -163,40 +162,6 @@ func New(src *Source, cfg Config, log *slog.Logger) *Server {
 	s.peerCred.Store(&pc)
 	s.metrics = newMetrics(s)
 	return s
-}
-
-// peer is who is at the other end of a connection.
-type peer struct {
-	pid, uid, gid int
-	groups        []int // supplementary groups
-}
-
-type peerCredFunc func(*net.UnixConn) (peer, error)
-
-func readPeer(uc *net.UnixConn) (peer, error) {
-	pid, uid, gid, err := ipc.PeerCred(uc)
-	if err != nil {
-		return peer{}, err
-	}
-	groups, err := ipc.PeerGroups(uc)
-	if err != nil {
-		return peer{}, fmt.Errorf("supplementary groups: %w", err)
-	}
-	return peer{pid: pid, uid: uid, gid: gid, groups: groups}, nil
-}
-
-// allowed reports whether p may use the daemon: the daemon's own uid, an
-// allowed uid, or an allowed gid as its primary or a supplementary group.
-func (s *Server) allowed(p peer) bool {
-	if p.uid == os.Getuid() || slices.Contains(s.cfg.AllowUIDs, p.uid) || slices.Contains(s.cfg.AllowGIDs, p.gid) {
-		return true
-	}
-	for _, g := range p.groups {
-		if slices.Contains(s.cfg.AllowGIDs, g) {
-			return true
-		}
-	}
-	return false
 }
 
 // Stats returns the server's live counters.
@@ -360,83 +325,6 @@ func (s *Server) drain() error {
 		s.mu.Unlock()
 		return fmt.Errorf("serve: %d sessions still running %v after their connections were closed", n, timeout)
 	}
-}
-
-// admit takes a trainer's memory from the budget, within the trainer and
-// memory budgets: slots bytes of slot rings and extra bytes of host memory
-// the request makes the daemon hold (sampled batches in flight).
-func (s *Server) admit(sess *session, slots, extra int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	bytes := slots + extra
-	if len(s.sessions) >= s.cfg.MaxTrainers {
-		return perrf(ipc.CodeBusy, "daemon already serves %d trainers (limit %d)", len(s.sessions), s.cfg.MaxTrainers)
-	}
-	if bytes > s.cfg.MemoryBudget {
-		return perrf(ipc.CodeLimit, "slots and sampled batches of %d bytes exceed the whole memory budget of %d bytes: lower batch_size, fanouts or slots", bytes, s.cfg.MemoryBudget)
-	}
-	if s.budgetUsed+bytes > s.cfg.MemoryBudget {
-		return perrf(ipc.CodeBusy, "slots and sampled batches of %d bytes do not fit the memory budget (%d of %d bytes in use)", bytes, s.budgetUsed, s.cfg.MemoryBudget)
-	}
-	s.sessions[sess] = struct{}{}
-	s.budgetUsed += bytes
-	s.slotBytes += slots
-	return nil
-}
-
-// reserve takes bytes of the memory budget for something other than a
-// trainer's slots (what: a custom seed list, a gradient buffer); unreserve
-// gives them back.
-func (s *Server) reserve(bytes int64, what string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if bytes > s.cfg.MemoryBudget {
-		return perrf(ipc.CodeLimit, "%d bytes of %s exceed the whole memory budget of %d bytes (--memory-budget)", bytes, what, s.cfg.MemoryBudget)
-	}
-	if s.budgetUsed+bytes > s.cfg.MemoryBudget {
-		return perrf(ipc.CodeBusy, "%d bytes of %s do not fit the memory budget (%d of %d bytes in use)", bytes, what, s.budgetUsed, s.cfg.MemoryBudget)
-	}
-	s.budgetUsed += bytes
-	return nil
-}
-
-func (s *Server) unreserve(bytes int64) {
-	s.mu.Lock()
-	s.budgetUsed -= bytes
-	s.mu.Unlock()
-}
-
-// leave gives back what admit took.
-func (s *Server) leave(sess *session, slots, extra int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.sessions[sess]; ok {
-		delete(s.sessions, sess)
-		s.budgetUsed -= slots + extra
-		s.slotBytes -= slots
-	}
-}
-
-// Trainers is the number of trainers with open slot rings.
-func (s *Server) Trainers() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.sessions)
-}
-
-// SlotBytes is the memory held by live trainers' slots.
-func (s *Server) SlotBytes() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.slotBytes
-}
-
-// BudgetUsed is the part of the memory budget in use: slots, sampled
-// batches in flight, custom seed lists and gradient buffers.
-func (s *Server) BudgetUsed() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.budgetUsed
 }
 
 // gpuSamples reports whether trainers on GPU dev are sampled there.

@@ -163,17 +163,13 @@ func parseVariants(base serveRun, s string) ([]serveRun, error) {
 
 // run serves src with the run's configuration and reports.
 func (r serveRun) run(ctx context.Context, e *env, src *serve.Source, dev int) error {
-	if pct, ok := strings.CutSuffix(r.cache, "%"); ok {
-		f, err := strconv.ParseFloat(pct, 64)
-		if err != nil || f < 0 || f > 100 {
-			return usageError{fmt.Sprintf("--gpu-cache %q: want bytes or a percentage of the feature bytes", r.cache)}
-		}
-		r.gpu.Cache = int64(f / 100 * float64(len(src.Data.Features)))
-	} else {
-		var err error
-		if r.gpu.Cache, err = parseBytes(r.cache); err != nil {
-			return usageError{"--gpu-cache: " + err.Error()}
-		}
+	bytes, pct, err := parseShare(r.cache)
+	if err != nil {
+		return usageError{"--gpu-cache: " + err.Error()}
+	}
+	r.gpu.Cache = bytes
+	if pct > 0 {
+		r.gpu.Cache = int64(pct / 100 * float64(len(src.Data.Features)))
 	}
 	dir, err := os.MkdirTemp("", "loaderd-bench-")
 	if err != nil {

@@ -161,6 +161,23 @@ func TestParseBytes(t *testing.T) {
 	}
 }
 
+func TestParseShare(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		bytes int64
+		pct   float64
+	}{{"20%", 0, 20}, {" 12.5 % ", 0, 12.5}, {"100%", 0, 100}, {"8GiB", 8 << 30, 0}, {"0", 0, 0}} {
+		if b, p, err := parseShare(c.in); err != nil || b != c.bytes || p != c.pct {
+			t.Errorf("parseShare(%q) = %d, %g, %v; want %d, %g", c.in, b, p, err, c.bytes, c.pct)
+		}
+	}
+	for _, bad := range []string{"101%", "-1%", "x%", "%", "-3GiB"} {
+		if _, _, err := parseShare(bad); err == nil {
+			t.Errorf("parseShare(%q) accepted", bad)
+		}
+	}
+}
+
 func TestInfoJSONParses(t *testing.T) {
 	code, out, errOut := runCmd(t, "info", "--json")
 	if code != 0 {

@@ -60,7 +60,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&a.cfg.SamplerThreads, "sampler-threads", 0, "goroutines one batch's sampling and gather may use (0 = all cores)")
 		fs.IntVar(&a.cfg.Prefetch, "prefetch", 2, "batches each trainer's sampler runs ahead of the gather")
 		fs.IntVar(&a.cfg.Slots, "slots", 2, "slots per trainer when the trainer does not ask (2 = ping-pong)")
-		fs.IntVar(&a.cfg.GPUSlots, "gpu-slots", 6, "slots per trainer on a GPU when the trainer does not ask (6: the GPU fills up to 3 at a time with one sweep while the trainer works through the others)")
+		fs.IntVar(&a.cfg.GPUSlots, "gpu-slots", 16, "slots per trainer on a GPU when the trainer does not ask (16: the GPU fills up to 8 at a time in one sweep while the trainer works through the others; fastest measured on an H100, docs/benchmarks.md)")
 		fs.IntVar(&a.cfg.MaxSlots, "max-slots", 16, "most slots one trainer may ask for")
 		fs.IntVar(&a.cfg.MaxTrainers, "max-trainers", 64, "most trainers served at once")
 		fs.StringVar(&a.memoryBudget, "memory-budget", "32GiB", "most memory for all trainers' slots together (e.g. 8GiB, 512MiB)")
@@ -78,7 +78,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&a.gpus, "gpus", "", "comma-separated GPU ordinals trainers may ask for (empty = every GPU)")
 		fs.IntVar(&a.gpuCfg.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
 		fs.IntVar(&a.gpuCfg.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass may cover while the GPU is busy (a sorted sweep reads a row they share once; 0 = half the trainer's slots, at most 8; 1 = one batch a pass)")
-		fs.StringVar(&a.gpuCache, "gpu-cache", "0", "bytes of hot feature rows each GPU keeps in its own memory, chosen by pre-sampling the first trainer's batches (e.g. 12GiB; 0 = none)")
+		fs.StringVar(&a.gpuCache, "gpu-cache", "0", "bytes of hot feature rows each GPU keeps in its own memory, chosen by pre-sampling the first trainer's batches (e.g. 12GiB, or 20% of the feature bytes; 0 = none)")
 		fs.IntVar(&a.gpuCfg.CachePresample, "gpu-cache-presample", 0, "batches pre-sampled to choose the cached rows (0 = 256; -1 = by in-degree only)")
 		fs.StringVar(&a.gpuCfg.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto (on the GPU when the graph's CSR takes at most a third of its free memory), gpu or cpu")
 		fs.StringVar(&a.gpuCfg.SweepPlan, "sweep-plan", "gpu", "where a GPU fill plans its sweep over the batches' ids: gpu (the GPU sorts and merges them) or cpu (the CPU does, as before)")
@@ -114,9 +114,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if a.gpuCfg.SlotMemory, err = parseBytes(a.gpuSlotMemory); err != nil {
 		return usageError{"--gpu-slot-memory: " + err.Error()}
 	}
-	if a.gpuCfg.Cache, err = parseBytes(a.gpuCache); err != nil {
+	cacheBytes, cachePct, err := parseShare(a.gpuCache)
+	if err != nil {
 		return usageError{"--gpu-cache: " + err.Error()}
 	}
+	a.gpuCfg.Cache = cacheBytes
 	if a.gpus != "" {
 		if a.gpuCfg.Devices, err = parseInts(a.gpus); err != nil {
 			return usageError{"--gpus: " + err.Error()}
@@ -180,6 +182,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer src.Close()
+	if cachePct > 0 {
+		a.gpuCfg.Cache = int64(cachePct / 100 * float64(len(src.Data.Features)))
+	}
 	srv := serve.New(src, a.cfg, log)
 	if useGPU {
 		if err := srv.EnableGPU(a.gpuCfg); err != nil {
@@ -244,6 +249,20 @@ func parseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("bad size %q (want e.g. 8GiB, 512MiB or a byte count)", s)
 	}
 	return int64(v * mult), nil
+}
+
+// parseShare parses a size as parseBytes does, or a percentage ("20%") of
+// something the caller knows (the feature bytes): one of bytes, pct is set.
+func parseShare(s string) (bytes int64, pct float64, err error) {
+	if p, ok := strings.CutSuffix(strings.TrimSpace(s), "%"); ok {
+		pct, err = strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || pct < 0 || pct > 100 {
+			return 0, 0, fmt.Errorf("bad share %q (want a percentage from 0%% to 100%%, or a size such as 8GiB)", s)
+		}
+		return 0, pct, nil
+	}
+	bytes, err = parseBytes(s)
+	return bytes, 0, err
 }
 
 func parseInts(s string) ([]int, error) {

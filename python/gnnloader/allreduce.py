@@ -18,15 +18,13 @@ on, and the copy out waits on loaderd's completion event; the call returns
 once loaderd has enqueued the ring (the socket round trip), not when the GPU
 has finished. Every rank gets the same bytes. float32, bfloat16 and float16.
 
-The frames of the four messages are encoded here with the same helpers as
-``gnnloader.protocol`` (which does not know them: this connection never
-carries batch messages).
+The four messages are ``gnnloader.protocol``'s (from ipc's message table);
+``encode`` and ``decode`` are its ``marshal`` and ``unmarshal``.
 """
 
 from __future__ import annotations
 
 import array
-import dataclasses
 import mmap
 import os
 import socket
@@ -43,10 +41,10 @@ __all__ = [
     "GradClient", "init", "allreduce", "ddp_comm_hook", "AllReduceError",
 ]
 
-TYPE_REGISTER_GRAD = 12
-TYPE_GRAD_REGISTERED = 13
-TYPE_ALL_REDUCE = 14
-TYPE_ALL_REDUCE_DONE = 15
+TYPE_REGISTER_GRAD = P.MsgType.REGISTER_GRAD
+TYPE_GRAD_REGISTERED = P.MsgType.GRAD_REGISTERED
+TYPE_ALL_REDUCE = P.MsgType.ALL_REDUCE
+TYPE_ALL_REDUCE_DONE = P.MsgType.ALL_REDUCE_DONE
 
 _DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -55,103 +53,21 @@ class AllReduceError(RuntimeError):
     """The daemon refused or broke the gradient exchange (its Error message)."""
 
 
-@dataclasses.dataclass
-class RegisterGrad:
-    job: str = ""
-    rank: int = 0
-    world_size: int = 1
-    device: str = "cpu"
-    bytes: int = 0
-
-
-@dataclasses.dataclass
-class GradRegistered:
-    memory: str = ""
-    bytes: int = 0
-    cuda_device: int = 0
-    mem_handle: bytes = b""
-    ready: bytes = b""
-    done: bytes = b""
-    links: List[str] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass
-class AllReduce:
-    seq: int = 0
-    count: int = 0
-    dtype: str = "float32"
-    op: str = "sum"
-
-
-@dataclasses.dataclass
-class AllReduceDone:
-    seq: int = 0
-
-
-_TYPES = {RegisterGrad: TYPE_REGISTER_GRAD, GradRegistered: TYPE_GRAD_REGISTERED,
-          AllReduce: TYPE_ALL_REDUCE, AllReduceDone: TYPE_ALL_REDUCE_DONE}
+RegisterGrad = P.RegisterGrad
+GradRegistered = P.GradRegistered
+AllReduce = P.AllReduce
+AllReduceDone = P.AllReduceDone
 
 
 def encode(m) -> bytes:
     """One complete frame for m (u32 length | u16 type | u16 flags | payload)."""
-    w = P._Writer()
-    if isinstance(m, RegisterGrad):
-        w.str("job", m.job)
-        w.u32(m.rank)
-        w.u32(m.world_size)
-        w.str("device", m.device)
-        w.u64(m.bytes)
-    elif isinstance(m, GradRegistered):
-        w.str("memory", m.memory)
-        w.u64(m.bytes)
-        w.u32(m.cuda_device)
-        for what, h in (("mem_handle", m.mem_handle), ("ready", m.ready), ("done", m.done)):
-            if len(h) not in (0, P.HANDLE_SIZE):
-                raise P.ProtocolError(P.Code.BAD_MESSAGE, f"{what} of {len(h)} bytes")
-            w.count(what, len(h))
-            w.raw(bytes(h))
-        w.count("links", len(m.links))
-        for link in m.links:
-            w.str("link", link)
-    elif isinstance(m, AllReduce):
-        w.u64(m.seq)
-        w.u64(m.count)
-        w.str("dtype", m.dtype)
-        w.str("op", m.op)
-    elif isinstance(m, AllReduceDone):
-        w.u64(m.seq)
-    else:
-        return P.marshal(m)
-    payload = bytes(w.b)
-    return struct.pack("<IHH", 4 + len(payload), _TYPES[type(m)], 0) + payload
+    return P.marshal(m)
 
 
 def decode(frame: bytes, limits: P.Limits = P.DEFAULT_LIMITS):
     """The message of one complete frame: a gradient message, or any
     ``gnnloader.protocol`` message (Welcome, Error, Goodbye)."""
-    if len(frame) < P.HEADER_SIZE:
-        raise P.ProtocolError(P.Code.BAD_FRAME, "short frame")
-    _, typ, _ = struct.unpack_from("<IHH", frame)
-    if typ not in (TYPE_REGISTER_GRAD, TYPE_GRAD_REGISTERED, TYPE_ALL_REDUCE, TYPE_ALL_REDUCE_DONE):
-        return P.unmarshal(frame, limits)
-    r = P._Reader(frame[P.HEADER_SIZE:], limits)
-    if typ == TYPE_REGISTER_GRAD:
-        m = RegisterGrad(r.str("job"), r.u32(), r.u32(), r.str("device"), r.u64())
-    elif typ == TYPE_GRAD_REGISTERED:
-        m = GradRegistered(r.str("memory"), r.u64(), r.u32())
-        for what in ("mem_handle", "ready", "done"):
-            n = r.count(what, P.HANDLE_SIZE, 1)
-            if n not in (0, P.HANDLE_SIZE):
-                raise P.ProtocolError(P.Code.BAD_MESSAGE, f"{what} of {n} bytes")
-            setattr(m, what, r.next(n))
-        m.links = [r.str("link") for _ in range(r.count("links", limits.max_list, 2))]
-    elif typ == TYPE_ALL_REDUCE:
-        m = AllReduce(r.u64(), r.u64(), r.str("dtype"), r.str("op"))
-    else:
-        m = AllReduceDone(r.u64())
-    if r.left():
-        raise P.ProtocolError(P.Code.BAD_MESSAGE, f"{r.left()} trailing bytes")
-    return m
+    return P.unmarshal(frame, limits)
 
 
 def _recv_frame(sock: socket.socket) -> Tuple[bytes, List[int]]:

@@ -7,12 +7,13 @@ goldens() in ipc/golden_test.go.
 """
 
 import array
-import importlib.util
+import importlib
 import os
 import socket
 import sys
 import threading
 import tracemalloc
+import types
 import unittest
 from pathlib import Path
 
@@ -22,14 +23,14 @@ BAD = ROOT / "ipc" / "testdata" / "bad"
 
 
 def _load():
-    # Load protocol.py on its own, so the test also proves it needs only the
-    # standard library (not torch through gnnloader/__init__.py).
+    # Load protocol.py and its modules (_schema, _codec, _messages) without
+    # gnnloader/__init__.py, so the test also proves they need only the
+    # standard library (not torch).
     name = "gnnloader_protocol_under_test"
-    spec = importlib.util.spec_from_file_location(name, ROOT / "python" / "gnnloader" / "protocol.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # dataclasses resolves ClassVar through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
+    pkg = types.ModuleType(name)
+    pkg.__path__ = [str(ROOT / "python" / "gnnloader")]
+    sys.modules[name] = pkg
+    return importlib.import_module(name + ".protocol")
 
 
 P = _load()
@@ -174,6 +175,49 @@ class GoldenTest(unittest.TestCase):
                 self.assertEqual(cm.exception.code, P.Code.BAD_REQUEST)
         self.assertEqual(P.parse_device("cuda:12"), 12)
         self.assertEqual(P.parse_device("cpu"), -1)
+
+
+class SchemaTest(unittest.TestCase):
+    """The dataclasses are bound to the table generated from ipc (_schema.py)."""
+
+    def _import_with(self, name, change):
+        pkg = types.ModuleType(name)
+        pkg.__path__ = [str(ROOT / "python" / "gnnloader")]
+        sys.modules[name] = pkg
+        schema = importlib.import_module(name + "._schema")
+        change(schema)
+        try:
+            return importlib.import_module(name + "._messages")
+        finally:
+            for k in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+                del sys.modules[k]
+
+    def test_fields_must_match(self):
+        def rename(s):
+            m = s.MESSAGES[6]  # Release
+            fields = ({**m.fields[0], "name": "slot_id"},) + m.fields[1:]
+            s.MESSAGES = s.MESSAGES[:6] + (m._replace(fields=fields),) + s.MESSAGES[7:]
+
+        def reorder(s):
+            s.STRUCTS = {**s.STRUCTS, "Split": s.STRUCTS["Split"][::-1]}
+
+        def extra(s):
+            s.MESSAGES = s.MESSAGES + (s.Message(99, "Ping", "PING", "client", "none", b"", False, ()),)
+
+        for change in (rename, reorder, extra):
+            with self.subTest(change.__name__):
+                with self.assertRaises(ImportError):
+                    self._import_with("gnnloader_schema_" + change.__name__, change)
+
+    def test_bound(self):
+        for t in P.MsgType:
+            cls = P.BY_TYPE[t]
+            self.assertEqual(cls.TYPE, t)
+            self.assertEqual(cls.__name__.upper(), t.name.replace("_", ""))
+        self.assertEqual(P.fds_for(P.GradRegistered(memory="shm")), 1)
+        self.assertEqual(P.fds_for(P.GradRegistered(memory="cuda")), 0)
+        self.assertEqual(P.fds_for(P.Seeds()), 1)
+        self.assertEqual(P.fds_for(P.Release()), 0)
 
 
 def _open_fds():

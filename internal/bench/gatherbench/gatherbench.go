@@ -15,8 +15,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
-	"slices"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -70,79 +68,6 @@ type Result struct {
 	RowsPerSec    float64       // delivered rows a second
 	PercentMemcpy float64       // GBps / the memcpy ceiling of the same run
 	Note          string
-}
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-// FillTable allocates rows x rowBytes of pinned memory, fills it with
-// non-zero pseudo-random bytes using every core, and registers it through
-// pinned.FromAlloc (no copy). It reports the fill time in LoadTime.
-func FillTable(c *cudaext.Context, rows int64, rowBytes int) (*pinned.Store, error) {
-	n := rows * int64(rowBytes)
-	mem, err := pinned.Alloc(n)
-	if err != nil {
-		return nil, err
-	}
-	t0 := time.Now()
-	const piece = 16 << 20
-	var wg sync.WaitGroup
-	next := make(chan int64, 64)
-	go func() {
-		for off := int64(0); off < n; off += piece {
-			next <- off
-		}
-		close(next)
-	}()
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for off := range next {
-				end := min(off+piece, n)
-				b := mem[off:end]
-				x := uint64(off)*0x9E3779B97F4A7C15 + 1
-				w := unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), len(b)/8)
-				for i := range w {
-					x ^= x << 13
-					x ^= x >> 7
-					x ^= x << 17
-					w[i] = x | 0x0101010101010101
-				}
-				for i := len(w) * 8; i < len(b); i++ {
-					b[i] = 0x5a
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	fill := time.Since(t0)
-	st, err := pinned.FromAlloc(mem, rowBytes, rows, &pinned.Options{Context: c})
-	if err != nil {
-		pinned.Free(mem)
-		return nil, err
-	}
-	st.LoadTime = fill
-	return st, nil
-}
-
-// SampleBatch draws n distinct row ids uniformly from [0, rows), in random
-// (sampled) order, as the unique nodes of one sampled batch.
-func SampleBatch(r *rand.Rand, n int, rows int64) []int64 {
-	seen := make([]uint64, (rows+63)/64)
-	nid := make([]int64, 0, n)
-	for len(nid) < n {
-		v := r.Int64N(rows)
-		if seen[v/64]&(1<<(v%64)) != 0 {
-			continue
-		}
-		seen[v/64] |= 1 << (v % 64)
-		nid = append(nid, v)
-	}
-	return nid
 }
 
 // Run measures, in one run on one table: the pinned host-to-device
@@ -334,99 +259,6 @@ func Run(ctx context.Context, c *cudaext.Context, st *pinned.Store, cfg Config, 
 	}
 	Print(w, out)
 	return out, nil
-}
-
-// measure times, on g: the sorted kernel on one batch, with its index upload
-// and alone, and the sweep the same two ways. Called with the context
-// current; it drives g's steps directly, so nothing else may use g meanwhile.
-func measure(g *gather.CUDA, evs []*cudaext.Event, reps int, label string, dst0 cudaext.DevicePtr, nid []int64, order []int32, parts []gather.SweepPart, pl *gather.SweepPlan, n int64, add func(Result)) error {
-	s := g.Stream()
-	d, err := timeOps(s, evs, reps, func() error {
-		launch, err := hooks.StageGather(g, nid, order)
-		if err != nil {
-			return err
-		}
-		return launch(dst0)
-	})
-	if err != nil {
-		return err
-	}
-	add(Result{Name: "sorted kernel, 1 batch" + label, RowsRead: n, RowsDelivered: n, Time: d, Note: "incl. index upload"})
-	launch, err := hooks.StageGather(g, nid, order)
-	if err != nil {
-		return err
-	}
-	if d, err = timeOps(s, evs, reps, func() error { return launch(dst0) }); err != nil {
-		return err
-	}
-	add(Result{Name: "sorted kernel, 1 batch" + label, RowsRead: n, RowsDelivered: n, Time: d, Note: "kernel only"})
-	if pl == nil {
-		return nil
-	}
-	return measureSweep(g, evs, reps, label, parts, pl, add)
-}
-
-// measureSweep times the sweep pl over parts on g, with its index upload and
-// alone. Called with the context current; nothing else may use g meanwhile.
-func measureSweep(g *gather.CUDA, evs []*cudaext.Event, reps int, label string, parts []gather.SweepPart, pl *gather.SweepPlan, add func(Result)) error {
-	s := g.Stream()
-	note := fmt.Sprintf("%d rows shared", pl.Delivered()-pl.Unique())
-	d, err := timeOps(s, evs, reps, func() error {
-		launch, err := hooks.StageSweep(g, pl, parts)
-		if err != nil {
-			return err
-		}
-		return launch()
-	})
-	if err != nil {
-		return err
-	}
-	name := fmt.Sprintf("sorted sweep, %d batches%s", len(parts), label)
-	add(Result{Name: name, RowsRead: pl.Unique(), RowsDelivered: pl.Delivered(), Time: d, Note: "incl. index upload; " + note})
-	launch, err := hooks.StageSweep(g, pl, parts)
-	if err != nil {
-		return err
-	}
-	if d, err = timeOps(s, evs, reps, launch); err != nil {
-		return err
-	}
-	add(Result{Name: name, RowsRead: pl.Unique(), RowsDelivered: pl.Delivered(), Time: d, Note: "kernel only"})
-	return nil
-}
-
-// timeOps runs op back to back on s: two warm-ups, then reps runs with an
-// event after each; it returns the median interval between events. The GPU
-// stays busy across the intervals as long as op's CPU part is shorter than
-// its GPU part, so each interval is one op's GPU time.
-func timeOps(s *cudaext.Stream, evs []*cudaext.Event, reps int, op func() error) (time.Duration, error) {
-	for range 2 {
-		if err := op(); err != nil {
-			return 0, err
-		}
-	}
-	if err := evs[0].Record(s); err != nil {
-		return 0, err
-	}
-	for i := 1; i <= reps; i++ {
-		if err := op(); err != nil {
-			return 0, err
-		}
-		if err := evs[i].Record(s); err != nil {
-			return 0, err
-		}
-	}
-	if err := s.Synchronize(); err != nil {
-		return 0, err
-	}
-	ds := make([]time.Duration, reps)
-	for i := range ds {
-		d, err := cudaext.Elapsed(evs[i], evs[i+1])
-		if err != nil {
-			return 0, err
-		}
-		ds[i] = d
-	}
-	return median(ds), nil
 }
 
 // Print writes results as a table.

@@ -1,0 +1,83 @@
+package serve
+
+// The memory and trainer budgets: what a trainer or a request takes, and
+// gives back.
+
+import "github.com/gnnloader/gnnloader/ipc"
+
+// admit takes a trainer's memory from the budget, within the trainer and
+// memory budgets: slots bytes of slot rings and extra bytes of host memory
+// the request makes the daemon hold (sampled batches in flight).
+func (s *Server) admit(sess *session, slots, extra int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bytes := slots + extra
+	if len(s.sessions) >= s.cfg.MaxTrainers {
+		return perrf(ipc.CodeBusy, "daemon already serves %d trainers (limit %d)", len(s.sessions), s.cfg.MaxTrainers)
+	}
+	if bytes > s.cfg.MemoryBudget {
+		return perrf(ipc.CodeLimit, "slots and sampled batches of %d bytes exceed the whole memory budget of %d bytes: lower batch_size, fanouts or slots", bytes, s.cfg.MemoryBudget)
+	}
+	if s.budgetUsed+bytes > s.cfg.MemoryBudget {
+		return perrf(ipc.CodeBusy, "slots and sampled batches of %d bytes do not fit the memory budget (%d of %d bytes in use)", bytes, s.budgetUsed, s.cfg.MemoryBudget)
+	}
+	s.sessions[sess] = struct{}{}
+	s.budgetUsed += bytes
+	s.slotBytes += slots
+	return nil
+}
+
+// reserve takes bytes of the memory budget for something other than a
+// trainer's slots (what: a custom seed list, a gradient buffer); unreserve
+// gives them back.
+func (s *Server) reserve(bytes int64, what string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if bytes > s.cfg.MemoryBudget {
+		return perrf(ipc.CodeLimit, "%d bytes of %s exceed the whole memory budget of %d bytes (--memory-budget)", bytes, what, s.cfg.MemoryBudget)
+	}
+	if s.budgetUsed+bytes > s.cfg.MemoryBudget {
+		return perrf(ipc.CodeBusy, "%d bytes of %s do not fit the memory budget (%d of %d bytes in use)", bytes, what, s.budgetUsed, s.cfg.MemoryBudget)
+	}
+	s.budgetUsed += bytes
+	return nil
+}
+
+func (s *Server) unreserve(bytes int64) {
+	s.mu.Lock()
+	s.budgetUsed -= bytes
+	s.mu.Unlock()
+}
+
+// leave gives back what admit took.
+func (s *Server) leave(sess *session, slots, extra int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.sessions[sess]; ok {
+		delete(s.sessions, sess)
+		s.budgetUsed -= slots + extra
+		s.slotBytes -= slots
+	}
+}
+
+// Trainers is the number of trainers with open slot rings.
+func (s *Server) Trainers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// SlotBytes is the memory held by live trainers' slots.
+func (s *Server) SlotBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.slotBytes
+}
+
+// BudgetUsed is the part of the memory budget in use: slots, sampled
+// batches in flight, custom seed lists and gradient buffers.
+func (s *Server) BudgetUsed() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.budgetUsed
+}

@@ -1,0 +1,197 @@
+package serve
+
+// A trainer's GPU slot ring: making it on its device, what it tells the
+// trainer, closing it.
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gnnloader/gnnloader/batch"
+	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/gather"
+	"github.com/gnnloader/gnnloader/ipc"
+	"github.com/gnnloader/gnnloader/pingpong"
+)
+
+// newRing makes a trainer's slots on its device.
+func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layout) (slotRing, error) {
+	dev := req.device
+	name := fmt.Sprintf("cuda:%d", dev)
+	if dev >= b.count {
+		return nil, perrf(ipc.CodeBadRequest, "device %q does not exist: this host has %d GPU(s) (cuda:0..cuda:%d)", name, b.count, b.count-1)
+	}
+	ctx, ok := b.ctx[dev]
+	if !ok {
+		return nil, perrf(ipc.CodeBadRequest, "device %q is not one this daemon serves (--gpus %s)", name, b.allowedString())
+	}
+	for _, reg := range layout.Regions {
+		if reg.Table != "" && reg.Table != "x" && reg.Table != "y" {
+			return nil, perrf(ipc.CodeBadRequest, "region %q gathers from table %q, which the GPU path does not hold", reg.Name, reg.Table)
+		}
+	}
+	slots := req.slots
+	bytes := l.SlotBytes * int64(slots)
+	b.mu.Lock()
+	if b.cfg.SlotMemory > 0 && b.used[dev]+bytes > b.cfg.SlotMemory {
+		used := b.used[dev]
+		b.mu.Unlock()
+		return nil, perrf(ipc.CodeBusy, "%d slots of %d bytes do not fit in the GPU slot memory of %s (%d of %d bytes in use)", slots, l.SlotBytes, name, used, b.cfg.SlotMemory)
+	}
+	b.used[dev] += bytes
+	b.mu.Unlock()
+	giveBack := func() {
+		b.mu.Lock()
+		b.used[dev] -= bytes
+		b.mu.Unlock()
+	}
+	ring, err := pingpong.NewCUDARing(ctx, slots, l, b.cfg.Reserve)
+	if err != nil {
+		giveBack()
+		if errors.Is(err, pingpong.ErrNoRoom) || errors.Is(err, cudaext.ErrOutOfMemory) {
+			return nil, perrf(ipc.CodeBusy, "%v: ask for fewer slots, a smaller batch_size or fanouts", err)
+		}
+		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
+	}
+	opts := b.opts
+	opts.Labels = b.labels[dev]
+	g, err := gather.NewCUDA(ctx, b.store, &opts)
+	if err != nil {
+		ring.Close()
+		giveBack()
+		if errors.Is(err, cudaext.ErrOutOfMemory) {
+			return nil, perrf(ipc.CodeBusy, "%s: %v", name, err)
+		}
+		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
+	}
+	cache, err := b.cacheFor(dev, ctx, g, b.src, req, b.log)
+	if err != nil {
+		g.Close()
+		ring.Close()
+		giveBack()
+		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
+	}
+	g.UseCache(cache)
+	var sampling *deviceSampling
+	if req.onDevice {
+		err := ctx.Do(func() (err error) { sampling, err = b.newDeviceSampling(ctx, dev, req, b.maxDeg); return err })
+		if err == nil {
+			b.mu.Lock()
+			b.used[dev] += sampling.bytes()
+			b.mu.Unlock()
+			giveSlots := giveBack
+			giveBack = func() {
+				giveSlots()
+				b.mu.Lock()
+				b.used[dev] -= sampling.bytes()
+				b.mu.Unlock()
+			}
+		}
+		if err != nil {
+			g.Close()
+			ring.Close()
+			giveBack()
+			if errors.Is(err, cudaext.ErrOutOfMemory) {
+				return nil, perrf(ipc.CodeBusy, "%s: sampling on the GPU: %v", name, err)
+			}
+			return nil, perrf(ipc.CodeInternal, "%s: sampling on the GPU: %v", name, err)
+		}
+	}
+	sweep := b.cfg.SweepBatches
+	if sweep <= 0 {
+		sweep = slots / 2
+	}
+	sweep = max(1, min(sweep, slots, gather.MaxSweepParts))
+	r := &cudaRing{CUDARing: ring, dev: dev, g: g, tables: map[string]gather.Backend{"x": g}, layout: layout,
+		workers: b.workers, sweep: sweep, planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}
+	b.mu.Lock()
+	b.rings[r] = struct{}{}
+	b.mu.Unlock()
+	r.giveBack = func() {
+		st, _ := r.stats()
+		b.mu.Lock()
+		delete(b.rings, r)
+		b.closedStats[dev] = addStats(b.closedStats[dev], st)
+		b.mu.Unlock()
+		giveBack()
+	}
+	return r, nil
+}
+
+// cudaRing is the GPU path: slots in GPU memory, filled on the trainer's own
+// non-blocking gather stream. Per fill, on that stream: wait for the slots'
+// "released" events, gather the rows of each gathered region (in address
+// order; several batches in one sorted sweep), copy the structure the
+// batches wrote into pinned staging to their slots, record each slot's
+// "ready" event. Nothing waits on the CPU except the staging.
+type cudaRing struct {
+	*pingpong.CUDARing
+	dev      int
+	g        *gather.CUDA              // the stream and staging of the fills
+	tables   map[string]gather.Backend // gathered regions' tables, by name
+	layout   *batch.Layout
+	workers  int // goroutines writing a batch's structure
+	giveBack func()
+	sweep    int         // most batches one fill may cover
+	busy     atomic.Bool // tests: Busy reports true whatever the stream does
+	once     sync.Once
+	meta     batch.Meta
+	// planOnGPU: gathered regions are filled by sweeps planned on the GPU
+	// from the ids already copied to the slots; otherwise the CPU plans the
+	// sweep from the batches' host ids and address orders.
+	planOnGPU bool
+	// sampling, when not nil: the batches are sampled on the GPU
+	// (cudasample.go).
+	sampling *deviceSampling
+}
+
+func (r *cudaRing) Describe(o *ipc.Opened) []int {
+	o.Memory = ipc.MemoryCUDA
+	o.CUDADevice = uint32(r.dev)
+	h := r.MemHandle()
+	o.MemHandle = h[:]
+	for _, e := range r.EventHandles() {
+		o.Events = append(o.Events, ipc.EventIPC{Ready: e[0], Released: e[1]})
+	}
+	return nil
+}
+
+// SweepWidth is the most batches one Fill may take.
+func (r *cudaRing) SweepWidth() int { return r.sweep }
+
+// Busy reports whether fills enqueued earlier are still running on the GPU.
+func (r *cudaRing) Busy() bool {
+	if r.busy.Load() {
+		return true
+	}
+	var done bool
+	err := r.Context().Do(func() (err error) {
+		done, err = r.g.Stream().Done()
+		return err
+	})
+	return err == nil && !done
+}
+
+func (r *cudaRing) Close() error {
+	var err error
+	r.once.Do(func() {
+		r.giveBack() // keeps the sweep counters, so before the backend closes
+		err = errors.Join(r.g.Close(), r.CUDARing.Close())
+		if r.sampling != nil {
+			r.Context().Do(func() error { r.sampling.close(); return nil })
+		}
+	})
+	return err
+}
+
+// stats are the ring's sweep counters and, with GPUConfig.Timing, the GPU
+// time of its sampling.
+func (r *cudaRing) stats() (gather.PlanStats, error) {
+	st, err := r.g.PlanStats()
+	if r.sampling != nil {
+		st.SampleTime = r.sampling.sampleTime()
+	}
+	return st, err
+}
