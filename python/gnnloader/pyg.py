@@ -223,6 +223,8 @@ class NeighborLoader:
             else raises ValueError).
         transform: applied to every batch, as in PyG.
         is_sorted, filter_per_worker: accepted; they change nothing here.
+        input_id: PyG's (NodeLoader's) ids for the input nodes, one each:
+            batches then report these in ``input_id``.
         batch_size: seeds per batch (keyword, as in PyG where it reaches
             DataLoader through ``**kwargs``).
         shuffle: reshuffle the seeds every epoch.
@@ -275,6 +277,7 @@ class NeighborLoader:
                         temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
                         transform_sampler_output=transform_sampler_output, neighbor_sampler=neighbor_sampler,
                         directed=directed)
+        given_ids = kwargs.pop("input_id", None)  # PyG's NodeLoader argument
         loader_kw = {k: kwargs.pop(k) for k in ("slots", "job", "release", "start_epoch", "start_batch", "pyg",
                                                      "timeout", "reconnect", "daemon_uid")
                      if k in kwargs}
@@ -345,6 +348,8 @@ class NeighborLoader:
         self._ids: Optional[torch.Tensor] = None  # the input nodes' ids, when not a split name
         # PyG's input_id is the position in input_nodes, but the node id for a mask.
         self._by_mask = isinstance(input_nodes, torch.Tensor) and input_nodes.dtype == torch.bool
+        # PyG's input_id argument: the ids batches report for the input nodes, one each.
+        self._given_ids = None if given_ids is None else torch.as_tensor(given_ids).view(-1)
         if split is not None:
             self._loader: Loader = _SplitLoader(path, split, **common)
         else:
@@ -358,6 +363,10 @@ class NeighborLoader:
             self._loader.close()
             raise
         self._loader._shape_x = "1d" if self._x_1d else None
+        if self._given_ids is not None and self._given_ids.numel() != len(self.dataset):
+            n = self._given_ids.numel()
+            self._loader.close()
+            raise ValueError(f"input_id has {n} entries for {len(self.dataset)} input nodes: give one per input node")
 
     # -- the Loader underneath -------------------------------------------------
 
@@ -385,7 +394,9 @@ class NeighborLoader:
 
     def __iter__(self):
         it = iter(self._loader)
-        if self._by_mask:
+        if self._given_ids is not None:
+            it = (_given_input_id(b, self._given_ids) for b in it)
+        elif self._by_mask:
             it = (_ids_as_input_id(b) for b in it)
         if self.transform is None:
             return it
@@ -423,7 +434,8 @@ class NeighborLoader:
             one._shape_x = self._loader._shape_x
             batch = next(iter(one))
             fields = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in _items(batch)}
-        fields["input_id"] = (ids if self._by_mask else pos).to(fields["n_id"].device)
+        input_id = self._given_ids[pos] if self._given_ids is not None else ids if self._by_mask else pos
+        fields["input_id"] = input_id.to(fields["n_id"].device)
         out = one._data_cls(**fields) if one._data_cls is not None else Batch(**fields)
         return out if self.transform is None else self.transform(out)
 
@@ -478,6 +490,13 @@ def _ids_as_input_id(b: Any) -> Any:
     """A batch over a mask: its input_id is its seeds' node ids (PyG's
     input_id for a boolean input_nodes), a view of n_id."""
     b.input_id = b.n_id[:b.batch_size]
+    return b
+
+
+def _given_input_id(b: Any, given: torch.Tensor) -> Any:
+    """A batch of a loader given PyG's input_id argument: the given ids of
+    its seeds (a small new tensor; the daemon's positions pick them)."""
+    b.input_id = given[b.input_id.cpu()].to(b.input_id.device)
     return b
 
 

@@ -366,6 +366,20 @@ class PyGParityTest(unittest.TestCase):
         with self.nl(self.rand, [2], input_nodes="val") as loader:  # PyG's name for loaderd's "valid"
             self.assertEqual(len(loader.dataset), gnnloader.connect(self.rand_daemon.socket).splits["valid"])
 
+    def test_given_input_id(self):
+        # PyG's NodeLoader input_id argument: the ids batches report.
+        ids = torch.tensor([9, 4, 4, 70])
+        given = torch.tensor([100, 101, 102, 103])
+        with self.nl(self.rand, [2], input_nodes=ids, input_id=given, batch_size=3, shuffle=True) as loader:
+            seen = []
+            for b in loader:
+                self.assertTrue(torch.equal(ids[b.input_id - 100], b.n_id[:b.batch_size]))
+                seen += b.input_id.tolist()
+            self.assertEqual(sorted(seen), [100, 101, 102, 103])
+            self.assertEqual(loader([3, 0]).input_id.tolist(), [103, 100])
+        with self.assertRaisesRegex(ValueError, "input_id has 2"):
+            self.nl(self.rand, [2], input_nodes=ids, input_id=given[:2])
+
     def test_timeout_zero_blocks(self):
         for t in (0, None, 30):
             with self.nl(self.rand, [3], batch_size=50, timeout=t) as loader:
