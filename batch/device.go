@@ -27,6 +27,10 @@ type DeviceBatch interface {
 	Sampled(counts []int64, wait func() error)
 	// CountIndex is where region k's count is among the counts.
 	CountIndex(k int) int
+	// InputIDs are the positions of the seeds in the split (input_id), or
+	// nil when the batch has none (Inputs): the ring copies them into the
+	// slot's input_id region (-1 per seed without them).
+	InputIDs() []int64
 	// Err is why the batch's counts could not be waited for (its fill
 	// failed on the device), once Meta has run; nil otherwise.
 	Err() error
@@ -47,10 +51,15 @@ func (b *NodeBatch) SampleOn(gs *sampler.GPU, st *cudaext.Stream, seeds, counts 
 		NID: region(l.Index("n_id")), EdgeIndex: region(l.Index("edge_index")), EID: region(l.Index("e_id")), Counts: counts})
 }
 
-// CountIndex implements DeviceBatch: nodes are counted at 0, edges at 1.
+// CountIndex implements DeviceBatch: nodes are counted at 0, edges at 1;
+// input_id, counted in seeds, has no count on the device (-1): its count is
+// len(Seeds()).
 func (b *NodeBatch) CountIndex(k int) int {
-	if b.m.perEdge[k] {
+	switch b.m.countOf[k] {
+	case inEdges:
 		return 1
+	case inSeeds:
+		return -1
 	}
 	return 0
 }
@@ -74,15 +83,7 @@ func (b *NodeBatch) deviceMeta(mt *Meta) {
 		b.wait = nil
 	}
 	c := b.counts
-	n, e := uint32(c[0]), uint32(c[1])
-	mt.Counts = mt.Counts[:0]
-	for _, perEdge := range b.m.perEdge {
-		if perEdge {
-			mt.Counts = append(mt.Counts, e)
-		} else {
-			mt.Counts = append(mt.Counts, n)
-		}
-	}
+	mt.Counts = b.m.counts(mt.Counts[:0], uint32(c[0]), uint32(c[1]), uint32(len(b.seeds)))
 	mt.Scalars = append(mt.Scalars[:0], int64(len(b.seeds)))
 	mt.Lists = reuseLists(mt.Lists, 2)
 	mt.Lists[0], mt.Lists[1] = mt.Lists[0][:0], mt.Lists[1][:0]

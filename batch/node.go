@@ -41,6 +41,7 @@ type NodeOptions struct {
 //	n_id        [nodes] int64         global node ids
 //	edge_index  [2, edges] int64      local ids; messages flow row 0 -> row 1
 //	e_id        [edges] int64         the graph's id of each edge (its CSR position)
+//	input_id    [seeds] int64         each seed's position in the split (PyG's input_id)
 //
 // with the scalar batch_size (the first batch_size nodes are the seeds) and
 // the lists num_sampled_nodes (per hop, seeds first) and num_sampled_edges.
@@ -51,12 +52,21 @@ type Node struct {
 	batch    int  // most seeds a batch
 	device   bool // batches are sampled on a GPU (DeviceBatch)
 	layout   Layout
-	perEdge  []bool // per region: counted in edges (else in nodes)
-	MaxNodes int64  // capacity of a batch in nodes
-	MaxEdges int64  // and in edges
+	countOf  []counted // per region: what its count counts
+	MaxNodes int64     // capacity of a batch in nodes
+	MaxEdges int64     // and in edges
 }
 
 var _ Mode = (*Node)(nil)
+
+// counted is what a region's count counts.
+type counted uint8
+
+const (
+	inNodes counted = iota
+	inEdges
+	inSeeds
+)
 
 // NewNode makes the node mode over d.
 func NewNode(d *datasets.Data, o NodeOptions) (*Node, error) {
@@ -79,8 +89,10 @@ func NewNode(d *datasets.Data, o NodeOptions) (*Node, error) {
 	if m.MaxNodes > 1<<31-1 || m.MaxEdges > 1<<31-1 {
 		return nil, fmt.Errorf("%w: batches of up to %d nodes and %d edges; lower the batch size or fanouts", ErrTooLarge, m.MaxNodes, m.MaxEdges)
 	}
-	node := func(r Region) { m.layout.Regions, m.perEdge = append(m.layout.Regions, r), append(m.perEdge, false) }
-	edge := func(r Region) { m.layout.Regions, m.perEdge = append(m.layout.Regions, r), append(m.perEdge, true) }
+	region := func(c counted) func(Region) {
+		return func(r Region) { m.layout.Regions, m.countOf = append(m.layout.Regions, r), append(m.countOf, c) }
+	}
+	node, edge, seed := region(inNodes), region(inEdges), region(inSeeds)
 	if !o.NoFeatures {
 		node(Region{Name: "x", DType: string(d.FeatureDType), Shape: []int64{m.MaxNodes, int64(d.FeatureDim)}, Table: "x", IDs: "n_id"})
 	}
@@ -88,6 +100,7 @@ func NewNode(d *datasets.Data, o NodeOptions) (*Node, error) {
 	node(Region{Name: "n_id", DType: "int64", Shape: []int64{m.MaxNodes}})
 	edge(Region{Name: "edge_index", DType: "int64", Shape: []int64{2, m.MaxEdges}, CountAxis: 1})
 	edge(Region{Name: "e_id", DType: "int64", Shape: []int64{m.MaxEdges}})
+	seed(Region{Name: "input_id", DType: "int64", Shape: []int64{int64(o.BatchSize)}})
 	m.layout.Scalars = []string{"batch_size"}
 	m.layout.Lists = []string{"num_sampled_nodes", "num_sampled_edges"}
 	if err := m.layout.Check(); err != nil {
@@ -108,12 +121,41 @@ func (m *Node) NewBatch() Batch { return &NodeBatch{m: m} }
 
 // BatchBytes implements Mode: per node its id and address-order position,
 // per edge its two local ids and its id (only the seeds for batches sampled
-// on a GPU).
+// on a GPU), and the seeds' positions (input_id).
 func (m *Node) BatchBytes() int64 {
 	if m.device {
 		return 8*int64(m.batch) + 8*int64(2*len(m.fanouts)+4)
 	}
 	return 12*m.MaxNodes + 16*m.MaxEdges
+}
+
+// Inputs is a Batch that carries its seeds' positions in the split (PyG's
+// input_id): SetInputs, before Sample, hands it the positions of the seeds
+// Sample will get (sampler.Plan.Inputs). The batch keeps the slice until its
+// next SetInputs; a batch never given any writes -1 for each seed.
+type Inputs interface {
+	SetInputs(pos []int64)
+}
+
+var _ Inputs = (*NodeBatch)(nil)
+
+// SetInputs implements Inputs.
+func (b *NodeBatch) SetInputs(pos []int64) { b.inputs = pos }
+
+// InputIDs returns the positions of the batch's seeds (input_id): those
+// SetInputs gave when there is one per seed, else nil.
+func (b *NodeBatch) InputIDs() []int64 {
+	n := len(b.seeds)
+	if !b.m.device {
+		n = len(b.S.NID)
+		if len(b.S.NumSampledNodes) > 0 {
+			n = b.S.NumSampledNodes[0]
+		}
+	}
+	if len(b.inputs) != n {
+		return nil
+	}
+	return b.inputs
 }
 
 // Sample implements Mode. With DeviceSampling it only records the seeds and
@@ -141,6 +183,8 @@ type NodeBatch struct {
 	m *Node
 	// S is the sampled neighbourhood (empty for a batch sampled on a GPU).
 	S sampler.Batch
+	// inputs are the seeds' positions in the split (Inputs).
+	inputs []int64
 
 	// A batch sampled on a GPU (DeviceBatch): what to sample, and what
 	// the GPU reported.
@@ -157,19 +201,26 @@ func (b *NodeBatch) Meta(mt *Meta) {
 		b.deviceMeta(mt)
 		return
 	}
-	n, e := uint32(len(b.S.NID)), uint32(len(b.S.Src))
-	mt.Counts = mt.Counts[:0]
-	for _, perEdge := range b.m.perEdge {
-		if perEdge {
-			mt.Counts = append(mt.Counts, e)
-		} else {
-			mt.Counts = append(mt.Counts, n)
-		}
-	}
+	mt.Counts = b.m.counts(mt.Counts[:0], uint32(len(b.S.NID)), uint32(len(b.S.Src)), uint32(b.S.NumSampledNodes[0]))
 	mt.Scalars = append(mt.Scalars[:0], int64(b.S.NumSampledNodes[0]))
 	mt.Lists = reuseLists(mt.Lists, 2)
 	mt.Lists[0] = appendU32(mt.Lists[0], b.S.NumSampledNodes)
 	mt.Lists[1] = appendU32(mt.Lists[1], b.S.NumSampledEdges)
+}
+
+// counts appends each region's count, given the batch's nodes, edges and seeds.
+func (m *Node) counts(dst []uint32, nodes, edges, seeds uint32) []uint32 {
+	for _, c := range m.countOf {
+		switch c {
+		case inNodes:
+			dst = append(dst, nodes)
+		case inEdges:
+			dst = append(dst, edges)
+		default:
+			dst = append(dst, seeds)
+		}
+	}
+	return dst
 }
 
 // Rows implements Batch: x and y are rows of n_id.
@@ -180,13 +231,13 @@ func (b *NodeBatch) Rows(r int) ([]int64, []int32) {
 	return b.S.NID, b.S.Order
 }
 
-// WriteStructure implements Batch: n_id, and edge_index widened to int64 and
-// e_id, in pieces on up to workers goroutines.
+// WriteStructure implements Batch: n_id, edge_index widened to int64, e_id
+// and input_id, in pieces on up to workers goroutines.
 func (b *NodeBatch) WriteStructure(region func(r int) []byte, workers int) {
 	if b.m.device {
 		return // written on the GPU
 	}
-	var nid, ei, eid []int64
+	var nid, ei, eid, in []int64
 	for r, reg := range b.m.layout.Regions {
 		switch reg.Name {
 		case "n_id":
@@ -195,10 +246,15 @@ func (b *NodeBatch) WriteStructure(region func(r int) []byte, workers int) {
 			ei = int64s(region(r))
 		case "e_id":
 			eid = int64s(region(r))
+		case "input_id":
+			in = int64s(region(r))
 		}
 	}
 	s := &b.S
 	n, e := len(s.NID), len(s.Src)
+	if in != nil {
+		writeInputs(in, b.InputIDs(), s.NumSampledNodes[0])
+	}
 	var p pieces
 	for lo := 0; lo < n; lo += 4 * piece {
 		hi := min(lo+4*piece, n)
@@ -215,6 +271,17 @@ func (b *NodeBatch) WriteStructure(region func(r int) []byte, workers int) {
 		})
 	}
 	p.run(workers)
+}
+
+// writeInputs writes a batch's input_id: pos, or -1 per seed without them.
+func writeInputs(dst, pos []int64, seeds int) {
+	if pos == nil {
+		for i := range dst[:seeds] {
+			dst[i] = -1
+		}
+		return
+	}
+	copy(dst, pos)
 }
 
 // piece is the elements one goroutine of WriteStructure writes at a time:

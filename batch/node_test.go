@@ -69,11 +69,16 @@ func TestNodeBatchWritesItsStructure(t *testing.T) {
 	for _, r := range l.Regions {
 		names = append(names, r.Name)
 	}
-	if !slices.Equal(names, []string{"x", "y", "n_id", "edge_index", "e_id"}) || l.Regions[0].Table != "x" || l.Regions[1].Table != "y" {
+	if !slices.Equal(names, []string{"x", "y", "n_id", "edge_index", "e_id", "input_id"}) || l.Regions[0].Table != "x" || l.Regions[1].Table != "y" {
 		t.Fatalf("regions %v", l.Regions)
 	}
 	seeds := d.Splits[datasets.SplitTrain][:512]
 	b := m.NewBatch()
+	inputs := make([]int64, 512)
+	for i := range inputs {
+		inputs[i] = int64(1000 + 3*i)
+	}
+	b.(Inputs).SetInputs(inputs)
 	if err := m.Sample(seeds, 1, b); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +89,7 @@ func TestNodeBatchWritesItsStructure(t *testing.T) {
 	}
 	var meta Meta
 	b.Meta(&meta)
-	if !slices.Equal(meta.Counts, []uint32{uint32(n), uint32(n), uint32(n), uint32(e), uint32(e)}) || meta.Scalars[0] != 512 {
+	if !slices.Equal(meta.Counts, []uint32{uint32(n), uint32(n), uint32(n), uint32(e), uint32(e), 512}) || meta.Scalars[0] != 512 {
 		t.Fatalf("meta %+v for %d nodes and %d edges", meta, n, e)
 	}
 	for _, r := range []int{0, 1} {
@@ -92,7 +97,7 @@ func TestNodeBatchWritesItsStructure(t *testing.T) {
 			t.Fatalf("rows of %s are not n_id in address order", l.Regions[r].Name)
 		}
 	}
-	want := map[string][]int64{"n_id": s.NID, "edge_index": make([]int64, 2*e), "e_id": s.EID}
+	want := map[string][]int64{"n_id": s.NID, "edge_index": make([]int64, 2*e), "e_id": s.EID, "input_id": inputs}
 	if len(s.EID) != e {
 		t.Fatalf("%d edge ids for %d edges", len(s.EID), e)
 	}
@@ -127,5 +132,15 @@ func TestNodeBatchWritesItsStructure(t *testing.T) {
 	}
 	if ids, order := b2.Rows(0); !slices.Equal(ids, s.NID) || order != nil {
 		t.Fatalf("without AddressOrder: %d ids (want %d), %d order entries", len(ids), n, len(order))
+	}
+	// A batch never given its inputs writes -1 per seed.
+	in := m2.Layout().Index("input_id")
+	got := make([][]byte, len(l.Regions))
+	b2.WriteStructure(func(r int) []byte {
+		got[r] = make([]byte, l.Regions[r].DataBytes(int(meta.Counts[r])))
+		return got[r]
+	}, 1)
+	if !bytes.Equal(got[in], bytes.Repeat([]byte{0xFF}, 8*512)) {
+		t.Fatal("input_id of a batch without inputs is not -1")
 	}
 }

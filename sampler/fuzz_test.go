@@ -14,10 +14,7 @@ func FuzzSample(f *testing.F) {
 		hops := int(fan%4) + 1
 		fanouts := make([]int, hops)
 		for h := range fanouts {
-			fanouts[h] = int((fan>>2)+uint8(3*h))%45 - 1 // -1 (all) .. 43
-			if fanouts[h] == 0 {
-				fanouts[h] = 1
-			}
+			fanouts[h] = int((fan>>2)+uint8(3*h))%45 - 1 // -1 (all), 0 (none) .. 43
 		}
 		seeds := testSeeds(g, int(batch%1200)+1, key)
 		s, err := New(g, Options{Fanouts: fanouts, Workers: int(workers%17) + 1})

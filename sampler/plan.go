@@ -27,6 +27,7 @@ type EpochConfig struct {
 // concurrent use.
 type Plan struct {
 	seeds     []int64 // this rank's seeds, in order
+	inputs    []int64 // and the position of each in the split (PyG's input_id)
 	batchSize int
 	batches   int
 	base      uint64 // key of the epoch
@@ -52,7 +53,11 @@ func NewPlan(seeds []int64, cfg EpochConfig, epoch int) (*Plan, error) {
 		return nil, errors.New("sampler: negative epoch")
 	}
 	n := len(seeds)
-	order := append([]int64(nil), seeds...)
+	// The shuffle permutes positions in the split; the seeds follow them.
+	order := make([]int64, n)
+	for i := range order {
+		order[i] = int64(i)
+	}
 	if cfg.Shuffle {
 		shuffle(order, cfg.Seed, epoch)
 	}
@@ -63,10 +68,11 @@ func NewPlan(seeds []int64, cfg EpochConfig, epoch int) (*Plan, error) {
 	} else {
 		perRank = (n + world - 1) / world
 	}
-	mine := make([]int64, perRank)
+	mine, inputs := make([]int64, perRank), make([]int64, perRank)
 	if n > 0 {
 		for j := range mine {
-			mine[j] = order[(cfg.Rank+j*world)%n]
+			at := order[(cfg.Rank+j*world)%n]
+			mine[j], inputs[j] = seeds[at], at
 		}
 	}
 	batches := (perRank + cfg.BatchSize - 1) / cfg.BatchSize
@@ -75,6 +81,7 @@ func NewPlan(seeds []int64, cfg EpochConfig, epoch int) (*Plan, error) {
 	}
 	return &Plan{
 		seeds:     mine,
+		inputs:    inputs,
 		batchSize: cfg.BatchSize,
 		batches:   batches,
 		base:      mix64(mix64(cfg.Seed) ^ mix64(uint64(epoch)+golden)),
@@ -107,6 +114,15 @@ func (p *Plan) Batch(i int) []int64 {
 	lo := i * p.batchSize
 	hi := min(lo+p.batchSize, len(p.seeds))
 	return p.seeds[lo:hi:hi]
+}
+
+// Inputs returns the positions in the split of the seeds of batch i (PyG's
+// input_id): Batch(i)[j] is seeds[Inputs(i)[j]] of the split NewPlan was
+// given. A view into the Plan, as Batch's.
+func (p *Plan) Inputs(i int) []int64 {
+	lo := i * p.batchSize
+	hi := min(lo+p.batchSize, len(p.inputs))
+	return p.inputs[lo:hi:hi]
 }
 
 // Key returns the sampling key of batch i: a hash of (Seed, epoch, global

@@ -156,3 +156,35 @@ func TestPlanProperties(t *testing.T) {
 		}
 	}
 }
+
+// Inputs are the seeds' positions in the split, also with repeated ids and
+// padding: seeds[Inputs(i)[j]] is Batch(i)[j].
+func TestPlanInputs(t *testing.T) {
+	seeds := []int64{7, 3, 7, 9, 1, 3, 0, 5, 2, 7, 8}
+	for _, cfg := range []EpochConfig{
+		{BatchSize: 3},
+		{BatchSize: 4, Shuffle: true, Seed: 3},
+		{BatchSize: 2, Shuffle: true, Seed: 1, Rank: 2, WorldSize: 3},
+		{BatchSize: 2, Shuffle: true, Rank: 1, WorldSize: 4, DropLast: true},
+	} {
+		p, err := NewPlan(seeds, cfg, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < p.NumBatches(); i++ {
+			b, in := p.Batch(i), p.Inputs(i)
+			if len(in) != len(b) {
+				t.Fatalf("%+v batch %d: %d inputs for %d seeds", cfg, i, len(in), len(b))
+			}
+			for j, at := range in {
+				if seeds[at] != b[j] {
+					t.Fatalf("%+v batch %d: input %d is position %d (%d), seed is %d", cfg, i, j, at, seeds[at], b[j])
+				}
+			}
+		}
+	}
+	p, _ := NewPlan(seeds, EpochConfig{BatchSize: 4}, 0)
+	if !slices.Equal(p.Inputs(1), []int64{4, 5, 6, 7}) {
+		t.Fatalf("unshuffled batch 1 inputs %v", p.Inputs(1))
+	}
+}

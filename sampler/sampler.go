@@ -16,8 +16,8 @@ const MaxHops = 8
 // Options configures a Sampler.
 type Options struct {
 	// Fanouts is the number of neighbours sampled per node at each hop,
-	// hop 1 first; -1 takes every neighbour. 1 to MaxHops entries, each -1
-	// or >= 1.
+	// hop 1 first; -1 takes every neighbour, 0 none (the hop samples no
+	// edge, as PyG's 0). 1 to MaxHops entries, each >= -1.
 	Fanouts []int
 	// Workers is the number of goroutines one Sample call may use
 	// (the caller included). 0 means runtime.GOMAXPROCS(0) at New.
@@ -71,8 +71,8 @@ func New(g *datasets.Graph, opts Options) (*Sampler, error) {
 		return nil, fmt.Errorf("sampler: %d fanouts, want 1 to %d", len(opts.Fanouts), MaxHops)
 	}
 	for i, k := range opts.Fanouts {
-		if k != -1 && k < 1 {
-			return nil, fmt.Errorf("sampler: fanout %d of hop %d, want -1 (all) or >= 1", k, i+1)
+		if k < -1 {
+			return nil, fmt.Errorf("sampler: fanout %d of hop %d, want -1 (all) or >= 0", k, i+1)
 		}
 	}
 	if opts.Workers < 0 {

@@ -12,7 +12,6 @@ func TestNewValidates(t *testing.T) {
 	g := testGraphs()[0]
 	bad := []Options{
 		{},
-		{Fanouts: []int{0}},
 		{Fanouts: []int{-2}},
 		{Fanouts: []int{1, 1, 1, 1, 1, 1, 1, 1, 1}},
 		{Fanouts: []int{5}, Workers: -1},

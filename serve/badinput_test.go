@@ -21,7 +21,6 @@ func TestBadRequests(t *testing.T) {
 		{"unknown split", func(o *ipc.Open) { o.Split = "nope" }, ipc.CodeNotFound, `no split "nope"`},
 		{"batch size 0", func(o *ipc.Open) { o.BatchSize = 0 }, ipc.CodeBadRequest, "batch_size"},
 		{"no fanouts", func(o *ipc.Open) { o.Fanouts = nil }, ipc.CodeBadRequest, "fanouts"},
-		{"bad fanout", func(o *ipc.Open) { o.Fanouts = []int32{0} }, ipc.CodeBadRequest, "fanout"},
 		{"rank beyond world", func(o *ipc.Open) { o.Rank = 2; o.WorldSize = 2 }, ipc.CodeBadRequest, "rank"},
 		{"gpu on cpu daemon", func(o *ipc.Open) { o.Device = "cuda:0" }, ipc.CodeBadRequest, "CPU path only"},
 		{"dtype conversion", func(o *ipc.Open) { o.FeatureDType = "float16" }, ipc.CodeBadRequest, "does not convert"},

@@ -181,12 +181,12 @@ func compareWithCPU(t *testing.T, spec string, slots uint32, g GPUConfig, busy b
 			}
 			copySlot(t, gpu, ring, bg.Slot)
 			checkBatch(t, gpu, src, bg)
-			n, e, _, _ := cpu.sizes(bc)
+			n, e, seeds, _ := cpu.sizes(bc)
 			rb := src.Data.RowBytes()
 			for _, r := range []struct {
 				name  string
 				bytes int
-			}{{"x", n * rb}, {"y", 8 * n}, {"n_id", 8 * n}, {"edge_index", 16 * e}, {"e_id", 8 * e}} {
+			}{{"x", n * rb}, {"y", 8 * n}, {"n_id", 8 * n}, {"edge_index", 16 * e}, {"e_id", 8 * e}, {"input_id", 8 * seeds}} {
 				if !bytes.Equal(cpu.region(bc.Slot, r.name, r.bytes), gpu.region(bg.Slot, r.name, r.bytes)) {
 					t.Fatalf("epoch %d batch %d: %s differs between the CPU and GPU paths", epoch, bc.Index, r.name)
 				}

@@ -68,7 +68,7 @@ type deviceSampling struct {
 	counts      [countsRing]cudaext.DevicePtr
 	read        [countsRing]*cudaext.Event // recorded after the sweep that read counts[k]
 	recorded    [countsRing]bool
-	seedsHost   []byte // pinned
+	seedsHost   []byte // pinned: the seeds, then the input ids (input_id)
 	host        []byte // pinned: the counts, copied back
 	done        *cudaext.Event
 	seq         int
@@ -186,7 +186,7 @@ func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *reque
 			return nil, err
 		}
 	}
-	if d.seedsHost, err = pinnedHost(gather.MaxDeviceParts * 8 * d.batch); err != nil {
+	if d.seedsHost, err = pinnedHost(2 * gather.MaxDeviceParts * 8 * d.batch); err != nil {
 		return nil, err
 	}
 	if d.host, err = pinnedHost(gather.MaxDeviceParts * 8 * d.clen); err != nil {
@@ -278,6 +278,27 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 		}
 		if err := cudaext.MemcpyHtoDAsync(d.seeds, unsafe.Pointer(&d.seedsHost[0]), int64(len(bs)*8*d.batch), d.st); err != nil {
 			return err
+		}
+		// input_id goes up straight into each slot, from the second half.
+		if in := r.layout.Index("input_id"); in >= 0 {
+			inputs := unsafe.Slice((*int64)(unsafe.Pointer(&d.seedsHost[0])), 2*gather.MaxDeviceParts*d.batch)[gather.MaxDeviceParts*d.batch:]
+			for j, db := range dbs {
+				n := len(db.Seeds())
+				mine := inputs[j*d.batch : j*d.batch+n]
+				if ids := db.InputIDs(); ids != nil {
+					copy(mine, ids)
+				} else {
+					for i := range mine {
+						mine[i] = -1
+					}
+				}
+				dst, _ := r.RegionAt(slots[j], in)
+				if n > 0 {
+					if err := cudaext.MemcpyHtoDAsync(dst, unsafe.Pointer(&mine[0]), int64(8*n), d.st); err != nil {
+						return err
+					}
+				}
+			}
 		}
 		for j, db := range dbs {
 			region := func(k int) cudaext.DevicePtr { p, _ := r.RegionAt(slots[j], k); return p }

@@ -115,6 +115,9 @@ func (p *pipeline) sample(ctx context.Context, w int) error {
 			return nil
 		}
 		start := time.Now()
+		if in, ok := b.(batch.Inputs); ok {
+			in.SetInputs(p.plan.Inputs(i))
+		}
 		if err := p.ss.mode.Sample(p.plan.Batch(i), p.plan.Key(i), b); err != nil {
 			return fmt.Errorf("sampling batch %d of epoch %d: %w", i, p.epoch, err)
 		}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"errors"
+	"slices"
 	"sync/atomic"
 
 	"github.com/gnnloader/gnnloader/batch"
@@ -103,7 +104,9 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	if req.startBatch > plan.NumBatches() {
 		return perrf(ipc.CodeBadRequest, "resume at batch %d of epoch %d, but an epoch has %d batches", req.startBatch, req.startEpoch, plan.NumBatches())
 	}
-	req.onDevice = req.device >= 0 && ss.srv.gpuSamples(req.device)
+	// The GPU sampler takes fanouts of -1 and >= 1: a hop of 0 (PyG's "sample
+	// nothing") is sampled by the CPU, the slots still on the GPU.
+	req.onDevice = req.device >= 0 && ss.srv.gpuSamples(req.device) && !slices.Contains(req.fanouts, 0)
 	mode, err := batch.NewNode(src.Data, batch.NodeOptions{BatchSize: req.epochs.BatchSize, Fanouts: req.fanouts,
 		Workers: cfg.SamplerThreads, NoFeatures: req.noFeatures, MaxDegree: src.MaxDegree,
 		AddressOrder: req.device < 0 || !ss.srv.gpuPlansSweeps, DeviceSampling: req.onDevice})

@@ -20,9 +20,10 @@ loaderd running as this process's uid, root, ``daemon_uid=`` or a uid in
 
 from . import allreduce  # gnnloader.allreduce(tensor); gnnloader.allreduce.init(...), .ddp_comm_hook
 from .errors import UntrustedDaemonError
-from .loader import Batch, Loader, LoaderError
+from .errors import RequestError
+from .loader import Batch, BatchInfo, Loader, LoaderError, batch_info
 from .pyg import NeighborLoader, Remote, connect
 
-__all__ = ["Loader", "Batch", "LoaderError", "UntrustedDaemonError", "NeighborLoader", "Remote", "connect",
-           "allreduce"]
+__all__ = ["Loader", "Batch", "BatchInfo", "batch_info", "LoaderError", "RequestError", "UntrustedDaemonError",
+           "NeighborLoader", "Remote", "connect", "allreduce"]
 __version__ = "0.1.0"

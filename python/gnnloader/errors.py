@@ -4,7 +4,7 @@ can raise it too)."""
 
 from __future__ import annotations
 
-__all__ = ["LoaderError", "UntrustedDaemonError"]
+__all__ = ["LoaderError", "RequestError", "UntrustedDaemonError", "REQUEST_CODES"]
 
 
 class LoaderError(RuntimeError):
@@ -24,3 +24,15 @@ class UntrustedDaemonError(LoaderError):
     def __init__(self, message: str, path: str, pid: int, uid: int):
         super().__init__(message, code="untrusted_daemon")
         self.path, self.pid, self.uid = path, pid, uid
+
+
+#: The daemon's error codes that refuse the request itself (its arguments or
+#: the daemon's limits), not the connection: they raise RequestError.
+REQUEST_CODES = ("bad_request", "limit", "not_found")
+
+
+class RequestError(LoaderError, ValueError):
+    """loaderd refused the request's arguments (code "bad_request", "limit"
+    or "not_found": an unknown split, fanouts or a batch size over the
+    daemon's limits, ...). It is a ValueError too, as PyG raises for bad
+    arguments, and a LoaderError with the daemon's code and message."""

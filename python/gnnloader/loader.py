@@ -8,15 +8,15 @@ import mmap
 import os
 import socket
 import time
-from typing import Iterator, List, Optional, Sequence
+from typing import Iterator, List, NamedTuple, Optional, Sequence
 
 import torch
 
 from . import protocol as p
 from . import trust
-from .errors import LoaderError
+from .errors import REQUEST_CODES, LoaderError, RequestError
 
-__all__ = ["Loader", "Batch", "LoaderError"]
+__all__ = ["Loader", "Batch", "BatchInfo", "batch_info", "LoaderError"]
 
 _DTYPES = {
     "float32": torch.float32,
@@ -30,6 +30,8 @@ _DTYPES = {
     "uint8": torch.uint8,
     "bool": torch.bool,
 }
+# Unsigned types where this torch has them (2.3 and later).
+_DTYPES.update({n: getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n)})
 
 
 # Error codes after which a loader with reconnect > 0 tries again: the
@@ -37,11 +39,38 @@ _DTYPES = {
 _RECONNECTABLE = ("closed", "connect", "goodbye", "shutting_down")
 
 
+class BatchInfo(NamedTuple):
+    """Where a batch came from: its epoch, its index in the epoch and the
+    loaderd slot it lives in. Not a field of the batch (so that ``len(batch)``
+    and ``batch.keys()`` are PyG's): read it with :func:`batch_info`."""
+
+    epoch: int
+    index: int
+    slot: int
+
+
+# The attribute holding a batch's BatchInfo: set past PyG Data's attribute
+# store, so it is no key of the batch.
+_INFO = "_gnnloader_info"
+
+
+def batch_info(batch) -> BatchInfo:
+    """The epoch, index and slot of a batch a :class:`Loader` yielded (a
+    :class:`Batch` or a PyG ``Data``); ValueError for any other object."""
+    info = getattr(batch, "__dict__", {}).get(_INFO)
+    if info is None:
+        raise ValueError("not a batch from a gnnloader Loader")
+    return info
+
+
 class Batch:
     """One sampled mini-batch, with the fields of PyG's NeighborLoader output:
     one attribute per region of the daemon's batch layout (x, y, n_id,
-    edge_index, ...), per scalar (batch_size) and per list
-    (num_sampled_nodes, num_sampled_edges), as Opened declared them.
+    edge_index, e_id, input_id, ...), per scalar (batch_size) and per list
+    (num_sampled_nodes, num_sampled_edges), as Opened declared them. As PyG's
+    Data, ``len(batch)`` is the number of fields, ``batch.keys()`` their
+    names and ``batch["x"]`` is ``batch.x``; ``epoch``, ``index`` and
+    ``slot`` are read-only attributes outside the fields (:func:`batch_info`).
 
     The tensors are views of a loaderd slot (no copy): they are valid until
     the batch is released (by default when the next batch is taken). Call
@@ -51,7 +80,22 @@ class Batch:
         self.__dict__.update(fields)
 
     def keys(self) -> List[str]:
-        return [k for k in self.__dict__ if k not in ("epoch", "index", "slot")]
+        return [k for k in self.__dict__ if k != _INFO]
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.keys()
+
+    def __getitem__(self, key: str):
+        if key not in self.keys():
+            raise KeyError(key)
+        return self.__dict__[key]
+
+    def __iter__(self):
+        for k in self.keys():
+            yield k, self.__dict__[k]
 
     def __repr__(self) -> str:
         def show(v):
@@ -59,15 +103,33 @@ class Batch:
         return f"Batch({', '.join(f'{k}={show(getattr(self, k))}' for k in self.keys())})"
 
     @property
+    def epoch(self) -> int:
+        return batch_info(self).epoch
+
+    @property
+    def index(self) -> int:
+        return batch_info(self).index
+
+    @property
+    def slot(self) -> int:
+        return batch_info(self).slot
+
+    @property
     def num_nodes(self) -> int:
         return int(self.n_id.numel())
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edge_index.size(1))
 
 
 def _last_words(msg) -> Optional[LoaderError]:
     """The LoaderError a daemon's Error or Goodbye stands for; None for any
     other message."""
     if isinstance(msg, p.Error):
-        return LoaderError(f"loaderd: {msg.message}", code=p._code_name(msg.code))
+        code = p._code_name(msg.code)
+        cls = RequestError if code in REQUEST_CODES else LoaderError
+        return cls(f"loaderd: {msg.message}", code=code)
     if isinstance(msg, p.Goodbye):
         return LoaderError(f"loaderd said goodbye: {msg.reason}", code="goodbye")
     return None
@@ -155,7 +217,18 @@ class Loader:
         loaderd this loader trusts (as does $GNNLOADER_DAEMON_UID). On every
         connect the loader checks who listens at the socket (SO_PEERCRED)
         before sending anything, and refuses any other uid with an
-        UntrustedDaemonError (a LoaderError with code "untrusted_daemon")."""
+        UntrustedDaemonError (a LoaderError with code "untrusted_daemon").
+
+        `timeout`: seconds any one wait on the socket may take (connecting,
+        the handshake, the next batch) before a LoaderError; None or 0 waits
+        as long as it takes (0 as PyG's DataLoader, whose timeout=0 means no
+        timeout). Negative: ValueError.
+
+        Arguments the daemon refuses (an unknown split, fanouts or a batch
+        size beyond its limits) raise RequestError, a ValueError and a
+        LoaderError."""
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"timeout must be non-negative (0 or None: no timeout), not {timeout!r}")
         if release not in ("auto", "manual"):
             raise ValueError(f'release must be "auto" or "manual", not {release!r}')
         self._default_dir = None if socket_path else trust.default_socket_dir()
@@ -169,7 +242,7 @@ class Loader:
         self._mem: Optional[mmap.mmap] = None
         self._cuda = None  # cuda.CudaSlots when the daemon placed the slots on a GPU
         self._closed = False
-        self._timeout = timeout
+        self._timeout = timeout or None  # 0 would make the socket non-blocking
         self._reconnect_for = reconnect
         self._trusted = trust.trusted_uids(daemon_uid)
         self.reconnects = 0  # how often the connection was re-established
@@ -177,6 +250,7 @@ class Loader:
         if pyg and data_cls is None:
             raise ImportError("pyg=True but torch_geometric is not importable")
         self._data_cls = data_cls
+        self._shape_x = None  # "1d": x is served [N, 1] and yielded [N] (set by gnnloader.NeighborLoader)
         self._request = p.Open(job=job, split=split, batch_size=batch_size, fanouts=list(fanouts),
                                shuffle=shuffle, seed=seed, rank=rank, world_size=world_size,
                                drop_last=drop_last, device=str(device), slots=slots,
@@ -373,8 +447,8 @@ class Loader:
     def release(self, batch) -> None:
         """Give a batch's slot back to loaderd (release="manual"). The batch's
         tensors must not be used afterwards."""
-        slot = getattr(batch, "slot", None)
-        if slot is None or slot not in self._held or self._held[slot] != (batch.epoch, batch.index):
+        epoch, index, slot = batch_info(batch)
+        if slot not in self._held or self._held[slot] != (epoch, index):
             raise ValueError("this batch is not held by this loader (already released?)")
         self._release_slot(slot)
 
@@ -417,11 +491,12 @@ class Loader:
             fields = {k: t.to(self.device) for k, t in fields.items()}
         fields.update(zip(self.opened.scalars, (int(v) for v in m.scalars)))
         fields.update(zip(self.opened.lists, (list(v) for v in m.lists)))
-        if self._data_cls is not None:
-            b = self._data_cls(**fields)
-            b.epoch, b.index, b.slot = m.epoch, m.index, m.slot
-            return b
-        return Batch(epoch=m.epoch, index=m.index, slot=m.slot, **fields)
+        if self._shape_x is not None and "x" in fields:
+            fields["x"] = fields["x"].view(-1)  # data.x is one-dimensional (NeighborLoader)
+        b = self._data_cls(**fields) if self._data_cls is not None else Batch(**fields)
+        # Past PyG Data's __setattr__, which would make it a field.
+        object.__setattr__(b, _INFO, BatchInfo(m.epoch, m.index, m.slot))
+        return b
 
     # -- lifetime -----------------------------------------------------------
 

@@ -5,29 +5,31 @@ Switching a PyG training script is a one-line change::
     from torch_geometric.loader import NeighborLoader   # before
     from gnnloader import NeighborLoader                # after (loaderd on its default socket)
 
-The arguments keep PyG's names and meanings (``data``, ``num_neighbors``,
-``input_nodes``, ``batch_size``, ``shuffle``, ``drop_last``); the batches keep
-PyG's fields (``x``, ``y``, ``edge_index``, ``batch_size``, ``n_id``,
-``num_sampled_nodes``, ``num_sampled_edges``) and are ``torch_geometric``
-``Data`` objects when PyG is importable. What differs is where the graph
-lives: loaderd holds it, so the first argument only names the daemon (see
-:class:`NeighborLoader`).
+The arguments keep PyG's names, order and meanings (``data``,
+``num_neighbors``, ``input_nodes``, ..., ``batch_size``, ``shuffle``,
+``drop_last``); the batches keep PyG's fields (``x``, ``y``, ``edge_index``,
+``e_id``, ``input_id``, ``batch_size``, ``n_id``, ``num_sampled_nodes``,
+``num_sampled_edges``) and are ``torch_geometric`` ``Data`` objects when PyG
+is importable. What differs is where the graph lives: loaderd holds it, so
+the first argument names the daemon and is only checked against it (see
+:class:`NeighborLoader` and docs/pyg.md).
 """
 
 from __future__ import annotations
 
 import os
+from collections import abc
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 import torch
 
 from . import protocol as p
 from . import trust
-from .loader import Loader, LoaderError
+from .loader import Batch, Loader, LoaderError
 
-__all__ = ["NeighborLoader", "Remote", "connect", "SOCKET_ENV", "CUSTOM_SPLIT"]
+__all__ = ["NeighborLoader", "InputNodes", "Remote", "connect", "SOCKET_ENV", "CUSTOM_SPLIT"]
 
 #: Environment variable naming loaderd's socket when ``data`` does not.
 SOCKET_ENV = trust.SOCKET_ENV
@@ -38,32 +40,38 @@ CUSTOM_SPLIT = p.CUSTOM_SPLIT if hasattr(p, "CUSTOM_SPLIT") else "custom"
 
 # PyG DataLoader options that have no meaning here: loaderd samples in its own
 # threads and hands over shared-memory (or GPU) slots, so there is nothing for
-# worker processes, prefetching or pinning to do. Accepted, ignored, warned.
+# worker processes, prefetching or pinning to do. Accepted and ignored; a
+# value other than the DataLoader's default warns.
 _IGNORED = {
-    "num_workers": "loaderd samples in its own threads; trainer-side workers would add nothing",
-    "persistent_workers": "there are no trainer-side workers",
-    "prefetch_factor": "loaderd already runs ahead of the trainer (its --prefetch flag)",
-    "pin_memory": "batches are already in shared (CPU path) or device (GPU path) memory",
-    "worker_init_fn": "there are no trainer-side workers",
-    "multiprocessing_context": "there are no trainer-side workers",
-    "generator": "shuffling is seeded by the seed argument, not a torch.Generator",
-    "filter_per_worker": "there are no trainer-side workers",
-    "directed": "deprecated in PyG; sampled subgraphs are directional as PyG's default",
+    "num_workers": (0, "loaderd samples in its own threads; trainer-side workers would add nothing"),
+    "persistent_workers": (False, "there are no trainer-side workers"),
+    "prefetch_factor": (None, "loaderd already runs ahead of the trainer (its --prefetch flag)"),
+    "pin_memory": (False, "batches are already in shared (CPU path) or device (GPU path) memory"),
+    "pin_memory_device": ("", "batches are already in shared (CPU path) or device (GPU path) memory"),
+    "worker_init_fn": (None, "there are no trainer-side workers"),
+    "multiprocessing_context": (None, "there are no trainer-side workers"),
+    "generator": (None, "shuffling is seeded by the seed argument, not a torch.Generator"),
+    "in_order": (True, "batches always come in order"),
+}
+# PyG NeighborLoader arguments that change nothing here, whatever their value.
+_NO_EFFECT = {
     "is_sorted": "loaderd's CSR is always sorted",
+    "filter_per_worker": "there are no trainer-side workers",
 }
 # PyG options whose non-default values loaderd does not implement (default).
 _UNSUPPORTED_UNLESS = {
     "replace": False,
-    "disjoint": False,
     "subgraph_type": "directional",
+    "disjoint": False,
     "temporal_strategy": "uniform",
     "time_attr": None,
     "weight_attr": None,
+    "transform_sampler_output": None,
+    "neighbor_sampler": None,
+    "directed": True,
     "collate_fn": None,
     "sampler": None,
     "batch_sampler": None,
-    "neighbor_sampler": None,
-    "transform_sampler_output": None,
 }
 _SPLIT_ALIASES = {"val": "valid", "validation": "valid"}
 
@@ -180,33 +188,52 @@ class _SeedsLoader(Loader):
 class NeighborLoader:
     """PyG's NeighborLoader, with the sampling and feature gathering done by loaderd.
 
+    The positional arguments are PyG's, in PyG's order (``data``,
+    ``num_neighbors``, ``input_nodes``, ``input_time``, ``replace``,
+    ``subgraph_type``, ``disjoint``, ``temporal_strategy``, ``time_attr``,
+    ``weight_attr``, ``transform``, ``transform_sampler_output``,
+    ``is_sorted``, ``filter_per_worker``, ``neighbor_sampler``, ``directed``);
+    the DataLoader's (``batch_size``, ``shuffle``, ``drop_last``, ...) and
+    gnnloader's own are keywords.
+
     Args:
         data: which loaderd to use, standing in for PyG's ``data``: a socket
             path (``str`` or ``os.PathLike``), a :class:`Remote` from
             :func:`connect`, or any other object (e.g. your PyG ``Data``),
             in which case the socket comes from ``socket=``, else
             ``$GNNLOADER_SOCKET``, else the daemon's default path (see
-            :class:`gnnloader.Loader`); if that object has ``num_nodes`` it must
-            match the daemon's dataset (a guard against training on the
-            wrong graph). The object's tensors are not read: loaderd serves
-            its own copy of the dataset.
+            :class:`gnnloader.Loader`). Such an object is checked against
+            the daemon's dataset where PyG reads it: ``num_nodes`` must
+            match, and ``x``, when it is a tensor, must have the served
+            features' dtype and width (``[N, F]``, or ``[N]`` when the
+            daemon serves one feature: batches then have a one-dimensional
+            ``x`` too); a mismatch is a ValueError. Its tensors are not
+            otherwise read: loaderd serves its own copy of the dataset.
         num_neighbors: neighbours sampled per hop, outermost first; ``-1``
-            takes all (PyG's meaning). A dict (heterogeneous graphs) is not
-            supported.
+            takes all and ``0`` none (PyG's meanings). A dict
+            (heterogeneous graphs) is not supported.
         input_nodes: the seed nodes: ``None`` (every node), a split name
             (``"train"``, ``"valid"``/``"val"``, ``"test"``), a boolean mask
             of length ``num_nodes`` (e.g. ``data.train_mask``) or a tensor of
             node ids. Tensors travel to loaderd once, in a memfd.
         input_time: PyG's temporal seed times; only None is supported.
-        batch_size: seeds per batch. This and every later argument is
-            keyword-only, as in PyG (where they reach DataLoader through
-            ``**kwargs``).
+        replace, subgraph_type, disjoint, temporal_strategy, time_attr,
+            weight_attr, transform_sampler_output, neighbor_sampler,
+            directed: PyG's; only their defaults are supported (anything
+            else raises ValueError).
+        transform: applied to every batch, as in PyG.
+        is_sorted, filter_per_worker: accepted; they change nothing here.
+        input_id: PyG's (NodeLoader's) ids for the input nodes, one each:
+            batches then report these in ``input_id``.
+        batch_size: seeds per batch (keyword, as in PyG where it reaches
+            DataLoader through ``**kwargs``).
         shuffle: reshuffle the seeds every epoch.
         drop_last: drop the last incomplete batch.
         socket: the loaderd socket when ``data`` does not name it
             (default: ``$GNNLOADER_SOCKET``, else the daemon's default).
         device: where batches land: ``"cpu"`` (shared memory, zero-copy) or
-            ``"cuda:N"``.
+            ``"cuda:N"``. Default: where ``data.x`` is when that is a CUDA
+            tensor (as PyG's batches), else ``"cpu"``.
         seed: shuffle and sampling seed. Default: ``torch.initial_seed()``
             with one process, 0 when ranks must agree (``world_size > 1``).
         rank, world_size: split the seeds between trainers. Default for a
@@ -214,42 +241,57 @@ class NeighborLoader:
             Default for a tensor or mask: one process, as PyG (which never
             shards; pass this rank's seeds, or set rank/world_size and give
             every rank the same tensor).
-        transform: applied to every batch, as in PyG.
-        **kwargs: PyG/DataLoader options. Those that have no meaning here
+        **kwargs: DataLoader options. Those that have no meaning here
             (``num_workers``, ``persistent_workers``, ``pin_memory``,
-            ``prefetch_factor``, ...) are ignored with a warning: loaderd
-            samples in its own threads, runs ahead of the trainer and hands
-            over batches already in shared or device memory. Options whose
-            non-default values loaderd does not implement (``replace=True``,
-            ``disjoint=True``, temporal sampling, ...) raise ValueError.
-        Other keyword arguments of :class:`gnnloader.Loader` (``slots``,
-        ``job``, ``release``, ``start_epoch``, ``start_batch``, ``pyg``,
-        ``timeout`` in seconds on the socket, ``reconnect``, ``daemon_uid``)
-        pass through; on
-        a reconnect custom seeds are sent again.
+            ``prefetch_factor``, ...) are ignored, with a warning when not
+            the DataLoader's default: loaderd samples in its own threads,
+            runs ahead of the trainer and hands over batches already in
+            shared or device memory. ``timeout`` (seconds; 0 or None: no
+            timeout, as DataLoader's 0) and the other keyword arguments of
+            :class:`gnnloader.Loader` (``slots``, ``job``, ``release``,
+            ``start_epoch``, ``start_batch``, ``pyg``, ``reconnect``,
+            ``daemon_uid``) pass through; on a reconnect custom seeds are
+            sent again.
 
-    Iterating runs one epoch; ``len()`` is the number of batches per epoch.
-    Batch tensors are views of a loaderd slot that is reused once the next
-    batch is taken: ``.clone()`` what you keep. Batches have no ``input_id``
-    and no ``e_id``, and carry no other node attributes of ``data`` (masks):
-    everything about the seeds is in the first ``batch_size`` rows.
+    Iterating runs one epoch; ``len()`` is the number of batches per epoch;
+    ``loader.dataset`` is the input nodes (``len`` of it is their number, as
+    PyG's); ``loader(index)`` samples one batch for the seeds at those
+    positions of the input nodes (PyG's ``__call__``). Batch tensors are
+    views of a loaderd slot that is reused once the next batch is taken:
+    ``.clone()`` what you keep. Bad arguments, and requests beyond the
+    daemon's limits, raise ValueError (:class:`gnnloader.errors.RequestError`
+    for the daemon's refusals, also a LoaderError).
     """
 
     def __init__(self, data: Any, num_neighbors: Union[Sequence[int], Dict[Any, Any]],
                  input_nodes: Union[None, str, torch.Tensor, Sequence[int]] = None, input_time: Any = None,
+                 replace: bool = False, subgraph_type: Any = "directional", disjoint: bool = False,
+                 temporal_strategy: str = "uniform", time_attr: Optional[str] = None,
+                 weight_attr: Optional[str] = None, transform: Optional[Callable[[Any], Any]] = None,
+                 transform_sampler_output: Optional[Callable[[Any], Any]] = None, is_sorted: bool = False,
+                 filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None, directed: bool = True,
                  *, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False, socket: Optional[str] = None,
-                 device: Union[str, torch.device] = "cpu", seed: Optional[int] = None,
-                 rank: Optional[int] = None, world_size: Optional[int] = None,
-                 transform: Optional[Callable[[Any], Any]] = None, **kwargs: Any):
+                 device: Union[None, str, torch.device] = None, seed: Optional[int] = None,
+                 rank: Optional[int] = None, world_size: Optional[int] = None, **kwargs: Any):
+        pyg_args = dict(replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
+                        temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+                        transform_sampler_output=transform_sampler_output, neighbor_sampler=neighbor_sampler,
+                        directed=directed)
+        given_ids = kwargs.pop("input_id", None)  # PyG's NodeLoader argument
         loader_kw = {k: kwargs.pop(k) for k in ("slots", "job", "release", "start_epoch", "start_batch", "pyg",
                                                      "timeout", "reconnect", "daemon_uid")
                      if k in kwargs}
-        for k, v in kwargs.items():
+        for k in ("dataset", "collate_fn"):  # PyTorch Lightning passes these back; PyG drops them
+            if k == "dataset" or kwargs.get(k) is None:
+                kwargs.pop(k, None)
+        for k, v in list(kwargs.items()) + list(pyg_args.items()):
             if k in _IGNORED:
-                warnings.warn(f"gnnloader.NeighborLoader ignores {k}={v!r}: {_IGNORED[k]}", stacklevel=2)
+                default, why = _IGNORED[k]
+                if v != default:
+                    warnings.warn(f"gnnloader.NeighborLoader ignores {k}={v!r}: {why}", stacklevel=2)
             elif k in _UNSUPPORTED_UNLESS:
-                if v != _UNSUPPORTED_UNLESS[k]:
-                    raise ValueError(f"gnnloader.NeighborLoader does not support {k}={v!r} "
+                if _plain(v) != _UNSUPPORTED_UNLESS[k]:
+                    raise ValueError(f"gnnloader.NeighborLoader does not support {k}={_plain(v)!r} "
                                      f"(loaderd samples uniformly without replacement, homogeneous graphs)")
             else:
                 raise TypeError(f"gnnloader.NeighborLoader got an unexpected keyword argument {k!r}")
@@ -258,6 +300,11 @@ class NeighborLoader:
         if isinstance(num_neighbors, dict):
             raise ValueError("num_neighbors as a dict (heterogeneous graphs) is not supported by loaderd")
         fanouts = [int(f) for f in num_neighbors]
+        if not fanouts or any(f < -1 for f in fanouts):
+            raise ValueError(f"num_neighbors must be a non-empty list of integers >= -1 "
+                             f"(-1: all neighbours, 0: none), not {list(num_neighbors)!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size should be a positive integer, not {batch_size!r}")
         if isinstance(input_nodes, tuple):
             raise ValueError("input_nodes as (node_type, nodes) is for heterogeneous graphs, which loaderd does not serve")
 
@@ -274,6 +321,10 @@ class NeighborLoader:
         self.shuffle = shuffle
         self.drop_last = drop_last
         self.transform = transform
+        self.replace, self.subgraph_type, self.disjoint = replace, _plain(subgraph_type), disjoint
+        self.time_attr, self.weight_attr, self.directed = time_attr, weight_attr, directed
+        self.is_sorted, self.filter_per_worker = is_sorted, filter_per_worker
+        self.neighbor_sampler = neighbor_sampler
 
         split: Optional[str] = None
         if isinstance(input_nodes, str):
@@ -285,21 +336,37 @@ class NeighborLoader:
         world_size = 1 if world_size is None else int(world_size)
         if seed is None:
             seed = (torch.initial_seed() & (2 ** 63 - 1)) if world_size == 1 else 0
+        if device is None:  # PyG's batches are where data.x is
+            x = _attr(data, "x") if not isinstance(data, (str, os.PathLike, Remote)) else None
+            device = x.device if isinstance(x, torch.Tensor) and x.device.type == "cuda" else "cpu"
         common = dict(batch_size=batch_size, fanouts=fanouts, shuffle=shuffle, seed=int(seed), rank=rank,
                       world_size=world_size, device=str(device), drop_last=drop_last)
         common.update(loader_kw)
         self.rank, self.world_size, self.seed = rank, world_size, int(seed)
+        self._path, self._common = path, common
 
-        expected_nodes = getattr(data, "num_nodes", None) if not isinstance(data, (str, os.PathLike)) else None
+        self._ids: Optional[torch.Tensor] = None  # the input nodes' ids, when not a split name
+        # PyG's input_id is the position in input_nodes, but the node id for a mask.
+        self._by_mask = isinstance(input_nodes, torch.Tensor) and input_nodes.dtype == torch.bool
+        # PyG's input_id argument: the ids batches report for the input nodes, one each.
+        self._given_ids = None if given_ids is None else torch.as_tensor(given_ids).view(-1)
         if split is not None:
             self._loader: Loader = _SplitLoader(path, split, **common)
         else:
-            self._loader = _SeedsLoader(path, lambda ds: _seed_ids(input_nodes, ds.num_nodes), **common)
-        if isinstance(expected_nodes, int) and expected_nodes != self._loader.dataset.num_nodes:
-            n = self._loader.dataset.num_nodes
+            def seeds(ds: p.Dataset) -> torch.Tensor:
+                self._ids = _seed_ids(input_nodes, ds.num_nodes)
+                return self._ids
+            self._loader = _SeedsLoader(path, seeds, **common)
+        try:
+            self._x_1d = _check_data(data, self._loader)
+        except ValueError:
             self._loader.close()
-            raise ValueError(f"data has {expected_nodes} nodes but loaderd at {self._loader.socket_path} serves "
-                             f"{self._loader.dataset.name} with {n}: wrong daemon or dataset?")
+            raise
+        self._loader._shape_x = "1d" if self._x_1d else None
+        if self._given_ids is not None and self._given_ids.numel() != len(self.dataset):
+            n = self._given_ids.numel()
+            self._loader.close()
+            raise ValueError(f"input_id has {n} entries for {len(self.dataset)} input nodes: give one per input node")
 
     # -- the Loader underneath -------------------------------------------------
 
@@ -309,18 +376,68 @@ class NeighborLoader:
         return self._loader
 
     @property
-    def dataset(self) -> p.Dataset:
-        """The facts loaderd announced (num_nodes, feature_dim, num_classes, splits)."""
+    def facts(self) -> p.Dataset:
+        """The facts loaderd announced about its dataset (name, num_nodes,
+        feature_dim, feature_dtype, num_classes, splits)."""
         return self._loader.dataset
+
+    @property
+    def dataset(self) -> "InputNodes":
+        """The input nodes, as PyG's ``loader.dataset``: ``len()`` is their
+        number (the whole split or tensor, before any sharding between
+        ranks). It also answers the daemon's facts (``num_nodes``,
+        ``feature_dim``, ...; see :attr:`facts`)."""
+        return InputNodes(self)
 
     def __len__(self) -> int:
         return len(self._loader)
 
     def __iter__(self):
         it = iter(self._loader)
+        if self._given_ids is not None:
+            it = (_given_input_id(b, self._given_ids) for b in it)
+        elif self._by_mask:
+            it = (_ids_as_input_id(b) for b in it)
         if self.transform is None:
             return it
         return (self.transform(b) for b in it)
+
+    def __call__(self, index: Union[torch.Tensor, Sequence[int]]):
+        """One batch for the seeds at positions ``index`` of the input nodes
+        (PyG's ``NeighborLoader.__call__``): ``n_id[:batch_size]`` are
+        those nodes and ``input_id`` is ``index`` (for a mask, as PyG, the
+        nodes' ids). It opens a second
+        connection to loaderd for the call and returns tensors of its own
+        (copies, not slot views); ``transform`` applies. Sampling uses the
+        loader's seed; the call is not part of any epoch. A loader over a
+        split name cannot be called (ValueError): loaderd keeps the split's
+        ids, so positions in it mean nothing here; pass the split as a mask
+        or a tensor of ids instead."""
+        if self._ids is None:
+            raise ValueError("loader(index) takes positions in input_nodes, whose ids loaderd keeps for a split "
+                             "name: pass input_nodes as a mask or a tensor of ids (or None) to call the loader")
+        pos = torch.as_tensor(index).view(-1)
+        if pos.dtype == torch.bool:
+            pos = pos.nonzero().view(-1)
+        if pos.numel() == 0 or pos.dtype.is_floating_point or pos.dtype.is_complex:
+            raise ValueError(f"loader(index) takes a non-empty list or tensor of positions, not {index!r}")
+        pos = pos.to(torch.int64)
+        n = self._ids.numel()
+        if int(pos.min()) < -n or int(pos.max()) >= n:
+            raise ValueError(f"loader(index): position outside the {n} input nodes")
+        pos = pos % n
+        ids = self._ids[pos]
+        kw = dict(self._common, batch_size=ids.numel(), shuffle=False, rank=0, world_size=1, drop_last=False,
+                  slots=1, start_epoch=0, start_batch=0)
+        kw.pop("reconnect", None)
+        with _SeedsLoader(self._path, lambda ds: ids, **kw) as one:
+            one._shape_x = self._loader._shape_x
+            batch = next(iter(one))
+            fields = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in _items(batch)}
+        input_id = self._given_ids[pos] if self._given_ids is not None else ids if self._by_mask else pos
+        fields["input_id"] = input_id.to(fields["n_id"].device)
+        out = one._data_cls(**fields) if one._data_cls is not None else Batch(**fields)
+        return out if self.transform is None else self.transform(out)
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration run this epoch (as DistributedSampler.set_epoch)."""
@@ -337,7 +454,100 @@ class NeighborLoader:
         self.close()
 
     def __repr__(self) -> str:
-        return f"gnnloader.NeighborLoader({self._loader.socket_path!r}, num_neighbors={self.num_neighbors})"
+        return "NeighborLoader()"  # as PyG's
+
+
+class InputNodes(abc.Sequence):
+    """A NeighborLoader's input nodes, as PyG's ``loader.dataset``: ``len()``
+    is their number and item ``i`` is position ``i`` (PyG's dataset is
+    ``range(len(input_nodes))``). Other attributes are the daemon's facts
+    (``num_nodes``, ``feature_dim``, ``splits``, ...)."""
+
+    def __init__(self, nl: NeighborLoader):
+        self._nl = nl
+
+    def __len__(self) -> int:
+        nl = self._nl
+        if nl._ids is not None:
+            return int(nl._ids.numel())
+        sizes = {s.name: s.size for s in nl.facts.splits}
+        name = nl._loader._request.split
+        return int(sizes[name])
+
+    def __getitem__(self, i):
+        return range(len(self))[i]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._nl.facts, name)
+
+    def __repr__(self) -> str:
+        return f"InputNodes({len(self)})"
+
+
+def _ids_as_input_id(b: Any) -> Any:
+    """A batch over a mask: its input_id is its seeds' node ids (PyG's
+    input_id for a boolean input_nodes), a view of n_id."""
+    b.input_id = b.n_id[:b.batch_size]
+    return b
+
+
+def _given_input_id(b: Any, given: torch.Tensor) -> Any:
+    """A batch of a loader given PyG's input_id argument: the given ids of
+    its seeds (a small new tensor; the daemon's positions pick them)."""
+    b.input_id = given[b.input_id.cpu()].to(b.input_id.device)
+    return b
+
+
+def _plain(v: Any) -> Any:
+    """An enum's value (PyG's SubgraphType), else v."""
+    return getattr(v, "value", v)
+
+
+def _items(batch: Any):
+    """A batch's fields as (name, value) pairs (Batch or PyG Data, whose
+    keys was a property before PyG 2.4)."""
+    keys = batch.keys() if callable(batch.keys) else batch.keys
+    return [(k, batch[k]) for k in keys]
+
+
+def _check_data(data: Any, loader: Loader) -> bool:
+    """Checks a PyG-like ``data`` against what the daemon serves, where PyG
+    reads it (num_nodes, x); returns whether data.x is one-dimensional (the
+    batches' x then is too). ValueError on a mismatch."""
+    if isinstance(data, (str, os.PathLike, Remote)) or data is None:
+        return False
+    ds = loader.dataset
+    where = f"loaderd at {loader.socket_path} serves {ds.name}"
+    n = _attr(data, "num_nodes")
+    if isinstance(n, int) and n != ds.num_nodes:
+        raise ValueError(f"data has {n} nodes but {where} with {ds.num_nodes}: wrong daemon or dataset?")
+    x = _attr(data, "x")
+    if not isinstance(x, torch.Tensor):
+        return False
+    served = loader.opened.regions if hasattr(loader, "opened") else []
+    xr = next((r for r in served if r.name == "x"), None)
+    if xr is None:
+        return False  # the daemon serves no features (feature_dtype "none")
+    dtype = str(x.dtype).replace("torch.", "")
+    width = 1 if x.dim() == 1 else (int(x.size(1)) if x.dim() == 2 else -1)
+    if x.dim() not in (1, 2) or (x.size(0) != ds.num_nodes):
+        raise ValueError(f"data.x has shape {tuple(x.shape)}; {where}, {ds.num_nodes} nodes with "
+                         f"{ds.feature_dim} features each")
+    if dtype != xr.dtype or width != ds.feature_dim:
+        raise ValueError(f"data.x is {dtype} of shape {tuple(x.shape)} but {where} with {xr.dtype} features "
+                         f"of width {ds.feature_dim}: batches would not match data.x (re-import the dataset "
+                         f"from the same features)")
+    return x.dim() == 1
+
+
+def _attr(data: Any, name: str) -> Any:
+    """data.name, None when absent (PyG's Data raises AttributeError)."""
+    try:
+        return getattr(data, name, None)
+    except Exception:
+        return None
 
 
 class _SplitLoader(Loader):

@@ -57,7 +57,7 @@ class CudaLoaderTest(unittest.TestCase):
             for epoch in range(2):
                 for bg, bc in zip(g, c):
                     lo, hi = g._cuda.slot_range(bg.slot)
-                    for name in ("x", "y", "n_id", "edge_index"):
+                    for name in ("x", "y", "n_id", "edge_index", "e_id", "input_id"):
                         tg, tc = getattr(bg, name), getattr(bc, name)
                         self.assertEqual(tg.device, torch.device("cuda", 0), name)
                         self.assertEqual(tg.dtype, tc.dtype, name)

@@ -205,7 +205,6 @@ class LoaderTest(unittest.TestCase):
             (dict(split="nope"), 'no split "nope"'),
             (dict(batch_size=0), "batch_size is 0"),
             (dict(fanouts=[2] * 17), "fanouts"),
-            (dict(fanouts=[0]), "fanout"),
             (dict(rank=3, world_size=2), "rank 3"),
             (dict(device="cuda:0"), "CPU path only"),
             (dict(slots=100), "slots"),

@@ -1,0 +1,429 @@
+"""PyG's own NeighborLoader tests (test/loader/test_neighbor_loader.py in
+pyg-team/pytorch_geometric, homogeneous cases), rewritten against
+gnnloader.NeighborLoader and a real loaderd; PyG itself is not needed.
+
+Each PyG case is either adapted here (the test method names it) or listed
+in OUT_OF_SCOPE with the reason; docs/pyg.md has the counts. The graphs are
+written as .npz files and imported with `loaderd import npz`, so the test
+knows every edge's CSR position (gnnloader's e_id): the edge (src -> dst) is
+in CSR row dst, rows sorted by src, and `data.edge_index` below is in that
+order, so `data.edge_index[:, e_id]` is the sampled edge, as in PyG.
+"""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+import warnings
+from unittest import mock
+
+import numpy as np
+import torch
+
+from test_loader import LOADERD, Daemon  # also puts python/ on sys.path
+import gnnloader  # noqa: E402
+
+# PyG case -> why it is not adapted. Parametrised cases count once per
+# parameter set (PyG's own ids).
+OUT_OF_SCOPE = {
+    **{f"test_homo_neighbor_loader_basic[{sub}-{d}-{f}]": "subgraph_type other than directional (PyG's "
+       "bidirectional needs its C++ pyg-lib, induced torch-sparse); loaderd samples directional subgraphs only "
+       "and the option raises ValueError"
+       for sub in ("bidirectional", "induced") for d in ("int64", "int32")
+       for f in ("auto_filter", "filter_per_worker", "filter_in_main")},
+    **{f"test_homo_neighbor_loader_on_karate[{sub}]": "subgraph_type other than directional"
+       for sub in ("bidirectional", "induced")},
+    "test_custom_neighbor_loader": "PyG's (FeatureStore, GraphStore) backends: loaderd is the store",
+    "test_pyg_lib_and_torch_sparse_homo_equality": "compares PyG's two C++ samplers (pyg-lib, torch-sparse)",
+    "test_weighted_homo_neighbor_loader": "weight_attr (weighted sampling): not implemented, raises ValueError",
+    "test_edge_level_temporal_homo_neighbor_loader": "temporal sampling (time_attr, input_time): not implemented, "
+                                                     "raises ValueError",
+    "test_neighbor_loader_with_tensor_frame": "torch_frame TensorFrame attributes: loaderd serves tensors only",
+}
+# The adapted cases, by PyG id.
+ADAPTED = [f"test_homo_neighbor_loader_basic[directional-{d}-{f}]" for d in ("int64", "int32")
+           for f in ("auto_filter", "filter_per_worker", "filter_in_main")] + [
+    "test_homo_neighbor_loader_on_karate[directional]",
+    "test_memmap_neighbor_loader",
+    "test_homo_neighbor_loader_sampled_info",
+    "test_neighbor_loader_mapping",
+    "test_neighbor_loader_input_id",  # PyG's is heterogeneous; its input_id rule, on a homogeneous graph
+]
+
+
+def write_graph(path, num_nodes, src, dst, x, labels):
+    """An npz of the graph with edges src -> dst (as gnn-benchmark's, which
+    `loaderd import npz` reads: row dst lists the neighbours dst samples)
+    and dense features x; returns edge_index in CSR order."""
+    order = np.lexsort((src, dst))
+    src, dst = src[order], dst[order]
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.add.at(indptr, dst + 1, 1)
+    np.savez(path, adj_indptr=np.cumsum(indptr), adj_indices=src.astype(np.int64),
+             adj_shape=np.array([num_nodes, num_nodes]), attr_matrix=x.astype(np.float32),
+             labels=labels.astype(np.int64))
+    return torch.from_numpy(np.stack([src, dst]).astype(np.int64))
+
+
+def import_npz(npz, out):
+    subprocess.run([LOADERD, "import", "npz", npz, "--out", out], check=True, capture_output=True)
+
+
+class Data:
+    """What a PyG script's `data` holds, as far as the loader reads it."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def is_subset(sub_edge_index, edge_index, src_ids, dst_ids):
+    """Every edge of the batch (mapped to global ids) is an edge of the graph."""
+    n = int(max(edge_index.max(), src_ids.max(), dst_ids.max())) + 1
+    have = set((n * edge_index[0] + edge_index[1]).tolist())
+    got = n * src_ids[sub_edge_index[0]] + dst_ids[sub_edge_index[1]]
+    return all(v in have for v in got.tolist())
+
+
+class PyGNeighborLoaderCases(unittest.TestCase):
+    """Two daemons: `rand` serves 100 nodes and 500 random edges whose one
+    feature is the node id (PyG's data.x = arange(100)); `tiny` serves the
+    small graphs of PyG's sampled_info (nodes 0..13) and mapping (14..25)
+    tests side by side."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(LOADERD):
+            raise unittest.SkipTest(f"{LOADERD} not built")
+        cls.tmp = tempfile.mkdtemp(prefix="gnnloader-pygcases-")
+        g = torch.Generator().manual_seed(12345)
+        src = torch.randint(0, 100, (500,), generator=g).numpy()
+        dst = torch.randint(0, 100, (500,), generator=g).numpy()
+        x = np.arange(100, dtype=np.float32).reshape(100, 1)
+        ei = write_graph(os.path.join(cls.tmp, "rand.npz"), 100, src, dst, x, np.arange(100) % 3)
+        cls.rand = Data(num_nodes=100, edge_index=ei, x=torch.arange(100, dtype=torch.float32),
+                        edge_attr=torch.arange(500))
+        import_npz(os.path.join(cls.tmp, "rand.npz"), os.path.join(cls.tmp, "rand"))
+
+        info = [[2, 3, 4, 5, 7, 7, 10, 11, 12, 13], [0, 1, 2, 3, 2, 3, 7, 7, 7, 7]]
+        mapping = [[0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 3, 5], [1, 2, 3, 4, 5, 8, 6, 7, 9, 10, 6, 11]]
+        src = np.array(info[0] + [14 + v for v in mapping[0]])
+        dst = np.array(info[1] + [14 + v for v in mapping[1]])
+        tiny_x = np.arange(26, dtype=np.float32).reshape(26, 1)
+        ei = write_graph(os.path.join(cls.tmp, "tiny.npz"), 26, src, dst, tiny_x, np.arange(26) % 2)
+        cls.tiny = Data(num_nodes=26, edge_index=ei)
+        import_npz(os.path.join(cls.tmp, "tiny.npz"), os.path.join(cls.tmp, "tiny"))
+
+        cls.rand_daemon = Daemon(os.path.join(cls.tmp, "rand"), "--gpu=false")
+        cls.tiny_daemon = Daemon(os.path.join(cls.tmp, "tiny"), "--gpu=false")
+
+    @classmethod
+    def tearDownClass(cls):
+        for d in (cls.rand_daemon, cls.tiny_daemon):
+            d.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def nl(self, data, *args, daemon=None, **kw):
+        daemon = daemon or (self.rand_daemon if data is self.rand else self.tiny_daemon)
+        return gnnloader.NeighborLoader(data, *args, socket=daemon.socket, **kw)
+
+    def test_case_counts(self):
+        self.assertEqual(len(ADAPTED), 11)
+        self.assertEqual(len(OUT_OF_SCOPE), 19)
+        self.assertFalse(set(ADAPTED) & set(OUT_OF_SCOPE))
+
+    # -- test_homo_neighbor_loader_basic[directional-*] --------------------------
+
+    def test_homo_neighbor_loader_basic(self):
+        # PyG's dtype is data.edge_index's, which gnnloader never reads (the
+        # graph is loaderd's); filter_per_worker changes nothing here.
+        # data.edge_attr is not served yet: data.edge_attr[batch.e_id]
+        # stands in for batch.edge_attr.
+        data = self.rand
+        for dtype in (torch.int64, torch.int32):
+            for fpw in (None, True, False):
+                with self.subTest(dtype=dtype, filter_per_worker=fpw):
+                    d = Data(num_nodes=100, x=data.x, edge_index=data.edge_index.to(dtype))
+                    with self.nl(d, num_neighbors=[5] * 2, batch_size=20, subgraph_type="directional",
+                                 filter_per_worker=fpw, daemon=self.rand_daemon) as loader:
+                        self.check_basic(loader, data)
+        for sub in ("bidirectional", "induced"):
+            with self.assertRaisesRegex(ValueError, "subgraph_type"):
+                self.nl(data, num_neighbors=[5] * 2, batch_size=20, subgraph_type=sub)
+
+    def check_basic(self, loader, data):
+        self.assertEqual(str(loader), "NeighborLoader()")
+        self.assertEqual(len(loader), 5)
+        batch = loader([0])
+        self.assertEqual(batch.n_id[:1].tolist(), [0])
+        for i, batch in enumerate(loader):
+            self.assertEqual(batch.x.device, torch.device("cpu"))
+            self.assertLessEqual(batch.x.size(0), 100)
+            self.assertEqual(batch.n_id.size(), (batch.num_nodes,))
+            self.assertEqual(batch.input_id.numel(), 20)
+            self.assertEqual(batch.batch_size, 20)
+            self.assertTrue(batch.x.min() >= 0 and batch.x.max() < 100)
+            self.assertGreaterEqual(int(batch.edge_index.min()), 0)
+            self.assertLess(int(batch.edge_index.max()), batch.num_nodes)
+            edge_attr = data.edge_attr[batch.e_id]
+            self.assertEqual(edge_attr.size(0), batch.edge_index.size(1))
+            # Input nodes are always sampled first:
+            self.assertTrue(torch.equal(batch.x[:batch.batch_size],
+                                        torch.arange(i * 20, (i + 1) * 20, dtype=torch.float32)))
+            self.assertEqual(batch.e_id.size(), (batch.edge_index.size(1),))
+            self.assertTrue(edge_attr.min() >= 0 and edge_attr.max() < 500)
+            ids = batch.x.long()
+            self.assertTrue(is_subset(batch.edge_index, data.edge_index, ids, ids))
+
+    # -- test_homo_neighbor_loader_on_karate[directional] ------------------------
+
+    def test_homo_neighbor_loader_on_karate(self):
+        # PyG's karate club and GraphConv with edge weights become this
+        # graph and a two-layer sum aggregation written here (no weights:
+        # edge features are not served yet). Sampling every neighbour for
+        # two hops must give the seeds exactly their full-graph outputs.
+        data = self.rand
+        split_idx = torch.arange(5, 8)
+        with self.nl(data, num_neighbors=[-1, -1], batch_size=split_idx.numel(), input_nodes=split_idx) as loader:
+            self.assertEqual(len(loader), 1)
+            batch = next(iter(loader))
+            torch.manual_seed(0)
+            lins = [torch.nn.Linear(1, 16), torch.nn.Linear(1, 16), torch.nn.Linear(16, 4), torch.nn.Linear(16, 4)]
+
+            def model(x, edge_index):
+                def conv(h, root, nbr):
+                    agg = torch.zeros(h.size(0), h.size(1)).index_add_(0, edge_index[1], h[edge_index[0]])
+                    return root(h) + nbr(agg)
+                h = conv(x.view(-1, 1), lins[0], lins[1]).relu()
+                return conv(h, lins[2], lins[3])
+
+            with torch.no_grad():
+                out1 = model(data.x, data.edge_index)[split_idx]
+                out2 = model(batch.x, batch.edge_index)[:batch.batch_size]
+            self.assertTrue(torch.allclose(out1, out2, atol=1e-4), (out1 - out2).abs().max())
+
+    # -- test_memmap_neighbor_loader ---------------------------------------------
+
+    def test_memmap_neighbor_loader(self):
+        # data.x as a numpy memmap: gnnloader does not read it (loaderd maps
+        # its own feature file); num_workers is accepted and ignored.
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "x.npy")
+            x = np.memmap(path, dtype=np.float32, mode="w+", shape=(100, 1))
+            x[:] = np.arange(100).reshape(100, 1)
+            data = Data(x=np.memmap(path, dtype=np.float32, mode="r", shape=(100, 1)),
+                        edge_index=self.rand.edge_index, num_nodes=100)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                loader = self.nl(data, num_neighbors=[5] * 2, batch_size=20, num_workers=2, daemon=self.rand_daemon)
+            with loader:
+                batch = next(iter(loader))
+                self.assertLessEqual(batch.num_nodes, 100)
+                self.assertIsInstance(batch.x, torch.Tensor)
+                self.assertEqual(batch.x.size(), (batch.num_nodes, 1))
+
+    # -- test_homo_neighbor_loader_sampled_info ----------------------------------
+
+    def test_homo_neighbor_loader_sampled_info(self):
+        with self.nl(self.tiny, num_neighbors=[1, 2, 4], batch_size=2, shuffle=False) as loader:
+            batch = next(iter(loader))
+            self.assertEqual(batch.num_sampled_nodes, [2, 2, 3, 4])
+            self.assertEqual(batch.num_sampled_edges, [2, 4, 4])
+
+    # -- test_neighbor_loader_mapping --------------------------------------------
+
+    def test_neighbor_loader_mapping(self):
+        # PyG's 12-node graph is nodes 14..25 of the tiny dataset.
+        with self.nl(self.tiny, num_neighbors=[1], batch_size=2, shuffle=True,
+                     input_nodes=torch.arange(14, 26)) as loader:
+            n = 0
+            for batch in loader:
+                self.assertTrue(torch.equal(batch.n_id[batch.edge_index], self.tiny.edge_index[:, batch.e_id]))
+                n += batch.batch_size
+            self.assertEqual(n, 12)
+
+    # -- test_neighbor_loader_input_id -------------------------------------------
+
+    def test_neighbor_loader_input_id(self):
+        # PyG's case is heterogeneous; its rule (a boolean mask's input_id is
+        # the node id) applies to homogeneous graphs alike.
+        mask = torch.zeros(26, dtype=torch.bool)
+        mask[1:10] = True
+        with self.nl(self.tiny, input_nodes=mask, batch_size=2, num_neighbors=[2, 2]) as loader:
+            got = [batch.input_id.tolist() for batch in loader]
+        self.assertEqual(got, [[2 * i + 1, 2 * i + 2] for i in range(4)] + [[9]])
+
+    # -- out of scope: the options raise ValueError ------------------------------
+
+    def test_out_of_scope_options_raise(self):
+        for kw in (dict(weight_attr="edge_weight"), dict(time_attr="edge_time", input_time=torch.tensor([4])),
+                   dict(subgraph_type="induced"), dict(directed=False), dict(replace=True), dict(disjoint=True)):
+            with self.subTest(kw=kw):
+                with self.assertRaises(ValueError):
+                    self.nl(self.rand, num_neighbors=[1] * 2, batch_size=1, **kw)
+
+
+class PyGParityTest(unittest.TestCase):
+    """The rest of PyG's homogeneous NeighborLoader behaviour (issue 17):
+    argument order, exceptions, loader(ids), loader.dataset, batch fields."""
+
+    setUpClass = classmethod(PyGNeighborLoaderCases.setUpClass.__func__)
+    tearDownClass = classmethod(PyGNeighborLoaderCases.tearDownClass.__func__)
+    nl = PyGNeighborLoaderCases.nl
+
+    def test_batch_len_and_keys_are_the_fields(self):
+        with self.nl(self.rand, [3], batch_size=16) as loader:
+            batch = next(iter(loader))
+            keys = set(batch.keys())
+            self.assertEqual(keys, {"x", "y", "n_id", "edge_index", "e_id", "input_id", "batch_size",
+                                    "num_sampled_nodes", "num_sampled_edges"})
+            self.assertEqual(len(batch), len(keys))
+            info = gnnloader.batch_info(batch)
+            self.assertEqual((info.epoch, info.index), (0, 0))
+            self.assertEqual(batch.slot, info.slot)
+            self.assertIs(batch["x"], batch.x)
+            self.assertEqual(batch.x.dtype, torch.float32)
+            self.assertEqual(batch.e_id.dtype, torch.int64)
+            self.assertEqual(batch.input_id.dtype, torch.int64)
+
+    def test_pyg_data_batches_hold_only_fields(self):
+        # A stand-in for torch_geometric.data.Data, whose attributes go to a
+        # store (len and keys count them) unless their name starts with "_".
+        class StoreData:
+            def __init__(self, **kw):
+                self.__dict__["_store"] = dict(kw)
+
+            def __setattr__(self, key, value):
+                if key.startswith("_"):
+                    self.__dict__[key] = value
+                else:
+                    self._store[key] = value
+
+            def __getattr__(self, key):
+                try:
+                    return self.__dict__["_store"][key]
+                except KeyError:
+                    raise AttributeError(key) from None
+
+            def __getitem__(self, key):
+                return self._store[key]
+
+            def __len__(self):
+                return len(self._store)
+
+            def keys(self):
+                return list(self._store)
+
+        with mock.patch("gnnloader.loader._pyg_data", return_value=StoreData):
+            mask = torch.zeros(100, dtype=torch.bool)
+            mask[10:20] = True
+            with self.nl(self.rand, [3], batch_size=4, input_nodes=mask) as loader:
+                batch = next(iter(loader))
+                self.assertIsInstance(batch, StoreData)
+                self.assertEqual(len(batch), 9)
+                self.assertNotIn("slot", batch.keys())
+                self.assertEqual(gnnloader.batch_info(batch).index, 0)
+                self.assertEqual(batch.input_id.tolist(), batch.n_id[:4].tolist())
+                one = loader([0, 2])
+                self.assertIsInstance(one, StoreData)
+                self.assertEqual(one.input_id.tolist(), [10, 12])  # a mask's input_id: node ids
+
+    def test_pyg_positional_order(self):
+        seen = []
+        args = (self.rand, [2, 2], torch.arange(40), None, False, "directional", False, "uniform", None, None,
+                lambda b: seen.append(b.batch_size) or b, None, True, None, None, True)
+        with gnnloader.NeighborLoader(*args, batch_size=16, socket=self.rand_daemon.socket) as loader:
+            self.assertEqual(sum(b.batch_size for b in loader), 40)
+        self.assertEqual(seen, [16, 16, 8])
+        with self.assertRaisesRegex(ValueError, "replace"):
+            gnnloader.NeighborLoader(self.rand, [2], None, None, True, socket=self.rand_daemon.socket)
+
+    def test_input_id_and_dataset(self):
+        ids = torch.tensor([50, 7, 7, 99, 3, 60, 61])
+        with self.nl(self.rand, [2], input_nodes=ids, batch_size=3, shuffle=True) as loader:
+            self.assertEqual(len(loader.dataset), 7)
+            self.assertEqual(list(loader.dataset), list(range(7)))
+            self.assertEqual(loader.dataset.num_nodes, 100)
+            seen = []
+            for b in loader:
+                self.assertTrue(torch.equal(ids[b.input_id], b.n_id[:b.batch_size]))
+                seen += b.input_id.tolist()
+            self.assertEqual(sorted(seen), list(range(7)))
+            batch = loader([4, 1, 2])  # positions in input_nodes
+            self.assertEqual(batch.n_id[:3].tolist(), [3, 7, 7])
+            self.assertEqual(batch.input_id.tolist(), [4, 1, 2])
+            with self.assertRaises(ValueError):
+                loader([7])
+        with self.nl(self.rand, [2], batch_size=30) as loader:  # None: every node
+            self.assertEqual(len(loader.dataset), 100)
+        with self.nl(self.rand, [2], input_nodes="train", batch_size=8, shuffle=True) as loader:
+            n = gnnloader.connect(self.rand_daemon.socket).splits["train"]
+            self.assertEqual(len(loader.dataset), n)
+            seen = [i for b in loader for i in b.input_id.tolist()]  # positions in the split
+            self.assertEqual(sorted(seen), list(range(n)))
+            with self.assertRaisesRegex(ValueError, "split name"):
+                loader([0])
+        with self.nl(self.rand, [2], input_nodes="val") as loader:  # PyG's name for loaderd's "valid"
+            self.assertEqual(len(loader.dataset), gnnloader.connect(self.rand_daemon.socket).splits["valid"])
+
+    def test_given_input_id(self):
+        # PyG's NodeLoader input_id argument: the ids batches report.
+        ids = torch.tensor([9, 4, 4, 70])
+        given = torch.tensor([100, 101, 102, 103])
+        with self.nl(self.rand, [2], input_nodes=ids, input_id=given, batch_size=3, shuffle=True) as loader:
+            seen = []
+            for b in loader:
+                self.assertTrue(torch.equal(ids[b.input_id - 100], b.n_id[:b.batch_size]))
+                seen += b.input_id.tolist()
+            self.assertEqual(sorted(seen), [100, 101, 102, 103])
+            self.assertEqual(loader([3, 0]).input_id.tolist(), [103, 100])
+        with self.assertRaisesRegex(ValueError, "input_id has 2"):
+            self.nl(self.rand, [2], input_nodes=ids, input_id=given[:2])
+
+    def test_timeout_zero_blocks(self):
+        for t in (0, None, 30):
+            with self.nl(self.rand, [3], batch_size=50, timeout=t) as loader:
+                self.assertEqual(sum(b.batch_size for b in loader), 100)
+        with self.assertRaisesRegex(ValueError, "timeout"):
+            self.nl(self.rand, [3], batch_size=50, timeout=-1)
+
+    def test_fanout_zero_samples_nothing(self):
+        with self.nl(self.rand, [0], batch_size=25) as loader:
+            for b in loader:
+                self.assertEqual(b.edge_index.size(), (2, 0))
+                self.assertEqual(b.num_sampled_nodes, [25, 0])
+                self.assertEqual(b.num_nodes, 25)
+        with self.nl(self.rand, [3, 0], batch_size=25) as loader:
+            for b in loader:
+                self.assertEqual(b.num_sampled_edges[1], 0)
+                self.assertEqual(b.num_sampled_nodes[2], 0)
+
+    def test_bad_arguments_raise_value_error(self):
+        for kw, text in [(dict(batch_size=0), "batch_size"), (dict(num_neighbors=[-2]), "num_neighbors"),
+                         (dict(num_neighbors=[2] * 17), "fanouts"), (dict(slots=1000), "slots"),
+                         (dict(input_nodes="nope"), "no split")]:
+            with self.subTest(kw=kw):
+                args = dict(num_neighbors=[2], batch_size=4)
+                args.update(kw)
+                with self.assertRaisesRegex(ValueError, text):
+                    self.nl(self.rand, **args)
+        # The daemon's refusals are LoaderErrors too, with its code.
+        with self.assertRaises(gnnloader.LoaderError) as cm:
+            self.nl(self.rand, [2], input_nodes="nope")
+        self.assertEqual(cm.exception.code, "not_found")
+
+    def test_data_is_checked_where_pyg_reads_it(self):
+        for d, text in [(Data(num_nodes=99), "99 nodes"),
+                        (Data(num_nodes=100, x=torch.arange(100)), "int64"),
+                        (Data(num_nodes=100, x=torch.zeros(100, 3)), "width 1"),
+                        (Data(num_nodes=100, x=torch.zeros(7, 1)), "shape")]:
+            with self.subTest(text=text):
+                with self.assertRaisesRegex(ValueError, text):
+                    self.nl(d, [2], daemon=self.rand_daemon)
+        # x as [N, 1] gives batches with x [n, 1]; as [N], x [n] (above).
+        with self.nl(Data(num_nodes=100, x=torch.zeros(100, 1)), [2], batch_size=10, daemon=self.rand_daemon) as ld:
+            self.assertEqual(next(iter(ld)).x.dim(), 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
