@@ -9,7 +9,8 @@
 #   tests    every .gpu/bin/*.test with GNNLOADER_REQUIRE_GPU=1 (a skip for a
 #            missing GPU is a failure there)
 #   python   the Python client's tests against .gpu/bin/loaderd: CPU and CUDA
-#            (python/tests/test_loader.py, test_cuda.py), GNNLOADER_REQUIRE_GPU=1
+#            (python/tests/test_loader.py, test_cuda.py), GNNLOADER_REQUIRE_GPU=1;
+#            where torch_geometric is installed, the PyG drop-in tests too
 #   mps      under an MPS control daemon of our own (temp pipe/log dirs): the
 #            CUDA end-to-end test, then the gather benchmark (small table) at
 #            several CUDA_MPS_ACTIVE_THREAD_PERCENTAGE shares (GPU_CHECK_MPS=0 skips)
@@ -84,6 +85,13 @@ done
 # python: the client on the CPU and CUDA paths, against the carried daemon
 if [ -x .gpu/bin/loaderd ]; then
 	step "python client (cpu + cuda)" bash -c "cd '$root/python/tests' && LOADERD='$root/.gpu/bin/loaderd' GNNLOADER_REQUIRE_GPU=1 PYTHONUNBUFFERED=1 python3 -m unittest -v test_loader test_cuda"
+	# With PyG installed (the GPU machines have it; CI does not), the drop-in
+	# tests and the reddit-like example run against real torch_geometric Data.
+	if python3 -c 'import torch_geometric' 2> /dev/null; then
+		step "python PyG drop-in (torch_geometric installed)" bash -c "cd '$root/python/tests' && LOADERD='$root/.gpu/bin/loaderd' PYTHONUNBUFFERED=1 python3 -m unittest -v test_pyg test_pyg_neighbor_loader test_reddit_like"
+	else
+		note "python PyG drop-in                      skipped: torch_geometric is not installed"
+	fi
 	step "loaderd info" "$root/.gpu/bin/loaderd" info
 fi
 

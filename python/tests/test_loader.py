@@ -182,7 +182,7 @@ class LoaderTest(unittest.TestCase):
             # the other slots while this trainer holds the first one.
             for _ in range(8):
                 b = next(it)
-                self.assertNotEqual(b.slot, first.slot)
+                self.assertNotEqual(gnnloader.batch_info(b).slot, gnnloader.batch_info(first).slot)
                 ld.release(b)
             time.sleep(0.1)
             self.assertTrue(torch.equal(snapshot[0], first.x))

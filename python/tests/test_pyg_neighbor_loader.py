@@ -280,7 +280,8 @@ class PyGParityTest(unittest.TestCase):
             self.assertEqual(len(batch), len(keys))
             info = gnnloader.batch_info(batch)
             self.assertEqual((info.epoch, info.index), (0, 0))
-            self.assertEqual(batch.slot, info.slot)
+            if isinstance(batch, gnnloader.Batch):  # PyG's Data has no attribute outside its store
+                self.assertEqual(batch.slot, info.slot)
             self.assertIs(batch["x"], batch.x)
             self.assertEqual(batch.x.dtype, torch.float32)
             self.assertEqual(batch.e_id.dtype, torch.int64)
