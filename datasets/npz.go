@@ -27,6 +27,9 @@ type ImportOptions struct {
 	// Undirected adds the reverse of every edge and drops duplicate edges
 	// and self loops (see MakeUndirected); the result has Directed false.
 	Undirected bool
+	// EdgeDirection says how input edges become CSR rows (see
+	// EdgeDirection); "" means EdgeIn, the reading of earlier versions.
+	EdgeDirection EdgeDirection
 	// OGBSplit names the split scheme directory under split/; "" means the
 	// only one present (an error lists them when there are several).
 	OGBSplit string
@@ -179,7 +182,9 @@ func (c *closingReader) Read(p []byte) (int, error) {
 // ImportNPZ reads a gnn-benchmark .npz file (Shchur et al. 2018): the
 // adjacency as scipy CSR parts (adj_indptr, adj_indices, adj_shape; row =
 // paper), node features as CSR parts (attr_*) or a dense attr_matrix,
-// densified to float32, int labels and optional class_names. The file ships
+// densified to float32, int labels (-1 = unlabelled) and optional
+// class_names. Input row i is node i's incoming neighbours unless
+// opts.EdgeDirection is EdgeOut (see EdgeDirection). The file ships
 // no split, so a stratified random split is made from opts. Rows of the
 // graph are sorted ascending; entries are kept as given (duplicates
 // included) unless opts.Undirected.
@@ -264,12 +269,12 @@ func ImportNPZ(path string, opts ImportOptions) (*Data, error) {
 	d.Labels = make([]int32, n)
 	maxLabel := int64(-1)
 	for i, y := range labels {
-		if y < 0 || d.ClassNames != nil && y >= int64(d.NumClasses) || y > math.MaxInt32-1 {
+		if y < -1 || d.ClassNames != nil && y >= int64(d.NumClasses) || y > math.MaxInt32-1 {
 			bound := "num_classes"
 			if d.ClassNames != nil {
 				bound = fmt.Sprint(d.NumClasses)
 			}
-			return nil, la.errorf("labels[%d] = %d outside [0, %s)", i, y, bound)
+			return nil, la.errorf("labels[%d] = %d outside [0, %s) (or -1 for unlabelled)", i, y, bound)
 		}
 		d.Labels[i] = int32(y)
 		maxLabel = max(maxLabel, y)
@@ -278,6 +283,12 @@ func ImportNPZ(path string, opts ImportOptions) (*Data, error) {
 		d.NumClasses = int(maxLabel + 1)
 	}
 
+	if maxLabel < 0 {
+		return nil, la.errorf("no labelled node")
+	}
+	if err := d.orient(opts.EdgeDirection, opts.workers()); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	if opts.Undirected {
 		prog.Begin("undirected", -1)
 		if d.Graph, err = MakeUndirected(&d.Graph, opts.workers()); err != nil {

@@ -34,7 +34,8 @@ import (
 //
 // Both take their split from split/<scheme>/{train,valid,test}.csv.gz (one
 // node id per row); opts.OGBSplit picks the scheme. The graph is CSR by
-// source with rows sorted ascending; features are float32 (float16 stays
+// source with rows sorted ascending (by target with EdgeOut: see
+// EdgeDirection); features are float32 (float16 stays
 // float16). num_classes is the known count for ogbn-arxiv, -products and
 // -papers100M (matched by name), else max label + 1.
 //
@@ -71,6 +72,9 @@ func ImportOGB(dir string, opts ImportOptions) (*Data, error) {
 		return nil, err
 	}
 	d := im.d
+	if err := d.orient(opts.EdgeDirection, im.workers); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
 	if opts.Undirected {
 		im.prog.Begin("undirected", d.Graph.NumEdges())
 		if d.Graph, err = MakeUndirected(&d.Graph, im.workers); err != nil {

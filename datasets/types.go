@@ -54,8 +54,9 @@ var SplitNames = []string{SplitTrain, SplitValid, SplitTest}
 
 // Graph is a graph in CSR form: the neighbours of node v are
 // Indices[Indptr[v]:Indptr[v+1]]. Exactly one of Indices32 and Indices64 is
-// set: Indices32 while NumNodes < 2^31, Indices64 otherwise. For a directed
-// graph row v lists the targets of v's out-edges.
+// set: Indices32 while NumNodes < 2^31, Indices64 otherwise. Row v lists
+// the nodes v aggregates from, its incoming neighbours: a sampled edge runs
+// from the neighbour to v (see EdgeDirection for how importers fill rows).
 type Graph struct {
 	NumNodes  int64
 	Indptr    []int64
