@@ -18,12 +18,16 @@ import (
 //
 //	indptr.arrow       indptr   int64                    num_nodes+1
 //	indices.arrow      indices  int32 (int64 if N>=2^31) num_edges
-//	features.arrow     x        FixedSizeList<T>[dim]    num_nodes   (T = float32, float16, or uint16 holding bfloat16)
+//	features.arrow     x        FixedSizeList<T>[dim]    num_nodes   (T = float32, float16, float64, int64, int32, uint8,
+//	                                                                  uint16 holding bfloat16, uint8 holding bool)
 //	labels.arrow       y        int32                    num_nodes   (-1 = unlabelled)
 //	split_<name>.arrow node_id  int64                    split size
 //
 // bfloat16 has no Arrow type: it is stored as uint16 with field metadata
-// gnnloader.dtype=bfloat16.
+// gnnloader.dtype=bfloat16. bool is stored as uint8 (0 or 1, one byte per
+// value, not Arrow's bit-packed boolean, so rows stay byte-addressable) with
+// gnnloader.dtype=bool. The manifest's dtype is what counts; the metadata
+// tells other Arrow readers.
 
 const dtypeMetaKey = "gnnloader.dtype"
 
@@ -33,8 +37,25 @@ func arrowElemType(d DType) arrow.DataType {
 		return arrow.FixedWidthTypes.Float16
 	case BFloat16:
 		return arrow.PrimitiveTypes.Uint16
+	case Float64:
+		return arrow.PrimitiveTypes.Float64
+	case Int64:
+		return arrow.PrimitiveTypes.Int64
+	case Int32:
+		return arrow.PrimitiveTypes.Int32
+	case UInt8, Bool:
+		return arrow.PrimitiveTypes.Uint8
 	}
 	return arrow.PrimitiveTypes.Float32
+}
+
+// dtypeMeta is the field metadata naming d where its Arrow type does not
+// (bfloat16 as uint16, bool as uint8), or nil.
+func dtypeMeta(d DType) map[string]string {
+	if d == BFloat16 || d == Bool {
+		return map[string]string{dtypeMetaKey: string(d)}
+	}
+	return nil
 }
 
 // column is what goes into one data file: a flat buffer of little-endian

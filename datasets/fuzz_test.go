@@ -221,7 +221,9 @@ func fuzzSeedData() []*Data {
 	b.Splits = map[string][]int64{SplitTrain: {4}}
 	c := smallData(nil, 4, BFloat16, 1, 7)
 	c.ClassNames = []string{"x", "y", "z"}
-	return []*Data{a, b, c}
+	i64 := smallData(nil, 5, Int64, 2, 8)
+	bl := smallData(nil, 4, Bool, 3, 9)
+	return []*Data{a, b, c, i64, bl}
 }
 
 var updateFuzzSeeds = flag.Bool("update-fuzz-seeds", false, "rewrite the seed corpus in testdata/fuzz/FuzzOpenDataset")

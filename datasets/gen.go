@@ -76,7 +76,10 @@ type GenOptions struct {
 	// the preset's default.
 	Undirected *bool
 	// FeatureDType is the feature element type; "" means float32. float16
-	// and bfloat16 are rounded to nearest even from the float32 values.
+	// and bfloat16 are rounded to nearest even from the float32 values;
+	// float64 holds them exactly. The integer types hold them quantized
+	// (gen_features.go): int64 and int32 round(16x), uint8 round(32x)+128
+	// clamped to [0, 255], bool x > 0; all stay learnable.
 	FeatureDType DType
 	// NoFeatures skips the feature table (graph, labels and splits only).
 	// The result then has FeatureDim set but Features nil, which

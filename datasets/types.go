@@ -9,35 +9,56 @@ import (
 // FormatVersion is the version of the on-disk layout written by this package.
 const FormatVersion = 1
 
-// DType is the element type of the feature table.
+// DType is the element type of a fixed-width array: node features, edge
+// features.
 type DType string
 
-// Feature element types.
+// Element types. Float16 is IEEE binary16; BFloat16 is stored as uint16
+// and Bool as uint8 (one byte per value, 0 or 1), both with field metadata
+// naming the type (arrowio.go).
 const (
 	Float32  DType = "float32"
 	Float16  DType = "float16"
 	BFloat16 DType = "bfloat16"
+	Float64  DType = "float64"
+	Int64    DType = "int64"
+	Int32    DType = "int32"
+	UInt8    DType = "uint8"
+	Bool     DType = "bool"
 )
+
+// DTypes lists every element type.
+var DTypes = []DType{Float32, Float16, BFloat16, Float64, Int64, Int32, UInt8, Bool}
 
 // Size is the size of one element in bytes, or 0 for an unknown type.
 func (d DType) Size() int {
 	switch d {
-	case Float32:
+	case Float64, Int64:
+		return 8
+	case Float32, Int32:
 		return 4
 	case Float16, BFloat16:
 		return 2
+	case UInt8, Bool:
+		return 1
 	}
 	return 0
 }
 
-// Valid reports whether d is one of the supported feature types.
+// Valid reports whether d is one of the supported element types.
 func (d DType) Valid() bool { return d.Size() != 0 }
 
-// ParseDType parses a feature type name.
+// IsFloat reports whether d is a floating-point type (what a model takes
+// as input as it is; the others are ids, counts or flags).
+func (d DType) IsFloat() bool {
+	return d == Float32 || d == Float16 || d == BFloat16 || d == Float64
+}
+
+// ParseDType parses an element type name.
 func ParseDType(s string) (DType, error) {
 	d := DType(s)
 	if !d.Valid() {
-		return "", fmt.Errorf("unknown feature dtype %q (want float32, float16 or bfloat16)", s)
+		return "", fmt.Errorf("unknown dtype %q (want float32, float16, bfloat16, float64, int64, int32, uint8 or bool)", s)
 	}
 	return d, nil
 }

@@ -145,10 +145,7 @@ func columnsOf(d *Data) []namedColumn {
 	} else {
 		cols = append(cols, namedColumn{role: roleIndices, column: column{field: "indices", elem: int32Type, rows: d.Graph.NumEdges(), data: int32Bytes(d.Graph.Indices32)}})
 	}
-	feat := column{field: "x", elem: arrowElemType(d.FeatureDType), dim: d.FeatureDim, rows: n, data: d.Features}
-	if d.FeatureDType == BFloat16 {
-		feat.meta = map[string]string{dtypeMetaKey: string(BFloat16)}
-	}
+	feat := column{field: "x", elem: arrowElemType(d.FeatureDType), dim: d.FeatureDim, rows: n, data: d.Features, meta: dtypeMeta(d.FeatureDType)}
 	cols = append(cols,
 		namedColumn{role: roleFeatures, column: feat},
 		namedColumn{role: roleLabels, column: column{field: "y", elem: int32Type, rows: n, data: int32Bytes(d.Labels)}},

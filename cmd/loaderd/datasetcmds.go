@@ -51,7 +51,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&opts.Like, "like", "", "dataset to imitate: "+strings.Join(names, ", "))
 		fs.Float64Var(&opts.Scale, "scale", 1, "multiplies node, edge and split counts")
 		fs.Uint64Var(&opts.Seed, "seed", 0, "random seed: the same seed gives the same bytes")
-		fs.StringVar(&dtype, "dtype", "float32", "feature type: float32, float16 or bfloat16")
+		fs.StringVar(&dtype, "dtype", "float32", "feature type: float32, float16, bfloat16, float64, int64, int32, uint8 or bool")
 		fs.StringVar(&undirected, "undirected", "", "true or false: symmetrise the graph (default: the imitated dataset's)")
 		fs.IntVar(&opts.Workers, "workers", 0, "goroutines (0 = all cores)")
 		fs.StringVar(&out, "out", "", "output dataset directory (must not exist)")
