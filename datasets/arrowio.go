@@ -22,6 +22,12 @@ import (
 //	                                                                  uint16 holding bfloat16, uint8 holding bool)
 //	labels.arrow       y        int32                    num_nodes   (-1 = unlabelled)
 //	split_<name>.arrow node_id  int64                    split size
+//	edge_attr.arrow    edge_attr FixedSizeList<T>[edge_dim] num_edges (optional; T as for x)
+//	edge_weight.arrow  edge_weight float32                num_edges   (optional)
+//	edge_time.arrow    time     int64                    num_edges   (optional)
+//	node_time.arrow    time     int64                    num_nodes   (optional)
+//
+// Per-edge files are in CSR order: row p is the edge at indices[p].
 //
 // bfloat16 has no Arrow type: it is stored as uint16 with field metadata
 // gnnloader.dtype=bfloat16. bool is stored as uint8 (0 or 1, one byte per
@@ -206,6 +212,20 @@ func int64Bytes(s []int64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*8)
 }
 
+func asFloat32s(b []byte) []float32 {
+	if len(b) == 0 {
+		return []float32{}
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+func float32Bytes(s []float32) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*4)
+}
+
 func int32Bytes(s []int32) []byte {
 	if len(s) == 0 {
 		return nil
@@ -221,6 +241,7 @@ func workersOr(n int) int {
 }
 
 var (
-	int64Type = arrow.PrimitiveTypes.Int64
-	int32Type = arrow.PrimitiveTypes.Int32
+	int64Type   = arrow.PrimitiveTypes.Int64
+	int32Type   = arrow.PrimitiveTypes.Int32
+	float32Type = arrow.PrimitiveTypes.Float32
 )

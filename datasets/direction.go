@@ -48,7 +48,8 @@ func ParseEdgeDirection(s string) (EdgeDirection, error) {
 }
 
 // Transpose returns the transpose of g (row u lists every v whose row in g
-// holds u, as often as it does, ascending) and the edge permutation perm:
+// holds u, as often as it does, ascending; for a bipartite g a row per
+// source node) and the edge permutation perm:
 // the edge at position p of the result is the edge at position perm[p] of
 // g, so per-edge arrays follow with PermuteRows. It keeps g's index width;
 // g is not modified. Equal entries of one row keep g's order.
@@ -56,18 +57,23 @@ func Transpose(g *Graph, workers int) (Graph, []int64, error) {
 	if err := g.validate(workerCount(workers)); err != nil {
 		return Graph{}, nil, fmt.Errorf("transpose: %w", err)
 	}
-	n, e := g.NumNodes, g.NumEdges()
-	ip := make([]int64, n+1)
+	// A bipartite graph's transpose has a row per source node listing
+	// destination ids.
+	n, ns, e := g.NumNodes, g.SrcNodes(), g.NumEdges()
+	ip := make([]int64, ns+1)
 	for i := int64(0); i < e; i++ {
 		ip[g.Neighbor(i)+1]++
 	}
-	for v := int64(0); v < n; v++ {
+	for v := int64(0); v < ns; v++ {
 		ip[v+1] += ip[v]
 	}
-	cur := slices.Clone(ip[:n])
+	cur := slices.Clone(ip[:ns])
 	perm := make([]int64, e)
-	out := Graph{NumNodes: n, Indptr: ip}
-	if g.Indices64 != nil {
+	out := Graph{NumNodes: ns, Indptr: ip}
+	if g.NumSrcNodes > 0 {
+		out.NumSrcNodes = n
+	}
+	if g.NumSrcNodes > 0 && Wide(n) || g.NumSrcNodes == 0 && g.Indices64 != nil {
 		out.Indices64 = make([]int64, e)
 	} else {
 		out.Indices32 = make([]int32, e)
@@ -123,6 +129,3 @@ func (d *Data) orient(dir EdgeDirection, workers int) error {
 	d.Source += " --edge-direction out"
 	return nil
 }
-
-// permuteEdges reorders every per-edge array of d by perm (see Transpose).
-func (d *Data) permuteEdges(perm []int64) {}
