@@ -117,7 +117,8 @@ func checkSchema(s fbTable, want column) error {
 
 // fieldType checks a Field table (no dictionary, no extension type, children
 // only for a list, whose one child is checked the same way) and describes
-// its type: int32, int64, uint16, float16, float32 (arrow-go's names), or
+// its type: int32, int64, uint8, uint16, float16, float32, float64
+// (arrow-go's names), or
 // fixed_size_list<T>[n]; anything else is "unsupported".
 func fieldType(f fbTable) (string, error) {
 	if _, ok, err := f.ref(4); err != nil || ok {
@@ -147,6 +148,8 @@ func fieldType(f fbTable) (string, error) {
 			typ = "int64"
 		case bits == 16 && !signed:
 			typ = "uint16"
+		case bits == 8 && !signed:
+			typ = "uint8"
 		}
 	case 3: // FloatingPoint
 		switch t.i16(0, 0) {
@@ -154,6 +157,8 @@ func fieldType(f fbTable) (string, error) {
 			typ = "float16"
 		case 1:
 			typ = "float32"
+		case 2:
+			typ = "float64"
 		}
 	case 16: // FixedSizeList
 		wantKids = 1

@@ -18,12 +18,22 @@ import (
 //
 //	indptr.arrow       indptr   int64                    num_nodes+1
 //	indices.arrow      indices  int32 (int64 if N>=2^31) num_edges
-//	features.arrow     x        FixedSizeList<T>[dim]    num_nodes   (T = float32, float16, or uint16 holding bfloat16)
+//	features.arrow     x        FixedSizeList<T>[dim]    num_nodes   (T = float32, float16, float64, int64, int32, uint8,
+//	                                                                  uint16 holding bfloat16, uint8 holding bool)
 //	labels.arrow       y        int32                    num_nodes   (-1 = unlabelled)
 //	split_<name>.arrow node_id  int64                    split size
+//	edge_attr.arrow    edge_attr FixedSizeList<T>[edge_dim] num_edges (optional; T as for x)
+//	edge_weight.arrow  edge_weight float32                num_edges   (optional)
+//	edge_time.arrow    time     int64                    num_edges   (optional)
+//	node_time.arrow    time     int64                    num_nodes   (optional)
+//
+// Per-edge files are in CSR order: row p is the edge at indices[p].
 //
 // bfloat16 has no Arrow type: it is stored as uint16 with field metadata
-// gnnloader.dtype=bfloat16.
+// gnnloader.dtype=bfloat16. bool is stored as uint8 (0 or 1, one byte per
+// value, not Arrow's bit-packed boolean, so rows stay byte-addressable) with
+// gnnloader.dtype=bool. The manifest's dtype is what counts; the metadata
+// tells other Arrow readers.
 
 const dtypeMetaKey = "gnnloader.dtype"
 
@@ -33,8 +43,25 @@ func arrowElemType(d DType) arrow.DataType {
 		return arrow.FixedWidthTypes.Float16
 	case BFloat16:
 		return arrow.PrimitiveTypes.Uint16
+	case Float64:
+		return arrow.PrimitiveTypes.Float64
+	case Int64:
+		return arrow.PrimitiveTypes.Int64
+	case Int32:
+		return arrow.PrimitiveTypes.Int32
+	case UInt8, Bool:
+		return arrow.PrimitiveTypes.Uint8
 	}
 	return arrow.PrimitiveTypes.Float32
+}
+
+// dtypeMeta is the field metadata naming d where its Arrow type does not
+// (bfloat16 as uint16, bool as uint8), or nil.
+func dtypeMeta(d DType) map[string]string {
+	if d == BFloat16 || d == Bool {
+		return map[string]string{dtypeMetaKey: string(d)}
+	}
+	return nil
 }
 
 // column is what goes into one data file: a flat buffer of little-endian
@@ -185,6 +212,20 @@ func int64Bytes(s []int64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*8)
 }
 
+func asFloat32s(b []byte) []float32 {
+	if len(b) == 0 {
+		return []float32{}
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+func float32Bytes(s []float32) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*4)
+}
+
 func int32Bytes(s []int32) []byte {
 	if len(s) == 0 {
 		return nil
@@ -200,6 +241,7 @@ func workersOr(n int) int {
 }
 
 var (
-	int64Type = arrow.PrimitiveTypes.Int64
-	int32Type = arrow.PrimitiveTypes.Int32
+	int64Type   = arrow.PrimitiveTypes.Int64
+	int32Type   = arrow.PrimitiveTypes.Int32
+	float32Type = arrow.PrimitiveTypes.Float32
 )

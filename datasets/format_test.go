@@ -42,6 +42,9 @@ func smallData(t testing.TB, n int, dt DType, dim int, seed uint64) *Data {
 	d.Features = make([]byte, n*dim*dt.Size())
 	for i := range d.Features {
 		d.Features[i] = byte(r.Uint32())
+		if dt == Bool {
+			d.Features[i] &= 1
+		}
 	}
 	for i := range d.Labels {
 		d.Labels[i] = int32(r.IntN(4)) - 1
@@ -93,7 +96,7 @@ func sameData(t *testing.T, want, got *Data) {
 }
 
 func TestWriteOpenRoundTrip(t *testing.T) {
-	for _, dt := range []DType{Float32, Float16, BFloat16} {
+	for _, dt := range DTypes {
 		t.Run(string(dt), func(t *testing.T) {
 			d := smallData(t, 50, dt, 7, 3)
 			ds := writeAndOpen(t, d)

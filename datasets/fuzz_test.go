@@ -28,7 +28,10 @@ import (
 // without the package's own validation.
 
 var fuzzFiles = []string{ManifestName, "indptr.arrow", "indices.arrow", "features.arrow", "labels.arrow",
-	"split_train.arrow", "split_valid.arrow", "split_test.arrow"}
+	"split_train.arrow", "split_valid.arrow", "split_test.arrow",
+	"edge_attr.arrow", "edge_weight.arrow", "edge_time.arrow", "node_time.arrow",
+	"link_train_src.arrow", "link_train_dst.arrow", "link_train_label.arrow", "link_train_time.arrow",
+	"link_test_src.arrow", "link_test_dst.arrow", "link_test_neg_dst.arrow"}
 
 // Mode bits of a fuzz input.
 const (
@@ -194,6 +197,43 @@ func checkInvariants(d *Data, m *Manifest, noFeatures bool) error {
 			}
 		}
 	}
+	e = g.NumEdges()
+	if d.EdgeDim != m.EdgeDim || d.EdgeDType != m.EdgeDType {
+		return fmt.Errorf("edge facts differ from the manifest")
+	}
+	if want, ok := mulNonNeg(e, int64(d.EdgeRowBytes())); !ok || int64(len(d.EdgeAttr)) != want {
+		return fmt.Errorf("%d edge_attr bytes for %d edges of %d", len(d.EdgeAttr), e, d.EdgeRowBytes())
+	}
+	for _, c := range []struct {
+		name      string
+		got, want int
+		present   bool
+	}{
+		{"edge_weight", len(d.EdgeWeight), int(e), m.File(roleEdgeWeight) != nil},
+		{"edge_time", len(d.EdgeTime), int(e), m.File(roleEdgeTime) != nil},
+		{"node_time", len(d.NodeTime), int(n), m.File(roleNodeTime) != nil},
+	} {
+		if c.present && c.got != c.want || !c.present && c.got != 0 {
+			return fmt.Errorf("%s has %d entries, want %d (present %v)", c.name, c.got, c.want, c.present)
+		}
+	}
+	for name, l := range d.LinkSplits {
+		info, ok := m.LinkSplits[name]
+		if !ok || int64(len(l.Src)) != info.NumEdges || len(l.Dst) != len(l.Src) || l.NumNeg != info.NumNeg ||
+			len(l.NegDst) != len(l.Src)*l.NumNeg || l.Label != nil && len(l.Label) != len(l.Src) || l.Time != nil && len(l.Time) != len(l.Src) {
+			return fmt.Errorf("link split %s does not match the manifest", name)
+		}
+		for _, ids := range [][]int64{l.Src, l.Dst, l.NegDst} {
+			for _, v := range ids {
+				if v < 0 || v >= n {
+					return fmt.Errorf("link split %s: node %d out of range", name, v)
+				}
+			}
+		}
+	}
+	if len(d.LinkSplits) != len(m.LinkSplits) {
+		return fmt.Errorf("%d link splits, manifest %d", len(d.LinkSplits), len(m.LinkSplits))
+	}
 	if noFeatures {
 		if d.Features != nil {
 			return fmt.Errorf("features with NoFeatures")
@@ -221,7 +261,12 @@ func fuzzSeedData() []*Data {
 	b.Splits = map[string][]int64{SplitTrain: {4}}
 	c := smallData(nil, 4, BFloat16, 1, 7)
 	c.ClassNames = []string{"x", "y", "z"}
-	return []*Data{a, b, c}
+	i64 := smallData(nil, 5, Int64, 2, 8)
+	bl := smallData(nil, 4, Bool, 3, 9)
+	e := withEdgeArrays(smallData(nil, 6, Float32, 2, 10), UInt8, 2)
+	l := withLinkSplits(smallData(nil, 7, Float32, 1, 11))
+	delete(l.LinkSplits, SplitValid)
+	return []*Data{a, b, c, i64, bl, e, l}
 }
 
 var updateFuzzSeeds = flag.Bool("update-fuzz-seeds", false, "rewrite the seed corpus in testdata/fuzz/FuzzOpenDataset")

@@ -30,6 +30,10 @@ type Preset struct {
 	// Undirected is the default shape: products ships symmetrised, the
 	// others as directed citation graphs, like OGB ships them.
 	Undirected bool
+	// LinkValid and LinkTest > 0 make link splits (gen_link.go): that
+	// many held-out edges, each with LinkNeg negative destinations.
+	LinkValid, LinkTest int64
+	LinkNeg             int
 }
 
 var presets = []Preset{
@@ -39,6 +43,11 @@ var presets = []Preset{
 		Train: 196_615, Valid: 39_323, Test: 2_213_091, Undirected: true},
 	{Name: "arxiv", Nodes: 169_343, Edges: 1_166_243, FeatureDim: 128, Classes: 40,
 		Train: 90_941, Valid: 29_799, Test: 48_603},
+	// citation2: ogbl-citation2's graph, with its held-out edges and 1000
+	// negatives each; the node labels (planted classes) and the 60/20/20
+	// node split are the generator's, not OGB's.
+	{Name: "citation2", Nodes: 2_927_963, Edges: 30_561_187, FeatureDim: 128, Classes: 40,
+		Train: 1_756_778, Valid: 585_593, Test: 585_592, LinkValid: 86_956, LinkTest: 86_956, LinkNeg: 1000},
 	// cora: a 60/20/20 split of all nodes.
 	{Name: "cora", Nodes: 2708, Edges: 5429, FeatureDim: 1433, Classes: 7,
 		Train: 1625, Valid: 542, Test: 541},
@@ -76,7 +85,10 @@ type GenOptions struct {
 	// the preset's default.
 	Undirected *bool
 	// FeatureDType is the feature element type; "" means float32. float16
-	// and bfloat16 are rounded to nearest even from the float32 values.
+	// and bfloat16 are rounded to nearest even from the float32 values;
+	// float64 holds them exactly. The integer types hold them quantized
+	// (gen_features.go): int64 and int32 round(16x), uint8 round(32x)+128
+	// clamped to [0, 255], bool x > 0; all stay learnable.
 	FeatureDType DType
 	// NoFeatures skips the feature table (graph, labels and splits only).
 	// The result then has FeatureDim set but Features nil, which
@@ -86,6 +98,13 @@ type GenOptions struct {
 	// huge-page memory to be pinned later); nil means make. The memory need
 	// not be zeroed: every byte is written.
 	AllocFeatures func(n int64) ([]byte, error)
+	// EdgeDim > 0 adds edge_attr: EdgeDim elements of EdgeDType ("" =
+	// float32) per stored edge. EdgeWeights adds edge_weight; Time adds
+	// node_time and edge_time. gen_edges.go says what they hold.
+	EdgeDim     int
+	EdgeDType   DType
+	EdgeWeights bool
+	Time        bool
 	// Workers is the number of goroutines; 0 means GOMAXPROCS.
 	Workers int
 	// Progress receives the stages "labels" (nodes), "graph" (edges),
@@ -269,6 +288,10 @@ func Generate(opts GenOptions) (*Data, error) {
 		g.features(feats, d.Labels, dt)
 		d.Features = feats
 	}
+	if err := g.genOptional(d, opts); err != nil {
+		return nil, err
+	}
+	g.linkSplits(d, opts.Scale)
 	return d, nil
 }
 
@@ -283,7 +306,7 @@ func genSource(p Preset, o GenOptions, undirected bool, dt DType) string {
 	if o.NoFeatures {
 		s += " --no-features"
 	}
-	return s
+	return s + optionalSource(o)
 }
 
 type generator struct {

@@ -51,11 +51,43 @@ func (g *generator) features(out []byte, labels []int32, dt DType) {
 				for j := range c {
 					binary.LittleEndian.PutUint16(row[2*j:], half.Float32ToBFloat16(c[j]+noise(&rng, scale)))
 				}
+			default:
+				for j := range c {
+					putQuantized(row, j, dt, c[j]+noise(&rng, scale))
+				}
 			}
 		}
 		g.prog.Add((hi - lo) * rb)
 	})
 }
+
+// putQuantized stores x as element j of row in one of the integer types:
+// int64 and int32 hold round(x*genIntScale), uint8 holds
+// round(x*genU8Scale)+128 clamped to [0, 255], bool holds x > 0.
+func putQuantized(row []byte, j int, dt DType, x float32) {
+	switch dt {
+	case Float64:
+		binary.LittleEndian.PutUint64(row[8*j:], math.Float64bits(float64(x)))
+	case Int64:
+		binary.LittleEndian.PutUint64(row[8*j:], uint64(int64(math.RoundToEven(float64(x)*genIntScale))))
+	case Int32:
+		binary.LittleEndian.PutUint32(row[4*j:], uint32(int32(math.RoundToEven(float64(x)*genIntScale))))
+	case UInt8:
+		row[j] = byte(min(max(math.RoundToEven(float64(x)*genU8Scale)+128, 0), 255))
+	case Bool:
+		if x > 0 {
+			row[j] = 1
+		} else {
+			row[j] = 0
+		}
+	}
+}
+
+// Scales of the integer feature types (putQuantized).
+const (
+	genIntScale = 16
+	genU8Scale  = 32
+)
 
 // noise is one approximately N(0, 1) sample.
 func noise(rng *wyrand, scale float32) float32 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -29,7 +30,19 @@ type Manifest struct {
 	Directed      bool             `json:"directed"`
 	Splits        map[string]int64 `json:"splits"`
 	Source        string           `json:"source,omitempty"`
-	Files         []FileEntry      `json:"files"`
+	// EdgeDim and EdgeDType describe edge_attr.arrow (0 and "": none).
+	// The other optional arrays (edge_weight, edge_time, node_time) are
+	// there when Files lists their role.
+	EdgeDim   int   `json:"edge_dim,omitempty"`
+	EdgeDType DType `json:"edge_dtype,omitempty"`
+	// LinkSplits are the edge splits for link prediction (link.go).
+	LinkSplits map[string]LinkSplitInfo `json:"link_splits,omitempty"`
+	// NodeTypes and EdgeTypes describe a heterogeneous dataset
+	// (format_version 2, hetero_io.go); the homogeneous fields then hold
+	// totals only.
+	NodeTypes []NodeTypeInfo `json:"node_types,omitempty"`
+	EdgeTypes []EdgeTypeInfo `json:"edge_types,omitempty"`
+	Files     []FileEntry    `json:"files"`
 
 	// Warnings are what ReadManifest found worth telling a user that does
 	// not stop the dataset from opening: a manifest without a checksum
@@ -40,7 +53,7 @@ type Manifest struct {
 // FileEntry is one data file of a dataset.
 type FileEntry struct {
 	Name     string   `json:"name"`
-	Role     string   `json:"role"` // indptr, indices, features, labels, split:<name>
+	Role     string   `json:"role"` // indptr, indices, features, labels, split:<name>, edge_attr, edge_weight, edge_time, node_time
 	Bytes    int64    `json:"bytes"`
 	Checksum Checksum `json:"checksum"`
 }
@@ -62,11 +75,25 @@ const (
 	roleFeatures = "features"
 	roleLabels   = "labels"
 	rolePrefixSp = "split:"
+
+	roleEdgeAttr   = "edge_attr"
+	roleEdgeWeight = "edge_weight"
+	roleEdgeTime   = "edge_time"
+	roleNodeTime   = "node_time"
 )
+
+// optionalRoles are the roles of the optional single-array files.
+var optionalRoles = []string{roleEdgeAttr, roleEdgeWeight, roleEdgeTime, roleNodeTime}
 
 func fileNameFor(role string) string {
 	if len(role) > len(rolePrefixSp) && role[:len(rolePrefixSp)] == rolePrefixSp {
 		return "split_" + role[len(rolePrefixSp):] + ".arrow"
+	}
+	if split, part, ok := parseLinkRole(role); ok {
+		return "link_" + split + "_" + part + ".arrow"
+	}
+	if strings.HasPrefix(role, "node:") || strings.HasPrefix(role, "edge:") {
+		return strings.ReplaceAll(role, ":", "_") + ".arrow"
 	}
 	return role + ".arrow"
 }
@@ -101,8 +128,14 @@ func (m *Manifest) check() error {
 	if m.Format != FormatName {
 		return fmt.Errorf("format is %q, want %q", m.Format, FormatName)
 	}
+	if m.FormatVersion == FormatVersionHetero {
+		return m.checkHetero()
+	}
 	if m.FormatVersion != FormatVersion {
-		return fmt.Errorf("format_version %d is not supported (this build reads %d)", m.FormatVersion, FormatVersion)
+		return fmt.Errorf("format_version %d is not supported (this build reads %d and %d)", m.FormatVersion, FormatVersion, FormatVersionHetero)
+	}
+	if len(m.NodeTypes) > 0 || len(m.EdgeTypes) > 0 {
+		return fmt.Errorf("node_types or edge_types in a format_version %d manifest", m.FormatVersion)
 	}
 	if m.NumNodes < 0 || m.NumEdges < 0 {
 		return fmt.Errorf("negative num_nodes %d or num_edges %d", m.NumNodes, m.NumEdges)
@@ -141,7 +174,14 @@ func (m *Manifest) check() error {
 			if _, ok := m.Splits[split]; !ok {
 				return fmt.Errorf("%s: role %q names a split that splits does not list", f.Name, f.Role)
 			}
-		case f.Role != roleIndptr && f.Role != roleIndices && f.Role != roleFeatures && f.Role != roleLabels:
+		case strings.HasPrefix(f.Role, rolePrefixLink):
+			if split, _, ok := parseLinkRole(f.Role); !ok {
+				return fmt.Errorf("%s: unknown role %q", f.Name, f.Role)
+			} else if _, ok := m.LinkSplits[split]; !ok {
+				return fmt.Errorf("%s: role %q names a link split that link_splits does not list", f.Name, f.Role)
+			}
+		case f.Role != roleIndptr && f.Role != roleIndices && f.Role != roleFeatures && f.Role != roleLabels &&
+			!slices.Contains(optionalRoles, f.Role):
 			return fmt.Errorf("%s: unknown role %q", f.Name, f.Role)
 		}
 		roles[f.Role] = true
@@ -156,6 +196,16 @@ func (m *Manifest) check() error {
 		if m.File(role) == nil {
 			return fmt.Errorf("no file with role %q", role)
 		}
+	}
+	switch hasAttr := m.File(roleEdgeAttr) != nil; {
+	case m.EdgeDim < 0 || m.EdgeDim > math.MaxInt32:
+		return fmt.Errorf("edge_dim %d is outside [0, %d]", m.EdgeDim, math.MaxInt32)
+	case hasAttr != (m.EdgeDim > 0):
+		return fmt.Errorf("edge_dim %d, and edge_attr file present: %v", m.EdgeDim, hasAttr)
+	case hasAttr && !m.EdgeDType.Valid():
+		return fmt.Errorf("unknown edge_dtype %q", m.EdgeDType)
+	case !hasAttr && m.EdgeDType != "":
+		return fmt.Errorf("edge_dtype %q without edge_attr", m.EdgeDType)
 	}
 	return m.checkSizes()
 }
@@ -190,6 +240,21 @@ func (m *Manifest) checkSizes() error {
 		fit(fmt.Sprintf("num_edges %d", m.NumEdges), m.NumEdges, roleIndices, idxWidth),
 		fit(fmt.Sprintf("num_nodes %d x feature_dim %d", m.NumNodes, m.FeatureDim), m.NumNodes, roleFeatures, int64(m.FeatureDim), int64(m.FeatureDType.Size())),
 		fit(fmt.Sprintf("num_nodes %d", m.NumNodes), m.NumNodes, roleLabels, 4),
+	}
+	if m.File(roleEdgeAttr) != nil {
+		checks = append(checks, fit(fmt.Sprintf("num_edges %d x edge_dim %d", m.NumEdges, m.EdgeDim), m.NumEdges, roleEdgeAttr, int64(m.EdgeDim), int64(m.EdgeDType.Size())))
+	}
+	if m.File(roleEdgeWeight) != nil {
+		checks = append(checks, fit(fmt.Sprintf("num_edges %d", m.NumEdges), m.NumEdges, roleEdgeWeight, 4))
+	}
+	if m.File(roleEdgeTime) != nil {
+		checks = append(checks, fit(fmt.Sprintf("num_edges %d", m.NumEdges), m.NumEdges, roleEdgeTime, 8))
+	}
+	if m.File(roleNodeTime) != nil {
+		checks = append(checks, fit(fmt.Sprintf("num_nodes %d", m.NumNodes), m.NumNodes, roleNodeTime, 8))
+	}
+	if err := m.checkLinks(fit); err != nil {
+		return err
 	}
 	for _, s := range SplitNames {
 		n, ok := m.Splits[s]

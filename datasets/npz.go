@@ -27,6 +27,11 @@ type ImportOptions struct {
 	// Undirected adds the reverse of every edge and drops duplicate edges
 	// and self loops (see MakeUndirected); the result has Directed false.
 	Undirected bool
+	// EdgeDirection says how input edges become CSR rows (see
+	// EdgeDirection); "" means EdgeIn, the reading of earlier versions.
+	EdgeDirection EdgeDirection
+	// EdgeWeights keeps an npz file's adj_data as edge_weight (float32).
+	EdgeWeights bool
 	// OGBSplit names the split scheme directory under split/; "" means the
 	// only one present (an error lists them when there are several).
 	OGBSplit string
@@ -179,7 +184,10 @@ func (c *closingReader) Read(p []byte) (int, error) {
 // ImportNPZ reads a gnn-benchmark .npz file (Shchur et al. 2018): the
 // adjacency as scipy CSR parts (adj_indptr, adj_indices, adj_shape; row =
 // paper), node features as CSR parts (attr_*) or a dense attr_matrix,
-// densified to float32, int labels and optional class_names. The file ships
+// densified to float32 (integer features keep an integer type:
+// npzIntDType), int labels (-1 = unlabelled) and optional
+// class_names. Input row i is node i's incoming neighbours unless
+// opts.EdgeDirection is EdgeOut (see EdgeDirection). The file ships
 // no split, so a stratified random split is made from opts. Rows of the
 // graph are sorted ascending; entries are kept as given (duplicates
 // included) unless opts.Undirected.
@@ -221,15 +229,21 @@ func ImportNPZ(path string, opts ImportOptions) (*Data, error) {
 			return nil, err
 		}
 	}
-	idx := make([]int32, len(indices))
-	for i, v := range indices {
-		idx[i] = int32(v)
+	if opts.EdgeWeights {
+		if err := npzEdgeWeights(z, d, n, indptr, indices); err != nil {
+			return nil, err
+		}
+	} else {
+		idx := make([]int32, len(indices))
+		for i, v := range indices {
+			idx[i] = int32(v)
+		}
+		for v := int64(0); v < n; v++ {
+			slices.Sort(idx[indptr[v]:indptr[v+1]])
+		}
+		d.Graph = Graph{NumNodes: n, Indptr: indptr, Indices32: idx}
 	}
-	for v := int64(0); v < n; v++ {
-		slices.Sort(idx[indptr[v]:indptr[v+1]])
-	}
-	d.Graph = Graph{NumNodes: n, Indptr: indptr, Indices32: idx}
-	prog.Add(int64(len(idx)))
+	prog.Add(int64(len(indices)))
 
 	prog.Begin("features", -1)
 	if err := npzFeatures(z, d); err != nil {
@@ -264,12 +278,12 @@ func ImportNPZ(path string, opts ImportOptions) (*Data, error) {
 	d.Labels = make([]int32, n)
 	maxLabel := int64(-1)
 	for i, y := range labels {
-		if y < 0 || d.ClassNames != nil && y >= int64(d.NumClasses) || y > math.MaxInt32-1 {
+		if y < -1 || d.ClassNames != nil && y >= int64(d.NumClasses) || y > math.MaxInt32-1 {
 			bound := "num_classes"
 			if d.ClassNames != nil {
 				bound = fmt.Sprint(d.NumClasses)
 			}
-			return nil, la.errorf("labels[%d] = %d outside [0, %s)", i, y, bound)
+			return nil, la.errorf("labels[%d] = %d outside [0, %s) (or -1 for unlabelled)", i, y, bound)
 		}
 		d.Labels[i] = int32(y)
 		maxLabel = max(maxLabel, y)
@@ -278,9 +292,15 @@ func ImportNPZ(path string, opts ImportOptions) (*Data, error) {
 		d.NumClasses = int(maxLabel + 1)
 	}
 
+	if maxLabel < 0 {
+		return nil, la.errorf("no labelled node")
+	}
+	if err := d.orient(opts.EdgeDirection, opts.workers()); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	if opts.Undirected {
 		prog.Begin("undirected", -1)
-		if d.Graph, err = MakeUndirected(&d.Graph, opts.workers()); err != nil {
+		if err = d.makeUndirected(opts.workers()); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		d.Directed = false
@@ -295,6 +315,39 @@ func ImportNPZ(path string, opts ImportOptions) (*Data, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return d, nil
+}
+
+// npzEdgeWeights builds d's graph from the CSR parts with adj_data as
+// edge_weight (float32), in CSR order.
+func npzEdgeWeights(z *npzFile, d *Data, n int64, indptr, indices []int64) error {
+	a, err := z.array("adj_data")
+	if err != nil {
+		return err
+	}
+	if err := a.wantShape(int64(len(indices))); err != nil {
+		return err
+	}
+	w, err := a.floats()
+	if err != nil {
+		return err
+	}
+	pairs := make([]int64, 0, 2*len(indices))
+	for v := int64(0); v < n; v++ {
+		for k := indptr[v]; k < indptr[v+1]; k++ {
+			pairs = append(pairs, v, indices[k])
+		}
+	}
+	g, perm, err := stableCSR(n, pairs)
+	if err != nil {
+		return fmt.Errorf("%s: %w", z.path, err)
+	}
+	d.Graph = g
+	d.EdgeWeight = make([]float32, len(perm))
+	for p, q := range perm {
+		d.EdgeWeight[p] = float32(w[q])
+	}
+	d.Source += " --edge-weights"
+	return nil
 }
 
 // npzInts reads a whole integer member.
@@ -349,67 +402,6 @@ func npzCSR(z *npzFile, prefix string, rows, cols int64) (indptr, indices []int6
 		}
 	}
 	return indptr, indices, nil
-}
-
-// npzFeatures fills d's features from attr_* CSR parts or attr_matrix.
-func npzFeatures(z *npzFile, d *Data) error {
-	n := d.Graph.NumNodes
-	if !z.has("attr_shape") && z.has("attr_matrix") {
-		a, err := z.array("attr_matrix")
-		if err != nil {
-			return err
-		}
-		if err := a.wantShape(n, -1); err != nil {
-			return err
-		}
-		vals, err := a.floats()
-		if err != nil {
-			return err
-		}
-		d.FeatureDim = int(a.shape[1])
-		d.Features = make([]byte, 4*len(vals))
-		for i, v := range vals {
-			putFloat32(d.Features[4*i:], float32(v))
-		}
-		return nil
-	}
-	shape, err := npzInts(z, "attr_shape")
-	if err != nil {
-		return err
-	}
-	if len(shape) != 2 || shape[0] != n || shape[1] <= 0 || shape[1] > math.MaxInt32 {
-		return fmt.Errorf("%s: member attr_shape.npy: want (%d, F), got %v", z.path, n, shape)
-	}
-	f := shape[1]
-	if n*f > math.MaxInt64/4 {
-		return fmt.Errorf("%s: feature matrix %d x %d too large", z.path, n, f)
-	}
-	indptr, indices, err := npzCSR(z, "attr", n, f)
-	if err != nil {
-		return err
-	}
-	da, err := z.array("attr_data")
-	if err != nil {
-		return err
-	}
-	if err := da.wantShape(int64(len(indices))); err != nil {
-		return err
-	}
-	vals, err := da.floats()
-	if err != nil {
-		return err
-	}
-	d.FeatureDim = int(f)
-	d.Features = make([]byte, n*f*4)
-	for v := int64(0); v < n; v++ {
-		row := d.Features[v*f*4 : (v+1)*f*4]
-		for k := indptr[v]; k < indptr[v+1]; k++ {
-			// duplicates sum, as scipy's todense does
-			p := row[indices[k]*4:]
-			putFloat32(p, getFloat32(p)+float32(vals[k]))
-		}
-	}
-	return nil
 }
 
 func putFloat32(b []byte, v float32) {

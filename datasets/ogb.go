@@ -34,7 +34,8 @@ import (
 //
 // Both take their split from split/<scheme>/{train,valid,test}.csv.gz (one
 // node id per row); opts.OGBSplit picks the scheme. The graph is CSR by
-// source with rows sorted ascending; features are float32 (float16 stays
+// source with rows sorted ascending (by target with EdgeOut: see
+// EdgeDirection); features are float32 (float16 stays
 // float16). num_classes is the known count for ogbn-arxiv, -products and
 // -papers100M (matched by name), else max label + 1.
 //
@@ -62,7 +63,7 @@ func ImportOGB(dir string, opts ImportOptions) (*Data, error) {
 	case fileExists(filepath.Join(dir, "raw", "edge.csv.gz")):
 		err = im.csvLayout()
 	default:
-		err = fmt.Errorf("%s: not an OGB node-property dataset: neither raw/data.npz nor raw/edge.csv.gz is present", dir)
+		err = fmt.Errorf("%s: not an OGB node- or link-property dataset: neither raw/data.npz nor raw/edge.csv.gz is present", dir)
 	}
 	if err != nil {
 		return nil, err
@@ -71,9 +72,20 @@ func ImportOGB(dir string, opts ImportOptions) (*Data, error) {
 		return nil, err
 	}
 	d := im.d
+	if im.isLinkDataset() {
+		switch opts.EdgeDirection {
+		case "", EdgeOut:
+			opts.EdgeDirection = EdgeOut
+		default:
+			return nil, fmt.Errorf("%s: a link dataset (no node labels) is imported with edge direction out only, PyG's reading, so that its edge splits match the stored graph", dir)
+		}
+	}
+	if err := d.orient(opts.EdgeDirection, im.workers); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
 	if opts.Undirected {
 		im.prog.Begin("undirected", d.Graph.NumEdges())
-		if d.Graph, err = MakeUndirected(&d.Graph, im.workers); err != nil {
+		if err = d.makeUndirected(im.workers); err != nil {
 			return nil, fmt.Errorf("%s: %w", dir, err)
 		}
 		d.Directed = false
@@ -133,7 +145,9 @@ func (im *ogbImport) csvLayout() error {
 		return err
 	}
 	n = int64(len(d.Features) / d.RowBytes())
-	if err := im.csvLabels(n); err != nil {
+	if im.isLinkDataset() {
+		im.unlabelled(n)
+	} else if err := im.csvLabels(n); err != nil {
 		return err
 	}
 	numEdges := int64(-1)
@@ -143,6 +157,9 @@ func (im *ogbImport) csvLayout() error {
 			return err
 		}
 		numEdges = v
+	}
+	if err := im.nodeYears(n); err != nil {
+		return err
 	}
 	return im.csvEdges(n, numEdges)
 }
@@ -286,6 +303,21 @@ func csvEdges[T nodeID](im *ogbImport, n, numEdges int64) error {
 		return fmt.Errorf("%s: %d rows, but num-edge-list.csv.gz says %d edges", path, total, numEdges)
 	}
 	im.prog.Begin("csr", total)
+	if im.hasEdgeFiles() {
+		pairs := make([]int64, 0, 2*total)
+		for _, b := range blocks {
+			for _, v := range b {
+				pairs = append(pairs, int64(v))
+			}
+		}
+		blocks = nil
+		g, perm, err := stableCSR(n, pairs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		im.d.Graph = g
+		return im.csvEdgeArrays(total, perm)
+	}
 	var scratch []int64
 	g, err := buildCSR(n, im.workers, im.prog, func(yield func(base int64, pairs []int64) error) error {
 		var base int64
@@ -334,6 +366,9 @@ func (im *ogbImport) splits() error {
 		return fmt.Errorf("%s: no split scheme directories", root)
 	default:
 		return fmt.Errorf("%s: several split schemes (%s): choose one", root, strings.Join(schemes, ", "))
+	}
+	if im.isLinkDataset() {
+		return im.linkSplits(root, scheme)
 	}
 	n := im.d.Graph.NumNodes
 	im.d.Splits = map[string][]int64{}
@@ -405,6 +440,22 @@ func (im *ogbImport) npzLayout() error {
 		}
 	}
 	im.prog.Begin("csr", e)
+	if z.has("edge_feat") {
+		pairs := make([]int64, 0, 2*e)
+		err := edgeIndexChunks(ei, e, im.workers, func(_ int64, p []int64) error { pairs = append(pairs, p...); return nil })
+		if err != nil {
+			return fmt.Errorf("%s: member edge_index.npy: %w", z.path, err)
+		}
+		g, perm, err := stableCSR(n, pairs)
+		if err != nil {
+			return fmt.Errorf("%s: member edge_index.npy: %w", z.path, err)
+		}
+		d.Graph = g
+		if err := im.npzEdgeAttr(z, e, perm); err != nil {
+			return err
+		}
+		return im.npzLabelsOrNone(n)
+	}
 	g, err := buildCSR(n, im.workers, im.prog, func(yield func(base int64, pairs []int64) error) error {
 		return edgeIndexChunks(ei, e, im.workers, yield)
 	})
@@ -412,6 +463,15 @@ func (im *ogbImport) npzLayout() error {
 		return fmt.Errorf("%s: member edge_index.npy: %w", z.path, err)
 	}
 	d.Graph = g
+	return im.npzLabelsOrNone(n)
+}
+
+// npzLabelsOrNone reads the labels, or leaves a link dataset unlabelled.
+func (im *ogbImport) npzLabelsOrNone(n int64) error {
+	if im.isLinkDataset() {
+		im.unlabelled(n)
+		return nil
+	}
 	return im.npzLabels(n)
 }
 

@@ -36,6 +36,22 @@ type OpenOptions struct {
 	AllocFeatures func(n int64) ([]byte, error)
 	FreeFeatures  func([]byte) error
 
+	// NoEdgeFeatures leaves edge_attr and edge_weight out (EdgeAttr and
+	// EdgeWeight nil; EdgeDim stays as the manifest says).
+	NoEdgeFeatures bool
+	// AllocEdgeFeatures and FreeEdgeFeatures are AllocFeatures and
+	// FreeFeatures for edge_attr.arrow and edge_weight.arrow (called once
+	// for each present, never two calls at once): the same alignment, the
+	// same ownership.
+	AllocEdgeFeatures func(n int64) ([]byte, error)
+	FreeEdgeFeatures  func([]byte) error
+
+	// AllowHetero opens a heterogeneous dataset (format_version 2) as
+	// Dataset.Hetero; without it Open refuses one with an error wrapping
+	// ErrHetero. The other options but SkipChecksums, Workers and Progress
+	// do not apply to it.
+	AllowHetero bool
+
 	// streamFeatures (Verify) checks features.arrow without keeping it:
 	// hashed through small buffers, structure checked from its metadata.
 	streamFeatures bool
@@ -51,6 +67,9 @@ type Dataset struct {
 	Data
 	Manifest *Manifest
 	Dir      string
+	// Hetero is the heterogeneous dataset (OpenOptions.AllowHetero); Data
+	// then holds only Name and Source.
+	Hetero *Hetero
 
 	images []*image
 }
@@ -69,9 +88,29 @@ func Open(dir string, opts *OpenOptions) (_ *Dataset, err error) {
 	if (opts.AllocFeatures == nil) != (opts.FreeFeatures == nil) {
 		return nil, errors.New("datasets: OpenOptions.AllocFeatures and FreeFeatures go together")
 	}
+	if (opts.AllocEdgeFeatures == nil) != (opts.FreeEdgeFeatures == nil) {
+		return nil, errors.New("datasets: OpenOptions.AllocEdgeFeatures and FreeEdgeFeatures go together")
+	}
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return nil, err
+	}
+	if opts.AllocEdgeFeatures != nil {
+		// Two files are read at once: their calls are made one at a time.
+		o := *opts
+		alloc, free := opts.AllocEdgeFeatures, opts.FreeEdgeFeatures
+		var mu sync.Mutex
+		o.AllocEdgeFeatures = func(n int64) ([]byte, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return alloc(n)
+		}
+		o.FreeEdgeFeatures = func(b []byte) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return free(b)
+		}
+		opts = &o
 	}
 	ds := &Dataset{Manifest: m, Dir: dir}
 	defer func() {
@@ -80,10 +119,19 @@ func Open(dir string, opts *OpenOptions) (_ *Dataset, err error) {
 			ds.Close()
 		}
 	}()
+	if m.FormatVersion == FormatVersionHetero {
+		if !opts.AllowHetero {
+			return nil, heteroRefusal(dir, m)
+		}
+		if err := openHetero(dir, m, opts, ds); err != nil {
+			return nil, err
+		}
+		return ds, nil
+	}
 	progress := orNop(opts.Progress)
 	var total int64
 	for _, f := range m.Files {
-		if f.Role != roleFeatures || !opts.NoFeatures || opts.streamFeatures {
+		if !opts.skips(f.Role) || opts.streamFeatures {
 			total += f.Bytes
 		}
 	}
@@ -114,6 +162,16 @@ func Open(dir string, opts *OpenOptions) (_ *Dataset, err error) {
 			loads = append(loads, &load{role: rolePrefixSp + s, want: column{field: "node_id", elem: int64Type, rows: size}})
 		}
 	}
+	for _, role := range optionalRoles {
+		if m.File(role) != nil {
+			loads = append(loads, &load{role: role, want: optionalColumn(m, role)})
+		}
+	}
+	for _, f := range m.Files {
+		if split, part, ok := parseLinkRole(f.Role); ok {
+			loads = append(loads, &load{role: f.Role, want: linkColumn(part, m.LinkSplits[split])})
+		}
+	}
 	// Every file is read at once, at most Workers chunks at a time in all,
 	// so that a dataset's small files do not wait for its big ones.
 	sem := make(chan struct{}, workersOr(opts.Workers))
@@ -126,24 +184,24 @@ func Open(dir string, opts *OpenOptions) (_ *Dataset, err error) {
 			o.checksum = &f.Checksum
 		}
 		switch {
-		case l.role == roleFeatures && opts.streamFeatures:
+		case opts.skips(l.role) && opts.streamFeatures:
 			wg.Go(func() { l.err = streamCheck(path, o, l.want) })
-		case l.role == roleFeatures && opts.NoFeatures:
+		case opts.skips(l.role):
 		default:
-			if l.role == roleFeatures {
+			o.alloc, o.free = opts.allocFor(l.role)
+			if l.role == roleFeatures || o.alloc != nil {
 				o.alignValues = FeatureAlign
-				o.alloc, o.free = opts.AllocFeatures, opts.FreeFeatures
 			}
 			wg.Go(func() { l.im, l.err = readImage(path, o) })
 		}
 	}
 	wg.Wait()
-	var features *image
+	owned := map[*image]bool{} // in the caller's memory
 	for _, l := range loads {
 		if l.im != nil {
 			ds.images = append(ds.images, l.im)
-			if l.role == roleFeatures {
-				features = l.im
+			if alloc, _ := opts.allocFor(l.role); alloc != nil {
+				owned[l.im] = true
 			}
 		}
 	}
@@ -168,6 +226,9 @@ func Open(dir string, opts *OpenOptions) (_ *Dataset, err error) {
 	} else {
 		d.Graph.Indices32 = asInt32s(cols[roleIndices])
 	}
+	if c, ok := cols[roleEdgeAttr]; ok && opts.AllocEdgeFeatures != nil && len(c) > 0 && uintptr(unsafe.Pointer(&c[0]))%FeatureAlign != 0 {
+		return nil, fmt.Errorf("%s: the rows moved while the file was read (was it changed?)", filepath.Join(dir, m.File(roleEdgeAttr).Name))
+	}
 	if c, ok := cols[roleFeatures]; ok {
 		if len(c) > 0 && uintptr(unsafe.Pointer(&c[0]))%FeatureAlign != 0 {
 			return nil, fmt.Errorf("%s: the rows moved while the file was read (was it changed?)", filepath.Join(dir, m.File(roleFeatures).Name))
@@ -179,7 +240,21 @@ func Open(dir string, opts *OpenOptions) (_ *Dataset, err error) {
 	for s := range m.Splits {
 		d.Splits[s] = asInt64s(cols[rolePrefixSp+s])
 	}
-	if err := d.validateArrays(workersOr(opts.Workers), !opts.NoFeatures); err != nil {
+	d.EdgeDim, d.EdgeDType = m.EdgeDim, m.EdgeDType
+	if c, ok := cols[roleEdgeAttr]; ok {
+		d.EdgeAttr = c
+	}
+	if c, ok := cols[roleEdgeWeight]; ok {
+		d.EdgeWeight = asFloat32s(c)
+	}
+	if c, ok := cols[roleEdgeTime]; ok {
+		d.EdgeTime = asInt64s(c)
+	}
+	if c, ok := cols[roleNodeTime]; ok {
+		d.NodeTime = asInt64s(c)
+	}
+	d.LinkSplits = linkSplitsFrom(m, cols)
+	if err := d.validateArrays(workersOr(opts.Workers), !opts.NoFeatures, !opts.NoEdgeFeatures); err != nil {
 		var ae *arrayError
 		if errors.As(err, &ae) && m.File(ae.role) != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, m.File(ae.role).Name), err)
@@ -187,15 +262,49 @@ func Open(dir string, opts *OpenOptions) (_ *Dataset, err error) {
 		return nil, fmt.Errorf("dataset %s: %w", dir, err)
 	}
 	for _, im := range ds.images {
-		if im != features || opts.AllocFeatures == nil {
+		if owned[im] {
+			im.free = nil // the caller's now
+		} else {
 			// Read-only from here, as the shared mappings were.
 			_ = unix.Mprotect(im.mem, unix.PROT_READ)
 		}
 	}
-	if features != nil && opts.AllocFeatures != nil {
-		features.free = nil // the caller's now
-	}
 	return ds, nil
+}
+
+// skips reports whether Open leaves the file of role out.
+func (o *OpenOptions) skips(role string) bool {
+	switch role {
+	case roleFeatures:
+		return o.NoFeatures
+	case roleEdgeAttr, roleEdgeWeight:
+		return o.NoEdgeFeatures
+	}
+	return false
+}
+
+// allocFor is the caller's allocator for the file of role, or nils.
+func (o *OpenOptions) allocFor(role string) (func(int64) ([]byte, error), func([]byte) error) {
+	switch role {
+	case roleFeatures:
+		return o.AllocFeatures, o.FreeFeatures
+	case roleEdgeAttr, roleEdgeWeight:
+		return o.AllocEdgeFeatures, o.FreeEdgeFeatures
+	}
+	return nil, nil
+}
+
+// optionalColumn is the expected column of an optional file.
+func optionalColumn(m *Manifest, role string) column {
+	switch role {
+	case roleEdgeAttr:
+		return edgeAttrColumn(m.NumEdges, m.EdgeDim, m.EdgeDType, nil)
+	case roleEdgeWeight:
+		return column{field: "edge_weight", elem: float32Type, rows: m.NumEdges}
+	case roleEdgeTime:
+		return column{field: "time", elem: int64Type, rows: m.NumEdges}
+	}
+	return column{field: "time", elem: int64Type, rows: m.NumNodes}
 }
 
 // Close frees the memory the files were read into (except features in
@@ -211,5 +320,6 @@ func (ds *Dataset) Close() error {
 	}
 	ds.images = nil
 	ds.Data = Data{}
+	ds.Hetero = nil
 	return errors.Join(errs...)
 }

@@ -9,35 +9,56 @@ import (
 // FormatVersion is the version of the on-disk layout written by this package.
 const FormatVersion = 1
 
-// DType is the element type of the feature table.
+// DType is the element type of a fixed-width array: node features, edge
+// features.
 type DType string
 
-// Feature element types.
+// Element types. Float16 is IEEE binary16; BFloat16 is stored as uint16
+// and Bool as uint8 (one byte per value, 0 or 1), both with field metadata
+// naming the type (arrowio.go).
 const (
 	Float32  DType = "float32"
 	Float16  DType = "float16"
 	BFloat16 DType = "bfloat16"
+	Float64  DType = "float64"
+	Int64    DType = "int64"
+	Int32    DType = "int32"
+	UInt8    DType = "uint8"
+	Bool     DType = "bool"
 )
+
+// DTypes lists every element type.
+var DTypes = []DType{Float32, Float16, BFloat16, Float64, Int64, Int32, UInt8, Bool}
 
 // Size is the size of one element in bytes, or 0 for an unknown type.
 func (d DType) Size() int {
 	switch d {
-	case Float32:
+	case Float64, Int64:
+		return 8
+	case Float32, Int32:
 		return 4
 	case Float16, BFloat16:
 		return 2
+	case UInt8, Bool:
+		return 1
 	}
 	return 0
 }
 
-// Valid reports whether d is one of the supported feature types.
+// Valid reports whether d is one of the supported element types.
 func (d DType) Valid() bool { return d.Size() != 0 }
 
-// ParseDType parses a feature type name.
+// IsFloat reports whether d is a floating-point type (what a model takes
+// as input as it is; the others are ids, counts or flags).
+func (d DType) IsFloat() bool {
+	return d == Float32 || d == Float16 || d == BFloat16 || d == Float64
+}
+
+// ParseDType parses an element type name.
 func ParseDType(s string) (DType, error) {
 	d := DType(s)
 	if !d.Valid() {
-		return "", fmt.Errorf("unknown feature dtype %q (want float32, float16 or bfloat16)", s)
+		return "", fmt.Errorf("unknown dtype %q (want float32, float16, bfloat16, float64, int64, int32, uint8 or bool)", s)
 	}
 	return d, nil
 }
@@ -54,13 +75,29 @@ var SplitNames = []string{SplitTrain, SplitValid, SplitTest}
 
 // Graph is a graph in CSR form: the neighbours of node v are
 // Indices[Indptr[v]:Indptr[v+1]]. Exactly one of Indices32 and Indices64 is
-// set: Indices32 while NumNodes < 2^31, Indices64 otherwise. For a directed
-// graph row v lists the targets of v's out-edges.
+// set: Indices32 while NumNodes < 2^31, Indices64 otherwise. Row v lists
+// the nodes v aggregates from, its incoming neighbours: a sampled edge runs
+// from the neighbour to v (see EdgeDirection for how importers fill rows).
+//
+// In a heterogeneous dataset a relation's Graph is bipartite: NumNodes rows,
+// one per destination node, listing source ids in [0, NumSrcNodes). For a
+// homogeneous graph NumSrcNodes is 0, meaning NumNodes; the index width
+// follows the source count.
 type Graph struct {
-	NumNodes  int64
-	Indptr    []int64
-	Indices32 []int32
-	Indices64 []int64
+	NumNodes    int64
+	NumSrcNodes int64
+	Indptr      []int64
+	Indices32   []int32
+	Indices64   []int64
+}
+
+// SrcNodes is the number of nodes the indices point into: NumSrcNodes, or
+// NumNodes when it is 0.
+func (g *Graph) SrcNodes() int64 {
+	if g.NumSrcNodes > 0 {
+		return g.NumSrcNodes
+	}
+	return g.NumNodes
 }
 
 // NumEdges is the number of stored (directed) edges.
@@ -92,8 +129,8 @@ func (g *Graph) Validate() error { return g.validate(1) }
 
 // validate is Validate with the O(edges) range check split over workers.
 func (g *Graph) validate(workers int) error {
-	if g.NumNodes < 0 {
-		return fmt.Errorf("graph: negative node count %d", g.NumNodes)
+	if g.NumNodes < 0 || g.NumSrcNodes < 0 {
+		return fmt.Errorf("graph: negative node count %d or source node count %d", g.NumNodes, g.NumSrcNodes)
 	}
 	if int64(len(g.Indptr)) != g.NumNodes+1 {
 		return inArray(roleIndptr, fmt.Errorf("graph: indptr has %d entries, want num_nodes+1 = %d", len(g.Indptr), g.NumNodes+1))
@@ -111,8 +148,8 @@ func (g *Graph) validate(workers int) error {
 	case g.Indices32 != nil && g.Indices64 != nil:
 		return fmt.Errorf("graph: both 32- and 64-bit indices set")
 	case g.Indices32 != nil:
-		if Wide(g.NumNodes) {
-			return fmt.Errorf("graph: %d nodes need 64-bit indices", g.NumNodes)
+		if Wide(g.SrcNodes()) {
+			return fmt.Errorf("graph: %d nodes need 64-bit indices", g.SrcNodes())
 		}
 		if int64(len(g.Indices32)) != e {
 			return inArray(roleIndptr, fmt.Errorf("graph: indices has %d entries, indptr ends at %d", len(g.Indices32), e))
@@ -129,6 +166,7 @@ func (g *Graph) validate(workers int) error {
 	}
 	// The range check, in parallel over chunks for graphs with billions of
 	// edges; the first bad index of the lowest chunk is reported.
+	src := g.SrcNodes()
 	chunks := min(int64(workers), max(e>>22, 1))
 	errs := make([]error, chunks)
 	var wg sync.WaitGroup
@@ -137,8 +175,8 @@ func (g *Graph) validate(workers int) error {
 		go func() {
 			defer wg.Done()
 			for i := c * e / chunks; i < (c+1)*e/chunks; i++ {
-				if v := g.Neighbor(i); v < 0 || v >= g.NumNodes {
-					errs[c] = inArray(roleIndices, fmt.Errorf("graph: indices[%d] = %d out of range [0, %d)", i, v, g.NumNodes))
+				if v := g.Neighbor(i); v < 0 || v >= src {
+					errs[c] = inArray(roleIndices, fmt.Errorf("graph: indices[%d] = %d out of range [0, %d)", i, v, src))
 					return
 				}
 			}
@@ -168,6 +206,23 @@ type Data struct {
 	Labels       []int32  // one per node; -1 = unlabelled
 	Splits       map[string][]int64
 	Source       string // provenance, e.g. "gen --like products --scale 0.01 --seed 1"
+
+	// Optional per-edge arrays, in CSR order: entry p belongs to the edge
+	// at position p of the indices (the sampler's edge id, PyG's e_id).
+	// EdgeAttr holds NumEdges rows of EdgeDim elements of EdgeDType
+	// (EdgeDim 0: none); EdgeWeight and EdgeTime one value per edge, or
+	// nil.
+	EdgeDim    int
+	EdgeDType  DType
+	EdgeAttr   []byte
+	EdgeWeight []float32
+	EdgeTime   []int64
+	// NodeTime is one timestamp per node, or nil.
+	NodeTime []int64
+
+	// LinkSplits are the edge splits for link prediction (by split name:
+	// train, valid, test), or nil.
+	LinkSplits map[string]*LinkSplit
 }
 
 // RowBytes is the size of one feature row in bytes.
@@ -183,12 +238,19 @@ func (d *Data) Row(v int64) []byte {
 // feature size, labels in [0, NumClasses) or -1, split ids in range.
 func (d *Data) Validate() error { return d.validate(1) }
 
-func (d *Data) validate(workers int) error { return d.validateArrays(workers, true) }
+func (d *Data) validate(workers int) error { return d.validateArrays(workers, true, true) }
 
 // validateArrays is validate; features false leaves the feature table out
-// (a dataset opened with NoFeatures has none).
-func (d *Data) validateArrays(workers int, features bool) error {
+// (a dataset opened with NoFeatures has none), edges false edge_attr and
+// edge_weight (NoEdgeFeatures).
+func (d *Data) validateArrays(workers int, features, edges bool) error {
 	if err := d.Graph.validate(workers); err != nil {
+		return err
+	}
+	if err := d.validateEdges(edges); err != nil {
+		return err
+	}
+	if err := d.validateLinks(); err != nil {
 		return err
 	}
 	n := d.Graph.NumNodes

@@ -13,7 +13,7 @@ import (
 // its Arrow structure checked from its metadata, so verifying needs memory
 // for the graph, labels and splits, not for the table.
 func Verify(dir string, workers int, progress Progress) (*Manifest, error) {
-	ds, err := Open(dir, &OpenOptions{Workers: workers, Progress: progress, NoFeatures: true, streamFeatures: true})
+	ds, err := Open(dir, &OpenOptions{Workers: workers, Progress: progress, NoFeatures: true, NoEdgeFeatures: true, streamFeatures: true, AllowHetero: true})
 	if err != nil {
 		return nil, err
 	}

@@ -39,12 +39,18 @@ func Write(dir string, d *Data, opts *WriteOptions) error {
 
 // WriteContext is Write with a context: cancelling ctx stops the write between
 // files and removes the temporary directory.
-func WriteContext(ctx context.Context, dir string, d *Data, opts *WriteOptions) (err error) {
-	if opts == nil {
-		opts = &WriteOptions{}
-	}
+func WriteContext(ctx context.Context, dir string, d *Data, opts *WriteOptions) error {
 	if err := d.Validate(); err != nil {
 		return fmt.Errorf("dataset %s: not written: %w", d.Name, err)
+	}
+	return writeDir(ctx, dir, columnsOf(d), manifestOf(d), opts)
+}
+
+// writeDir writes the columns and the manifest m (which gets their file
+// entries) as a dataset directory at dir, the way Write describes.
+func writeDir(ctx context.Context, dir string, cols []namedColumn, m *Manifest, opts *WriteOptions) (err error) {
+	if opts == nil {
+		opts = &WriteOptions{}
 	}
 	dir = filepath.Clean(dir)
 	parent, base := filepath.Dir(dir), filepath.Base(dir)
@@ -83,13 +89,11 @@ func WriteContext(ctx context.Context, dir string, d *Data, opts *WriteOptions) 
 	}()
 
 	progress := orNop(opts.Progress)
-	cols := columnsOf(d)
 	var total int64
 	for _, c := range cols {
 		total += int64(len(c.data))
 	}
 	progress.Begin("write", total)
-	m := manifestOf(d)
 	for _, c := range cols {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -145,10 +149,7 @@ func columnsOf(d *Data) []namedColumn {
 	} else {
 		cols = append(cols, namedColumn{role: roleIndices, column: column{field: "indices", elem: int32Type, rows: d.Graph.NumEdges(), data: int32Bytes(d.Graph.Indices32)}})
 	}
-	feat := column{field: "x", elem: arrowElemType(d.FeatureDType), dim: d.FeatureDim, rows: n, data: d.Features}
-	if d.FeatureDType == BFloat16 {
-		feat.meta = map[string]string{dtypeMetaKey: string(BFloat16)}
-	}
+	feat := column{field: "x", elem: arrowElemType(d.FeatureDType), dim: d.FeatureDim, rows: n, data: d.Features, meta: dtypeMeta(d.FeatureDType)}
 	cols = append(cols,
 		namedColumn{role: roleFeatures, column: feat},
 		namedColumn{role: roleLabels, column: column{field: "y", elem: int32Type, rows: n, data: int32Bytes(d.Labels)}},
@@ -160,7 +161,24 @@ func columnsOf(d *Data) []namedColumn {
 		}
 		cols = append(cols, namedColumn{role: rolePrefixSp + s, column: column{field: "node_id", elem: int64Type, rows: int64(len(ids)), data: int64Bytes(ids)}})
 	}
-	return cols
+	e := d.Graph.NumEdges()
+	if d.EdgeDim > 0 {
+		cols = append(cols, namedColumn{role: roleEdgeAttr, column: edgeAttrColumn(e, d.EdgeDim, d.EdgeDType, d.EdgeAttr)})
+	}
+	if d.EdgeWeight != nil {
+		cols = append(cols, namedColumn{role: roleEdgeWeight, column: column{field: "edge_weight", elem: float32Type, rows: e, data: float32Bytes(d.EdgeWeight)}})
+	}
+	if d.EdgeTime != nil {
+		cols = append(cols, namedColumn{role: roleEdgeTime, column: column{field: "time", elem: int64Type, rows: e, data: int64Bytes(d.EdgeTime)}})
+	}
+	if d.NodeTime != nil {
+		cols = append(cols, namedColumn{role: roleNodeTime, column: column{field: "time", elem: int64Type, rows: d.Graph.NumNodes, data: int64Bytes(d.NodeTime)}})
+	}
+	return append(cols, linkColumns(d)...)
+}
+
+func edgeAttrColumn(rows int64, dim int, dt DType, data []byte) column {
+	return column{field: "edge_attr", elem: arrowElemType(dt), dim: dim, rows: rows, data: data, meta: dtypeMeta(dt)}
 }
 
 func manifestOf(d *Data) *Manifest {
@@ -177,9 +195,17 @@ func manifestOf(d *Data) *Manifest {
 		Directed:      d.Directed,
 		Splits:        map[string]int64{},
 		Source:        d.Source,
+		EdgeDim:       d.EdgeDim,
+		EdgeDType:     d.EdgeDType,
 	}
 	for s, ids := range d.Splits {
 		m.Splits[s] = int64(len(ids))
+	}
+	for s, l := range d.LinkSplits {
+		if m.LinkSplits == nil {
+			m.LinkSplits = map[string]LinkSplitInfo{}
+		}
+		m.LinkSplits[s] = LinkSplitInfo{NumEdges: l.Len(), NumNeg: l.NumNeg}
 	}
 	return m
 }

@@ -14,14 +14,14 @@ import (
 func init() {
 	register(&command{
 		name:    "gen",
-		summary: "write a synthetic dataset shaped like papers100M, products, arxiv or cora",
+		summary: "write a synthetic dataset shaped like papers100M, products, arxiv, citation2 (with link splits), cora or mag (heterogeneous)",
 		usage:   "--like NAME [--scale S] [--seed K] --out DIR",
 		example: "loaderd gen --like products --scale 0.01 --seed 1 --out /tmp/products-1pct",
 		run:     runGen,
 	})
 	register(&command{
 		name:    "import",
-		summary: "import a gnn-benchmark .npz file or an OGB node-property dataset directory",
+		summary: "import a gnn-benchmark .npz file or an OGB node- or link-property dataset directory",
 		usage:   "npz FILE --out DIR | ogb DIR --out DIR",
 		example: "loaderd import npz testdata/cora.npz --out /tmp/cora\nloaderd import ogb ~/ogbn_arxiv --undirected --out /tmp/arxiv",
 		run:     runImport,
@@ -40,6 +40,7 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	var (
 		opts       datasets.GenOptions
 		out, dtype string
+		edgeDType  string
 		undirected string
 		overwrite  bool
 	)
@@ -48,10 +49,15 @@ func runGen(ctx context.Context, e *env, args []string) error {
 		for _, p := range datasets.Presets() {
 			names = append(names, p.Name)
 		}
+		names = append(names, "mag (heterogeneous)")
 		fs.StringVar(&opts.Like, "like", "", "dataset to imitate: "+strings.Join(names, ", "))
 		fs.Float64Var(&opts.Scale, "scale", 1, "multiplies node, edge and split counts")
 		fs.Uint64Var(&opts.Seed, "seed", 0, "random seed: the same seed gives the same bytes")
-		fs.StringVar(&dtype, "dtype", "float32", "feature type: float32, float16 or bfloat16")
+		fs.StringVar(&dtype, "dtype", "float32", "feature type: float32, float16, bfloat16, float64, int64, int32, uint8 or bool")
+		fs.IntVar(&opts.EdgeDim, "edge-dim", 0, "edge attributes per edge (edge_attr); 0 = none")
+		fs.StringVar(&edgeDType, "edge-dtype", "float32", "edge_attr type (the types of --dtype)")
+		fs.BoolVar(&opts.EdgeWeights, "edge-weights", false, "add edge_weight (float32, higher between nodes of one class)")
+		fs.BoolVar(&opts.Time, "time", false, "add node_time and edge_time (int64)")
 		fs.StringVar(&undirected, "undirected", "", "true or false: symmetrise the graph (default: the imitated dataset's)")
 		fs.IntVar(&opts.Workers, "workers", 0, "goroutines (0 = all cores)")
 		fs.StringVar(&out, "out", "", "output dataset directory (must not exist)")
@@ -70,6 +76,11 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	if opts.FeatureDType, err = datasets.ParseDType(dtype); err != nil {
 		return usageError{err.Error()}
 	}
+	if opts.EdgeDim > 0 {
+		if opts.EdgeDType, err = datasets.ParseDType(edgeDType); err != nil {
+			return usageError{"--edge-dtype: " + err.Error()}
+		}
+	}
 	switch undirected {
 	case "":
 	case "true", "false":
@@ -82,6 +93,9 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	defer p.Finish()
 	opts.Progress = p
 	start := time.Now()
+	if datasets.IsHeteroPreset(opts.Like) {
+		return genHetero(ctx, e, opts, out, overwrite, p)
+	}
 	d, err := datasets.Generate(opts)
 	if err != nil {
 		return err
@@ -94,8 +108,8 @@ func runGen(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	p.Finish()
-	fmt.Fprintf(e.stdout, "wrote %s: %d nodes, %d edges, %d x %s features, %d classes (generated in %s, total %s)\n",
-		out, d.Graph.NumNodes, d.Graph.NumEdges(), d.FeatureDim, d.FeatureDType, d.NumClasses,
+	fmt.Fprintf(e.stdout, "wrote %s: %d nodes, %d edges, %d x %s features, %d classes%s (generated in %s, total %s)\n",
+		out, d.Graph.NumNodes, d.Graph.NumEdges(), d.FeatureDim, d.FeatureDType, d.NumClasses, linkSummary(d),
 		genTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	return nil
 }
@@ -106,6 +120,7 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		opts      datasets.ImportOptions
 		out       string
 		ratios    string
+		direction string
 		overwrite bool
 	)
 	fs := c.flags(e.stderr, func(fs *flag.FlagSet) {
@@ -114,6 +129,8 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&ratios, "split", "0.6,0.2,0.2", "train,valid,test ratios of the stratified split (npz only)")
 		fs.Uint64Var(&opts.SplitSeed, "split-seed", 0, "seed of the stratified split")
 		fs.BoolVar(&opts.Undirected, "undirected", false, "add reverse edges, drop duplicates and self loops")
+		fs.StringVar(&direction, "edge-direction", "in", "in: input row i (edge i,j) lists node i's incoming neighbours (j -> i), as before; out: edge i,j is i -> j, PyG's reading (the dataset stores the transpose)")
+		fs.BoolVar(&opts.EdgeWeights, "edge-weights", false, "npz: keep adj_data as edge_weight (OGB edge files are always kept)")
 		fs.StringVar(&opts.OGBSplit, "ogb-split", "", "OGB split scheme under split/ (default: the only one)")
 		fs.IntVar(&opts.Workers, "workers", 0, "parsing goroutines (0 = all cores)")
 		fs.BoolVar(&overwrite, "overwrite", false, "replace the dataset at --out (only a gnnloader dataset directory: anything else there is refused and left alone)")
@@ -127,6 +144,9 @@ func runImport(ctx context.Context, e *env, args []string) error {
 	}
 	if opts.SplitRatios, err = parseRatios(ratios); err != nil {
 		return usageError{err.Error()}
+	}
+	if opts.EdgeDirection, err = datasets.ParseEdgeDirection(direction); err != nil {
+		return usageError{"--edge-direction: " + err.Error()}
 	}
 	p := newProgress(e.log, 5*time.Second)
 	defer p.Finish()
@@ -209,7 +229,41 @@ func runVerify(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// genHetero is gen for a heterogeneous preset (mag).
+func genHetero(ctx context.Context, e *env, opts datasets.GenOptions, out string, overwrite bool, p progress) error {
+	start := time.Now()
+	h, err := datasets.GenerateHetero(opts)
+	if err != nil {
+		return err
+	}
+	genTime := time.Since(start)
+	if err := datasets.WriteHetero(ctx, out, h, &datasets.WriteOptions{Overwrite: overwrite, Progress: p}); err != nil {
+		return err
+	}
+	p.Finish()
+	var parts []string
+	for _, t := range h.NodeTypes {
+		parts = append(parts, fmt.Sprintf("%d %s", t.NumNodes, t.Name))
+	}
+	for _, r := range h.Relations {
+		parts = append(parts, fmt.Sprintf("%d %s", r.Graph.NumEdges(), r.Rel))
+	}
+	fmt.Fprintf(e.stdout, "wrote %s: %s (generated in %s, total %s)\n", out, strings.Join(parts, ", "),
+		genTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
 func printManifest(w io.Writer, m *datasets.Manifest) {
+	if m.FormatVersion == datasets.FormatVersionHetero {
+		fmt.Fprintf(w, "dataset %s (heterogeneous): %d nodes, %d edges\n", m.Name, m.NumNodes, m.NumEdges)
+		for _, t := range m.NodeTypes {
+			fmt.Fprintf(w, "  node type %s: %d nodes, %d x %s features, %d classes, splits %v\n", t.Name, t.NumNodes, t.FeatureDim, t.FeatureDType, t.NumClasses, t.Splits)
+		}
+		for _, r := range m.EdgeTypes {
+			fmt.Fprintf(w, "  edge type (%s, %s, %s): %d edges\n", r.Src, r.Rel, r.Dst, r.NumEdges)
+		}
+		return
+	}
 	fmt.Fprintf(w, "dataset %s: %d nodes, %d edges (%s), %d x %s features, %d classes\n",
 		m.Name, m.NumNodes, m.NumEdges, map[bool]string{true: "directed", false: "undirected"}[m.Directed],
 		m.FeatureDim, m.FeatureDType, m.NumClasses)
@@ -218,4 +272,32 @@ func printManifest(w io.Writer, m *datasets.Manifest) {
 			fmt.Fprintf(w, "  split %-5s %d nodes\n", s, n)
 		}
 	}
+	for _, s := range datasets.SplitNames {
+		if l, ok := m.LinkSplits[s]; ok {
+			fmt.Fprintf(w, "  link split %-5s %d edges, %d negatives each\n", s, l.NumEdges, l.NumNeg)
+		}
+	}
+	if m.EdgeDim > 0 {
+		fmt.Fprintf(w, "  edge_attr %d x %s\n", m.EdgeDim, m.EdgeDType)
+	}
+	for _, f := range m.Files {
+		switch f.Role {
+		case "edge_weight", "edge_time", "node_time":
+			fmt.Fprintf(w, "  %s\n", f.Role)
+		}
+	}
+}
+
+// linkSummary describes d's link splits, or is empty.
+func linkSummary(d *datasets.Data) string {
+	if len(d.LinkSplits) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, s := range datasets.SplitNames {
+		if l, ok := d.LinkSplits[s]; ok {
+			parts = append(parts, fmt.Sprintf("%s %d", s, l.Len()))
+		}
+	}
+	return ", link splits " + strings.Join(parts, "/")
 }
