@@ -42,6 +42,8 @@ type NodeOptions struct {
 //	edge_index  [2, edges] int64      local ids; messages flow row 0 -> row 1
 //	e_id        [edges] int64         the graph's id of each edge (its CSR position)
 //	input_id    [seeds] int64         each seed's position in the split (PyG's input_id)
+//	edge_attr   [edges, edge_dim]     features of e_id, when the dataset has them (table "edge_attr")
+//	edge_weight [edges] float32       weights of e_id, when the dataset has them (table "edge_weight")
 //
 // with the scalar batch_size (the first batch_size nodes are the seeds) and
 // the lists num_sampled_nodes (per hop, seeds first) and num_sampled_edges.
@@ -101,6 +103,12 @@ func NewNode(d *datasets.Data, o NodeOptions) (*Node, error) {
 	edge(Region{Name: "edge_index", DType: "int64", Shape: []int64{2, m.MaxEdges}, CountAxis: 1})
 	edge(Region{Name: "e_id", DType: "int64", Shape: []int64{m.MaxEdges}})
 	seed(Region{Name: "input_id", DType: "int64", Shape: []int64{int64(o.BatchSize)}})
+	if d.EdgeAttr != nil && d.EdgeDim > 0 {
+		edge(Region{Name: "edge_attr", DType: string(d.EdgeDType), Shape: []int64{m.MaxEdges, int64(d.EdgeDim)}, Table: "edge_attr", IDs: "e_id"})
+	}
+	if d.EdgeWeight != nil {
+		edge(Region{Name: "edge_weight", DType: "float32", Shape: []int64{m.MaxEdges}, Table: "edge_weight", IDs: "e_id"})
+	}
 	m.layout.Scalars = []string{"batch_size"}
 	m.layout.Lists = []string{"num_sampled_nodes", "num_sampled_edges"}
 	if err := m.layout.Check(); err != nil {
@@ -223,8 +231,12 @@ func (m *Node) counts(dst []uint32, nodes, edges, seeds uint32) []uint32 {
 	return dst
 }
 
-// Rows implements Batch: x and y are rows of n_id.
+// Rows implements Batch: x and y are rows of n_id (with their address order),
+// edge_attr and edge_weight rows of e_id.
 func (b *NodeBatch) Rows(r int) ([]int64, []int32) {
+	if b.m.countOf[r] == inEdges {
+		return b.S.EID, nil // edge rows (edge_attr, edge_weight) in edge order
+	}
 	if len(b.S.Order) != len(b.S.NID) {
 		return b.S.NID, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"unsafe"
 
 	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/gather"
@@ -63,12 +64,22 @@ func (s *Server) newRing(req *request, layout *batch.Layout, sl pingpong.Layout)
 }
 
 // cpuTables are the tables a CPU fill gathers from, by name: the node
-// features and the labels.
+// features and the labels, and the edge features and weights when the
+// dataset has them.
 func (s *Server) cpuTables() map[string]gather.Backend {
-	return map[string]gather.Backend{
+	d := s.src.Data
+	t := map[string]gather.Backend{
 		"x": gather.NewCPUBackend(s.src.Table, s.cfg.SamplerThreads),
-		"y": gather.Labels{Of: s.src.Data.Labels},
+		"y": gather.Labels{Of: d.Labels},
 	}
+	if d.EdgeAttr != nil && d.EdgeDim > 0 {
+		t["edge_attr"] = gather.NewCPUBackend(gather.Table{Rows: d.EdgeAttr, RowBytes: d.EdgeRowBytes(), NumRows: d.Graph.NumEdges()}, s.cfg.SamplerThreads)
+	}
+	if d.EdgeWeight != nil {
+		w := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(d.EdgeWeight))), 4*len(d.EdgeWeight))
+		t["edge_weight"] = gather.NewCPUBackend(gather.Table{Rows: w, RowBytes: 4, NumRows: d.Graph.NumEdges()}, s.cfg.SamplerThreads)
+	}
+	return t
 }
 
 // fillWorkers is the goroutines one fill may use to write a batch's
