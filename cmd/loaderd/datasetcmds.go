@@ -157,6 +157,19 @@ func runImport(ctx context.Context, e *env, args []string) error {
 	case "npz":
 		d, err = datasets.ImportNPZ(pos[1], opts)
 	case "ogb":
+		if datasets.IsOGBHetero(pos[1]) {
+			h, err := datasets.ImportOGBHetero(pos[1], opts)
+			if err != nil {
+				return err
+			}
+			if err := datasets.WriteHetero(ctx, out, h, &datasets.WriteOptions{Overwrite: overwrite, Progress: p}); err != nil {
+				return err
+			}
+			p.Finish()
+			fmt.Fprintf(e.stdout, "wrote %s: %d node types, %d edge types (heterogeneous, %s)\n", out, len(h.NodeTypes), len(h.Relations),
+				time.Since(start).Round(time.Millisecond))
+			return nil
+		}
 		d, err = datasets.ImportOGB(pos[1], opts)
 	default:
 		return usageError{fmt.Sprintf("unknown format %q (want npz or ogb)", pos[0])}
