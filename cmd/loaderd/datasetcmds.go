@@ -129,7 +129,7 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&ratios, "split", "0.6,0.2,0.2", "train,valid,test ratios of the stratified split (npz only)")
 		fs.Uint64Var(&opts.SplitSeed, "split-seed", 0, "seed of the stratified split")
 		fs.BoolVar(&opts.Undirected, "undirected", false, "add reverse edges, drop duplicates and self loops")
-		fs.StringVar(&direction, "edge-direction", "in", "in: input row i (edge i,j) lists node i's incoming neighbours (j -> i), as before; out: edge i,j is i -> j, PyG's reading (the dataset stores the transpose)")
+		fs.StringVar(&direction, "edge-direction", "", "in (the default for node datasets): input row i (edge i,j) lists node i's incoming neighbours (j -> i), as before; out (the default and only choice for OGB link datasets): edge i,j is i -> j, PyG's reading (the dataset stores the transpose)")
 		fs.BoolVar(&opts.EdgeWeights, "edge-weights", false, "npz: keep adj_data as edge_weight (OGB edge files are always kept)")
 		fs.StringVar(&opts.OGBSplit, "ogb-split", "", "OGB split scheme under split/ (default: the only one)")
 		fs.IntVar(&opts.Workers, "workers", 0, "parsing goroutines (0 = all cores)")
@@ -145,8 +145,10 @@ func runImport(ctx context.Context, e *env, args []string) error {
 	if opts.SplitRatios, err = parseRatios(ratios); err != nil {
 		return usageError{err.Error()}
 	}
-	if opts.EdgeDirection, err = datasets.ParseEdgeDirection(direction); err != nil {
-		return usageError{"--edge-direction: " + err.Error()}
+	if direction != "" {
+		if opts.EdgeDirection, err = datasets.ParseEdgeDirection(direction); err != nil {
+			return usageError{"--edge-direction: " + err.Error()}
+		}
 	}
 	p := newProgress(e.log, 5*time.Second)
 	defer p.Finish()
