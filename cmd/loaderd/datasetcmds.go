@@ -183,9 +183,9 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	p.Finish()
-	fmt.Fprintf(e.stdout, "wrote %s: %d nodes, %d edges, %d x %s features, %d classes, split %d/%d/%d (%s)\n",
+	fmt.Fprintf(e.stdout, "wrote %s: %d nodes, %d edges, %d x %s features, %d classes, split %d/%d/%d%s (%s)\n",
 		out, d.Graph.NumNodes, d.Graph.NumEdges(), d.FeatureDim, d.FeatureDType, d.NumClasses,
-		len(d.Splits[datasets.SplitTrain]), len(d.Splits[datasets.SplitValid]), len(d.Splits[datasets.SplitTest]),
+		len(d.Splits[datasets.SplitTrain]), len(d.Splits[datasets.SplitValid]), len(d.Splits[datasets.SplitTest]), linkSummary(d),
 		time.Since(start).Round(time.Millisecond))
 	return nil
 }
