@@ -1,11 +1,17 @@
 // Package datasets owns gnnloader's on-disk dataset format and everything that
 // produces it: the synthetic generators and the importers for gnn-benchmark
-// .npz files and OGB node-property raw layouts.
+// .npz files and OGB node-property, link-property and heterogeneous raw
+// layouts.
 //
 // A dataset is a directory holding manifest.json, its checksum
 // manifest.json.xxh64, and one Arrow IPC file per array (CSR indptr and
-// indices, features, labels, split node ids). The manifest records every
-// file's size and xxhash64-tree checksum.
+// indices, features, labels, split node ids; optionally per-edge arrays in
+// CSR order, node and edge times, and link splits). The manifest records
+// every file's size and xxhash64-tree checksum. A heterogeneous dataset
+// (format_version 2, Hetero) has one CSR per edge type and features,
+// labels and splits per node type; Open returns one only with
+// OpenOptions.AllowHetero. docs/datasets.md describes the format; row v of
+// a CSR lists the nodes v aggregates from (EdgeDirection).
 //
 // Open reads each file once into private anonymous memory (in parallel
 // chunks, each hashed as it is read, so a checksum covers exactly the bytes

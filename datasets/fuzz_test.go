@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"flag"
@@ -31,7 +32,9 @@ var fuzzFiles = []string{ManifestName, "indptr.arrow", "indices.arrow", "feature
 	"split_train.arrow", "split_valid.arrow", "split_test.arrow",
 	"edge_attr.arrow", "edge_weight.arrow", "edge_time.arrow", "node_time.arrow",
 	"link_train_src.arrow", "link_train_dst.arrow", "link_train_label.arrow", "link_train_time.arrow",
-	"link_test_src.arrow", "link_test_dst.arrow", "link_test_neg_dst.arrow"}
+	"link_test_src.arrow", "link_test_dst.arrow", "link_test_neg_dst.arrow",
+	"node_a_features.arrow", "node_a_labels.arrow", "node_a_split_train.arrow", "node_a_time.arrow", "node_b_features.arrow",
+	"edge_b__r__a_indptr.arrow", "edge_b__r__a_indices.arrow", "edge_a__s__a_indptr.arrow", "edge_a__s__a_indices.arrow"}
 
 // Mode bits of a fuzz input.
 const (
@@ -40,6 +43,7 @@ const (
 	fuzzNoManifestSum             // no manifest checksum file (an older dataset)
 	fuzzNoFeatures                // open with NoFeatures
 	fuzzVerify                    // Verify instead of Open
+	fuzzAllowHetero               // open with AllowHetero
 )
 
 func encodeFuzzDir(t testing.TB, dir string) []byte {
@@ -115,6 +119,12 @@ func FuzzOpenDataset(f *testing.F) {
 		f.Add(encodeFuzzDir(f, dir), uint8(0))
 		f.Add(encodeFuzzDir(f, dir), uint8(fuzzSkipChecksums|fuzzNoManifestSum))
 	}
+	hdir := filepath.Join(f.TempDir(), "hetero")
+	if err := WriteHetero(context.Background(), hdir, fuzzSeedHetero(), nil); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(encodeFuzzDir(f, hdir), uint8(fuzzAllowHetero))
+	f.Add(encodeFuzzDir(f, hdir), uint8(0))
 	f.Fuzz(func(t *testing.T, in []byte, mode uint8) {
 		files := decodeFuzzDir(in)
 		if mode&fuzzRawManifest == 0 {
@@ -140,7 +150,8 @@ func FuzzOpenDataset(f *testing.F) {
 			}
 			return
 		}
-		ds, err := Open(dir, &OpenOptions{SkipChecksums: mode&fuzzSkipChecksums != 0, NoFeatures: mode&fuzzNoFeatures != 0, Workers: 2})
+		ds, err := Open(dir, &OpenOptions{SkipChecksums: mode&fuzzSkipChecksums != 0, NoFeatures: mode&fuzzNoFeatures != 0, Workers: 2,
+			AllowHetero: mode&fuzzAllowHetero != 0})
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("an empty error")
@@ -148,6 +159,12 @@ func FuzzOpenDataset(f *testing.F) {
 			return
 		}
 		defer ds.Close()
+		if ds.Hetero != nil {
+			if err := checkHeteroInvariants(ds.Hetero, ds.Manifest); err != nil {
+				t.Fatalf("Open returned a heterogeneous dataset that is not valid: %v", err)
+			}
+			return
+		}
 		if err := checkInvariants(&ds.Data, ds.Manifest, mode&fuzzNoFeatures != 0); err != nil {
 			t.Fatalf("Open returned a dataset that is not valid: %v", err)
 		}
@@ -385,4 +402,63 @@ func TestFuzzSeedCorpus(t *testing.T) {
 			t.Errorf("seed %s: Open says %v", name, err)
 		}
 	}
+}
+
+// fuzzSeedHetero is a tiny heterogeneous dataset: node types a (features,
+// labels, a split, times) and b (features), relations (b, r, a), (a, s, a).
+func fuzzSeedHetero() *Hetero {
+	return &Hetero{Name: "h", NodeTypes: []*NodeType{
+		{Name: "a", NumNodes: 3, FeatureDim: 2, FeatureDType: Int32, Features: make([]byte, 24), NumClasses: 2,
+			Labels: []int32{0, 1, -1}, Splits: map[string][]int64{SplitTrain: {0, 2}}, Time: []int64{5, 6, 7}},
+		{Name: "b", NumNodes: 2, FeatureDim: 1, FeatureDType: Float16, Features: make([]byte, 4)},
+	}, Relations: []*Relation{
+		{EdgeType: EdgeType{"b", "r", "a"}, Graph: Graph{NumNodes: 3, NumSrcNodes: 2, Indptr: []int64{0, 1, 1, 3}, Indices32: []int32{1, 0, 1}}},
+		{EdgeType: EdgeType{"a", "s", "a"}, Graph: Graph{NumNodes: 3, NumSrcNodes: 3, Indptr: []int64{0, 2, 2, 2}, Indices32: []int32{1, 2}}},
+	}}
+}
+
+// checkHeteroInvariants checks an opened heterogeneous dataset without the
+// package's validation, reading every byte.
+func checkHeteroInvariants(h *Hetero, m *Manifest) error {
+	if len(h.NodeTypes) != len(m.NodeTypes) || len(h.Relations) != len(m.EdgeTypes) {
+		return fmt.Errorf("types differ from the manifest")
+	}
+	for _, t := range h.NodeTypes {
+		if int64(len(t.Features)) != t.NumNodes*int64(t.FeatureDim*t.FeatureDType.Size()) {
+			return fmt.Errorf("%s: %d feature bytes", t.Name, len(t.Features))
+		}
+		for _, y := range t.Labels {
+			if y < -1 || int(y) >= t.NumClasses {
+				return fmt.Errorf("%s: label %d", t.Name, y)
+			}
+		}
+		for _, ids := range t.Splits {
+			for _, v := range ids {
+				if v < 0 || v >= t.NumNodes {
+					return fmt.Errorf("%s: split id %d", t.Name, v)
+				}
+			}
+		}
+	}
+	for _, r := range h.Relations {
+		g := &r.Graph
+		src, dst := h.NodeType(r.Src), h.NodeType(r.Dst)
+		if src == nil || dst == nil || g.NumNodes != dst.NumNodes || int64(len(g.Indptr)) != g.NumNodes+1 || g.Indptr[0] != 0 {
+			return fmt.Errorf("%s: bad shape", r.EdgeType)
+		}
+		for v := int64(0); v < g.NumNodes; v++ {
+			if g.Indptr[v+1] < g.Indptr[v] {
+				return fmt.Errorf("%s: indptr decreases", r.EdgeType)
+			}
+		}
+		if e := int64(len(g.Indices32)) + int64(len(g.Indices64)); e != g.Indptr[g.NumNodes] {
+			return fmt.Errorf("%s: %d indices", r.EdgeType, e)
+		}
+		for i := int64(0); i < g.NumEdges(); i++ {
+			if u := g.Neighbor(i); u < 0 || u >= src.NumNodes {
+				return fmt.Errorf("%s: index %d", r.EdgeType, u)
+			}
+		}
+	}
+	return nil
 }

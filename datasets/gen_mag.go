@@ -40,6 +40,11 @@ var magShape = struct {
 	train: 629_571, valid: 64_879, test: 41_939,
 }
 
+// genMagHomophily is the probability that an edge's second end is drawn
+// from the first end's class: low enough that one relation alone does not
+// give a paper's venue away, high enough that all of them together do.
+const genMagHomophily = 0.3
+
 // Random streams of the mag generator.
 const (
 	streamMagClass uint64 = iota + 128
@@ -63,7 +68,7 @@ func IsHeteroPreset(like string) bool { return strings.EqualFold(like, "mag") }
 // and features of the class centroid plus N(0, 1) noise, as Generate's
 // nodes do (opts.FeatureDType, 128 elements). Each edge has one end drawn
 // uniformly (so degrees are about even) and the other, with probability
-// genHomophily, among the nodes of the first end's class: a paper's
+// genMagHomophily, among the nodes of the first end's class: a paper's
 // authors, citations and topics tell its venue much better than its own
 // features. opts.Time adds a publication time per paper. The same options
 // give the same bytes; the work is serial.
@@ -152,7 +157,7 @@ func GenerateHetero(opts GenOptions) (*Hetero, error) {
 			}
 			x := hashAt(key, uint64(i))
 			var b int64
-			if pool := members[other][otherCls]; float64(x>>11)*0x1p-53 < genHomophily && len(pool) > 0 {
+			if pool := members[other][otherCls]; float64(x>>11)*0x1p-53 < genMagHomophily && len(pool) > 0 {
 				b = pool[below(mix64(x), int64(len(pool)))]
 			} else {
 				b = below(mix64(x^0x5bd1e995), h.NodeType(other).NumNodes)

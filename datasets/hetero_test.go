@@ -3,6 +3,8 @@ package datasets
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -119,5 +121,98 @@ func TestGenMagLearnable(t *testing.T) {
 	rev := u.Relation(EdgeType{"paper", "rev_writes", "author"})
 	if rev.Graph.NumNodes != h.NodeType("author").NumNodes || rev.Graph.NumEdges() != h.Relation(EdgeType{"author", "writes", "paper"}).Graph.NumEdges() {
 		t.Fatal("rev_writes is not the transpose of writes")
+	}
+}
+
+// writeOGBHetero writes h in OGB's heterogeneous raw layout (edges in a
+// shuffled order), features as text.
+func writeOGBHetero(t *testing.T, dir string, h *Hetero) {
+	t.Helper()
+	var names, counts, trip []string
+	for _, nt := range h.NodeTypes {
+		names, counts = append(names, nt.Name), append(counts, strconv.FormatInt(nt.NumNodes, 10))
+		x := float32Features(&Data{Features: nt.Features})
+		var sb strings.Builder
+		for v := int64(0); v < nt.NumNodes; v++ {
+			for j := 0; j < nt.FeatureDim; j++ {
+				if j > 0 {
+					sb.WriteByte(',')
+				}
+				sb.WriteString(strconv.FormatFloat(float64(x[v*int64(nt.FeatureDim)+int64(j)]), 'g', -1, 32))
+			}
+			sb.WriteByte('\n')
+		}
+		p := filepath.Join(dir, "raw", "node-feat", nt.Name)
+		os.MkdirAll(p, 0o755)
+		impWriteGz(t, filepath.Join(p, "node-feat.csv.gz"), sb.String())
+		if nt.Labels != nil {
+			sb.Reset()
+			for _, y := range nt.Labels {
+				fmt.Fprintf(&sb, "%d\n", y)
+			}
+			p := filepath.Join(dir, "raw", "node-label", nt.Name)
+			os.MkdirAll(p, 0o755)
+			impWriteGz(t, filepath.Join(p, "node-label.csv.gz"), sb.String())
+			for s, ids := range nt.Splits {
+				sb.Reset()
+				for _, v := range ids {
+					fmt.Fprintf(&sb, "%d\n", v)
+				}
+				p := filepath.Join(dir, "split", "time", nt.Name)
+				os.MkdirAll(p, 0o755)
+				impWriteGz(t, filepath.Join(p, s+".csv.gz"), sb.String())
+			}
+		}
+	}
+	impWriteGz(t, filepath.Join(dir, "raw", "num-node-dict.csv.gz"), strings.Join(names, ",")+"\n"+strings.Join(counts, ",")+"\n")
+	for _, r := range h.Relations {
+		trip = append(trip, r.Src+","+r.Rel+","+r.Dst)
+		var lines []string
+		for v := int64(0); v < r.Graph.NumNodes; v++ {
+			for p := r.Graph.Indptr[v]; p < r.Graph.Indptr[v+1]; p++ {
+				lines = append(lines, fmt.Sprintf("%d,%d", r.Graph.Neighbor(p), v))
+			}
+		}
+		slices.Reverse(lines)
+		p := filepath.Join(dir, "raw", "relations", r.Src+"___"+r.Rel+"___"+r.Dst)
+		os.MkdirAll(p, 0o755)
+		impWriteGz(t, filepath.Join(p, "edge.csv.gz"), strings.Join(lines, "\n")+"\n")
+	}
+	impWriteGz(t, filepath.Join(dir, "raw", "triplet-type-list.csv.gz"), strings.Join(trip, "\n")+"\n")
+}
+
+func TestImportOGBHetero(t *testing.T) {
+	h, err := GenerateHetero(GenOptions{Like: "mag", Scale: 0.0005, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "ogbn_mag")
+	writeOGBHetero(t, dir, h)
+	got, err := ImportOGBHetero(dir, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range h.NodeTypes {
+		g := got.NodeTypes[i]
+		if g.Name != want.Name || g.NumNodes != want.NumNodes || !slices.Equal(g.Features, want.Features) || !slices.Equal(g.Labels, want.Labels) ||
+			g.NumClasses != want.NumClasses || !slices.Equal(g.Splits[SplitTest], want.Splits[SplitTest]) {
+			t.Fatalf("node type %s differs", want.Name)
+		}
+	}
+	for i, want := range h.Relations {
+		g := got.Relations[i]
+		if g.EdgeType != want.EdgeType || !slices.Equal(g.Graph.Indptr, want.Graph.Indptr) || !slices.Equal(g.Graph.Indices32, want.Graph.Indices32) {
+			t.Fatalf("relation %s differs", want.EdgeType)
+		}
+	}
+	u, err := ImportOGBHetero(dir, ImportOptions{Undirected: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(u.Relations) != 7 {
+		t.Fatalf("undirected: %d relations", len(u.Relations))
+	}
+	if err := WriteHetero(context.Background(), filepath.Join(t.TempDir(), "out"), u, nil); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -129,7 +129,7 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&ratios, "split", "0.6,0.2,0.2", "train,valid,test ratios of the stratified split (npz only)")
 		fs.Uint64Var(&opts.SplitSeed, "split-seed", 0, "seed of the stratified split")
 		fs.BoolVar(&opts.Undirected, "undirected", false, "add reverse edges, drop duplicates and self loops")
-		fs.StringVar(&direction, "edge-direction", "in", "in: input row i (edge i,j) lists node i's incoming neighbours (j -> i), as before; out: edge i,j is i -> j, PyG's reading (the dataset stores the transpose)")
+		fs.StringVar(&direction, "edge-direction", "", "in (the default for node datasets): input row i (edge i,j) lists node i's incoming neighbours (j -> i), as before; out (the default and only choice for OGB link datasets): edge i,j is i -> j, PyG's reading (the dataset stores the transpose)")
 		fs.BoolVar(&opts.EdgeWeights, "edge-weights", false, "npz: keep adj_data as edge_weight (OGB edge files are always kept)")
 		fs.StringVar(&opts.OGBSplit, "ogb-split", "", "OGB split scheme under split/ (default: the only one)")
 		fs.IntVar(&opts.Workers, "workers", 0, "parsing goroutines (0 = all cores)")
@@ -145,8 +145,10 @@ func runImport(ctx context.Context, e *env, args []string) error {
 	if opts.SplitRatios, err = parseRatios(ratios); err != nil {
 		return usageError{err.Error()}
 	}
-	if opts.EdgeDirection, err = datasets.ParseEdgeDirection(direction); err != nil {
-		return usageError{"--edge-direction: " + err.Error()}
+	if direction != "" {
+		if opts.EdgeDirection, err = datasets.ParseEdgeDirection(direction); err != nil {
+			return usageError{"--edge-direction: " + err.Error()}
+		}
 	}
 	p := newProgress(e.log, 5*time.Second)
 	defer p.Finish()
@@ -157,6 +159,19 @@ func runImport(ctx context.Context, e *env, args []string) error {
 	case "npz":
 		d, err = datasets.ImportNPZ(pos[1], opts)
 	case "ogb":
+		if datasets.IsOGBHetero(pos[1]) {
+			h, err := datasets.ImportOGBHetero(pos[1], opts)
+			if err != nil {
+				return err
+			}
+			if err := datasets.WriteHetero(ctx, out, h, &datasets.WriteOptions{Overwrite: overwrite, Progress: p}); err != nil {
+				return err
+			}
+			p.Finish()
+			fmt.Fprintf(e.stdout, "wrote %s: %d node types, %d edge types (heterogeneous, %s)\n", out, len(h.NodeTypes), len(h.Relations),
+				time.Since(start).Round(time.Millisecond))
+			return nil
+		}
 		d, err = datasets.ImportOGB(pos[1], opts)
 	default:
 		return usageError{fmt.Sprintf("unknown format %q (want npz or ogb)", pos[0])}
@@ -168,9 +183,9 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	p.Finish()
-	fmt.Fprintf(e.stdout, "wrote %s: %d nodes, %d edges, %d x %s features, %d classes, split %d/%d/%d (%s)\n",
+	fmt.Fprintf(e.stdout, "wrote %s: %d nodes, %d edges, %d x %s features, %d classes, split %d/%d/%d%s (%s)\n",
 		out, d.Graph.NumNodes, d.Graph.NumEdges(), d.FeatureDim, d.FeatureDType, d.NumClasses,
-		len(d.Splits[datasets.SplitTrain]), len(d.Splits[datasets.SplitValid]), len(d.Splits[datasets.SplitTest]),
+		len(d.Splits[datasets.SplitTrain]), len(d.Splits[datasets.SplitValid]), len(d.Splits[datasets.SplitTest]), linkSummary(d),
 		time.Since(start).Round(time.Millisecond))
 	return nil
 }
