@@ -1,0 +1,5 @@
+//go:build !race
+
+package stages
+
+const raceEnabled = false
