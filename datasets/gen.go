@@ -203,15 +203,9 @@ func Generate(opts GenOptions) (*Data, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !(opts.Scale > 0) || math.IsInf(opts.Scale, 0) {
-		return nil, fmt.Errorf("gen: scale %v must be a positive number", opts.Scale)
-	}
-	dt := opts.FeatureDType
-	if dt == "" {
-		dt = Float32
-	}
-	if !dt.Valid() {
-		return nil, fmt.Errorf("gen: unknown feature dtype %q", dt)
+	dt, err := opts.scaleAndDType()
+	if err != nil {
+		return nil, err
 	}
 	undirected := p.Undirected
 	if opts.Undirected != nil {
@@ -477,4 +471,20 @@ func mergeInt64(dst, a, b []int64) {
 	}
 	k += copy(dst[k:], a[i:])
 	copy(dst[k:], b[j:])
+}
+
+// scaleAndDType checks the options every generator shares and returns the
+// feature dtype (float32 when unset).
+func (opts *GenOptions) scaleAndDType() (DType, error) {
+	if !(opts.Scale > 0) || math.IsInf(opts.Scale, 0) {
+		return "", fmt.Errorf("gen: scale %v must be a positive number", opts.Scale)
+	}
+	dt := opts.FeatureDType
+	if dt == "" {
+		dt = Float32
+	}
+	if !dt.Valid() {
+		return "", fmt.Errorf("gen: unknown feature dtype %q", dt)
+	}
+	return dt, nil
 }

@@ -76,15 +76,9 @@ func GenerateHetero(opts GenOptions) (*Hetero, error) {
 	if !IsHeteroPreset(opts.Like) {
 		return nil, fmt.Errorf("gen: %q is not a heterogeneous preset (want mag)", opts.Like)
 	}
-	if !(opts.Scale > 0) || math.IsInf(opts.Scale, 0) {
-		return nil, fmt.Errorf("gen: scale %v must be a positive number", opts.Scale)
-	}
-	dt := opts.FeatureDType
-	if dt == "" {
-		dt = Float32
-	}
-	if !dt.Valid() {
-		return nil, fmt.Errorf("gen: unknown feature dtype %q", dt)
+	dt, err := opts.scaleAndDType()
+	if err != nil {
+		return nil, err
 	}
 	round := func(x int64) int64 { return max(int64(math.Round(float64(x)*opts.Scale)), 1) }
 	s, C, dim := magShape, magShape.classes, magShape.dim
