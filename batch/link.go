@@ -200,10 +200,15 @@ func (m *Link) Layout() *Layout { return &m.layout }
 // NewBatch implements Mode.
 func (m *Link) NewBatch() Batch { return &LinkBatch{m: m} }
 
-// BatchBytes implements Mode: a node batch's, and per pair its ends (global
-// and local), its label and its input position.
+// BatchBytes implements Mode: a node batch's, and per end of a pair its
+// global id, its local id and its place among the seed nodes, and per
+// positive its position in the split.
 func (m *Link) BatchBytes() int64 {
-	return 12*m.MaxNodes + 16*m.MaxEdges + 40*m.MaxPairs + 8*int64(m.k+2)*int64(m.batch)
+	ends := 2 * m.MaxPairs
+	if m.neg == NegTriplet {
+		ends = int64(2+m.k) * int64(m.batch)
+	}
+	return 12*m.MaxNodes + 16*m.MaxEdges + 24*ends + 8*int64(m.batch)
 }
 
 // Split is the mode's pairs.
