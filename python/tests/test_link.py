@@ -141,6 +141,9 @@ class LinkNeighborLoaderTest(unittest.TestCase):
             gnnloader.LinkNeighborLoader(s, [2], "train", batch_size=4, device="cuda:0")
         with self.assertRaises(ValueError):
             gnnloader.LinkNeighborLoader(s, [2], "nope", batch_size=4)
+        with self.assertRaises(ValueError):  # a link split is not a node split
+            gnnloader.NeighborLoader(s, [2], "link:train", batch_size=4)
+        self.assertEqual(gnnloader.connect(s).splits["link:train"], 700)
 
 
 if __name__ == "__main__":
