@@ -21,9 +21,9 @@ from typing import Any, Callable, Optional, Sequence, Union
 import torch
 
 from . import protocol as p
-from .loader import Loader
-from .pyg import (CUSTOM_SPLIT, Remote, _IGNORED, _NO_EFFECT, _SPLIT_ALIASES, _SeedsLoader, _check_data,
-                  _dist_rank_world, _plain, _attr)
+from .loader import Batch, Loader
+from .pyg import (CUSTOM_SPLIT, Remote, _IGNORED, _NO_EFFECT, _SPLIT_ALIASES, _SeedsLoader, _attr, _check_data,
+                  _dist_rank_world, _items, _plain)
 
 __all__ = ["LinkNeighborLoader", "NegativeSampling", "LINK_PREFIX"]
 
@@ -295,6 +295,7 @@ class LinkNeighborLoader:
         common = dict(batch_size=batch_size, fanouts=fanouts, shuffle=shuffle, seed=int(seed), rank=rank,
                       world_size=world_size, device=str(device), drop_last=drop_last)
         common.update(loader_kw)
+        self._path, self._common = path, common
 
         self.data, self.num_neighbors, self.edge_label_index = data, fanouts, edge_label_index
         self.edge_label, self.batch_size, self.shuffle, self.drop_last = edge_label, batch_size, shuffle, drop_last
@@ -346,6 +347,28 @@ class LinkNeighborLoader:
             lab[:pos.numel()] = self._labels[pos]
             b.edge_label = lab.to(b.input_id.device)
         return b
+
+    def __call__(self, input_edges: Union[torch.Tensor, Sequence[Sequence[int]]], input_time: Any = None) -> Any:
+        """One batch for the pairs ``input_edges`` (``[2, E]``), PyG's
+        ``LinkLoader.__call__``: no negatives, no labels, ``input_id`` is
+        ``arange(E)``. It opens a second connection to loaderd for the call
+        and returns tensors of its own (copies, not slot views). Sampling
+        uses the loader's seed; the call is not part of any epoch."""
+        if input_time is not None:
+            raise ValueError("gnnloader.LinkNeighborLoader does not support input_time (temporal sampling)")
+        e = torch.as_tensor(input_edges).cpu()
+        if e.dim() != 2 or e.size(0) != 2 or e.size(1) == 0 or e.dtype.is_floating_point or e.dtype == torch.bool:
+            raise ValueError(f"loader(input_edges) takes a non-empty [2, E] tensor of node ids, not {input_edges!r}")
+        e = e.to(torch.int64).contiguous()
+        kw = dict(self._common, batch_size=int(e.size(1)), shuffle=False, rank=0, world_size=1, drop_last=False,
+                  slots=1, start_epoch=0, start_batch=0)
+        kw.pop("reconnect", None)
+        with _LinkPairsLoader(self._path, e, None, **kw) as one:
+            one._shape_x = self._loader._shape_x
+            batch = next(iter(one))
+            fields = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in _items(batch)}
+        out = one._data_cls(**fields) if one._data_cls is not None else Batch(**fields)
+        return out
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration run this epoch (as DistributedSampler.set_epoch)."""

@@ -125,6 +125,19 @@ class LinkNeighborLoaderTest(unittest.TestCase):
             batch = next(iter(loader))
             self.assertTrue(torch.equal(batch.edge_label, labels[batch.input_id]))  # no negatives: as given
 
+    def test_call_samples_the_given_pairs(self):
+        with gnnloader.LinkNeighborLoader(self.daemon.socket, [3], "train", neg_sampling="binary",
+                                          batch_size=8) as loader:
+            pairs = self.valid[:, :5]
+            batch = loader(pairs)
+            self.assertTrue(torch.equal(batch.input_id, torch.arange(5)))
+            self.assertTrue(torch.equal(batch.n_id[batch.edge_label_index], pairs))  # no negatives, as PyG's call
+            self.assertNotIn("edge_label", batch)
+            self.assertTrue(torch.equal(batch.x, self.x[batch.n_id]))
+            self.assertEqual(len(list(loader)), 88)  # the loader's own epochs go on
+            with self.assertRaises(ValueError):
+                loader(torch.zeros(3, dtype=torch.long))
+
     def test_unsupported_options_raise(self):
         s = self.daemon.socket
         for kw in (dict(edge_label_time=torch.zeros(700)), dict(replace=True), dict(disjoint=True),
