@@ -262,12 +262,18 @@ func (b *NodeBatch) WriteStructure(region func(r int) []byte, workers int) {
 			in = int64s(region(r))
 		}
 	}
-	s := &b.S
-	n, e := len(s.NID), len(s.Src)
 	if in != nil {
-		writeInputs(in, b.InputIDs(), s.NumSampledNodes[0])
+		writeInputs(in, b.InputIDs(), b.S.NumSampledNodes[0])
 	}
 	var p pieces
+	p.addSampled(&b.S, nid, ei, eid)
+	p.run(workers)
+}
+
+// addSampled adds the pieces that write a sampled neighbourhood's n_id,
+// edge_index (widened to int64) and e_id.
+func (p *pieces) addSampled(s *sampler.Batch, nid, ei, eid []int64) {
+	n, e := len(s.NID), len(s.Src)
 	for lo := 0; lo < n; lo += 4 * piece {
 		hi := min(lo+4*piece, n)
 		p.add(func() { copy(nid[lo:hi], s.NID[lo:hi]) })
@@ -282,7 +288,6 @@ func (b *NodeBatch) WriteStructure(region func(r int) []byte, workers int) {
 			copy(eid[lo:hi], s.EID[lo:hi])
 		})
 	}
-	p.run(workers)
 }
 
 // writeInputs writes a batch's input_id: pos, or -1 per seed without them.

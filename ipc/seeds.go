@@ -10,8 +10,10 @@ const CustomSplit = "custom"
 // Seeds (client to daemon) carries Count node ids, little-endian int64, in a
 // memfd of at least 8*Count bytes passed with the frame (SCM_RIGHTS, exactly
 // one descriptor). It is allowed once, in phase open (before Open), and
-// leaves the phase unchanged; the Open that follows names CustomSplit. The
-// daemon checks Count (1..num_nodes) and every id (0 <= id < num_nodes),
+// leaves the phase unchanged; the Open that follows names CustomSplit (or
+// "link:custom..." for link batches over pairs). The
+// daemon checks Count (1..max(num_nodes, 2*num_edges): node ids, or the
+// ends of the pairs of a "link:custom" split) and every id (0 <= id < num_nodes),
 // copies the ids and closes the descriptor; the memfd may be reused or
 // closed by the client as soon as Opened (or Error) arrives.
 type Seeds struct {

@@ -27,7 +27,8 @@ type request struct {
 	noFeatures bool // FeatureDType "none": batches without x
 	onDevice   bool // sampled on its GPU (sampler.GPU), not by the CPU
 	startEpoch uint32
-	startBatch int // first batch of startEpoch (a reconnecting trainer resumes)
+	startBatch int          // first batch of startEpoch (a reconnecting trainer resumes)
+	link       *linkRequest // link batches (split "link:..."); seeds are positions of its pairs
 }
 
 // rank is the trainer's rank within its job.
@@ -42,6 +43,16 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 	d := ss.srv.src.Data
 	dev, _ := ipc.ParseDevice(m.Device) // Validate checked it
 	seeds, ok := d.Splits[m.Split]
+	link, isLink, err := ss.parseLink(m.Split)
+	if err != nil {
+		return nil, err
+	}
+	if isLink {
+		if dev >= 0 {
+			return nil, perrf(ipc.CodeBadRequest, "link batches (split %q) are served on device \"cpu\" only, not %q", m.Split, m.Device)
+		}
+		seeds, ok = positions(int(link.pairs.Len())), true
+	}
 	if m.Split == ipc.CustomSplit {
 		if seeds, ok = ss.custom, true; seeds == nil {
 			return nil, perrf(ipc.CodeBadRequest, "split %q needs a Seeds message before Open", ipc.CustomSplit)
@@ -80,7 +91,7 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 		job: m.Job, split: m.Split, seeds: seeds, device: dev, slots: slots, noFeatures: noFeatures,
 		epochs: sampler.EpochConfig{BatchSize: int(m.BatchSize), Shuffle: m.Shuffle, Seed: m.Seed,
 			Rank: int(m.Rank), WorldSize: int(m.WorldSize), DropLast: m.DropLast},
-		startEpoch: m.StartEpoch, startBatch: int(m.StartBatch),
+		startEpoch: m.StartEpoch, startBatch: int(m.StartBatch), link: link,
 	}
 	for _, f := range m.Fanouts {
 		r.fanouts = append(r.fanouts, int(f))
@@ -107,9 +118,15 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	// The GPU sampler takes fanouts of -1 and >= 1: a hop of 0 (PyG's "sample
 	// nothing") is sampled by the CPU, the slots still on the GPU.
 	req.onDevice = req.device >= 0 && ss.srv.gpuSamples(req.device) && !slices.Contains(req.fanouts, 0)
-	mode, err := batch.NewNode(src.Data, batch.NodeOptions{BatchSize: req.epochs.BatchSize, Fanouts: req.fanouts,
+	no := batch.NodeOptions{BatchSize: req.epochs.BatchSize, Fanouts: req.fanouts,
 		Workers: cfg.SamplerThreads, NoFeatures: req.noFeatures, MaxDegree: src.MaxDegree,
-		AddressOrder: req.device < 0 || !ss.srv.gpuPlansSweeps, DeviceSampling: req.onDevice})
+		AddressOrder: req.device < 0 || !ss.srv.gpuPlansSweeps, DeviceSampling: req.onDevice}
+	var mode batch.Mode
+	if req.link != nil {
+		mode, err = batch.NewLink(src.Data, req.link.pairs, batch.LinkOptions{Node: no, Neg: req.link.neg, Amount: req.link.amount})
+	} else {
+		mode, err = batch.NewNode(src.Data, no)
+	}
 	if errors.Is(err, batch.ErrTooLarge) {
 		return perrf(ipc.CodeLimit, "%v", err)
 	}

@@ -27,12 +27,15 @@ func (ss *session) takeSeeds(m *ipc.Seeds, fds []int) error {
 	if ss.custom != nil {
 		return perrf(ipc.CodeBadRequest, "a second Seeds message: custom seeds are sent once, before Open")
 	}
-	n := ss.srv.src.Data.Graph.NumNodes
+	g := &ss.srv.src.Data.Graph
+	n := g.NumNodes
+	// Node ids of seeds, or the ends of the pairs of a link:custom split.
+	limit := max(n, 2*g.NumEdges())
 	switch {
 	case m.Count == 0:
 		return perrf(ipc.CodeBadRequest, "Seeds with no seeds")
-	case m.Count > uint64(n):
-		return perrf(ipc.CodeLimit, "%d seeds for a graph of %d nodes", m.Count, n)
+	case m.Count > uint64(limit):
+		return perrf(ipc.CodeLimit, "%d seeds for a graph of %d nodes and %d edges (at most %d)", m.Count, n, g.NumEdges(), limit)
 	}
 	// The copy counts against the memory budget like slots do, so
 	// connections cannot pile up seed lists the daemon holds.

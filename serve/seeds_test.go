@@ -116,7 +116,9 @@ func TestCustomSeedsRefused(t *testing.T) {
 			ipc.CodeBadRequest, "id -1", true},
 		{"no seeds", func(c *client) { c.sendSeeds(0, seedsFD(t, nil, -1)) },
 			ipc.CodeBadRequest, "no seeds", true},
-		{"more seeds than nodes", func(c *client) { c.sendSeeds(uint64(n)+1, seedsFD(t, nil, -1)) },
+		{"more seeds than nodes and pair ends", func(c *client) {
+			c.sendSeeds(uint64(max(n, 2*src.Data.Graph.NumEdges()))+1, seedsFD(t, nil, -1))
+		},
 			ipc.CodeLimit, "seeds for a graph", true},
 		{"short memfd", func(c *client) { c.sendSeeds(4, seedsFD(t, []int64{1, 2, 3, 4}, 31)) },
 			ipc.CodeBadRequest, "cannot read 4 ids", true},

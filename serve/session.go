@@ -227,6 +227,11 @@ func (ss *session) datasetFacts() ipc.Dataset {
 			f.Splits = append(f.Splits, ipc.Split{Name: s, Size: uint64(len(ids))})
 		}
 	}
+	for _, s := range datasets.SplitNames { // link splits, sized in pairs
+		if l, ok := d.LinkSplits[s]; ok {
+			f.Splits = append(f.Splits, ipc.Split{Name: LinkPrefix + s, Size: uint64(l.Len())})
+		}
+	}
 	return f
 }
 

@@ -2,8 +2,8 @@
 
 Only torch and numpy are needed. Two entry points:
 
-* ``NeighborLoader``: PyG's NeighborLoader arguments and batches, so a PyG
-  script switches with one line (docs/pyg.md);
+* ``NeighborLoader`` and ``LinkNeighborLoader``: PyG's arguments and
+  batches, so a PyG script switches with one line (docs/pyg.md);
 * ``Loader``: the protocol's own vocabulary (split, fanouts, rank, slots).
 
 ``gnnloader.allreduce(tensor)`` sums gradients through loaderd's ring
@@ -23,7 +23,8 @@ from .errors import UntrustedDaemonError
 from .errors import RequestError
 from .loader import Batch, BatchInfo, Loader, LoaderError, batch_info
 from .pyg import NeighborLoader, Remote, connect
+from .link import LinkNeighborLoader, NegativeSampling
 
 __all__ = ["Loader", "Batch", "BatchInfo", "batch_info", "LoaderError", "RequestError", "UntrustedDaemonError",
-           "NeighborLoader", "Remote", "connect", "allreduce"]
+           "NeighborLoader", "LinkNeighborLoader", "NegativeSampling", "Remote", "connect", "allreduce"]
 __version__ = "0.1.0"

@@ -328,6 +328,9 @@ class NeighborLoader:
 
         split: Optional[str] = None
         if isinstance(input_nodes, str):
+            if input_nodes.startswith("link:"):
+                raise ValueError(f"input_nodes {input_nodes!r} names a link split: use gnnloader.LinkNeighborLoader "
+                                 f"(edge_label_index={input_nodes[5:]!r})")
             split = input_nodes
         explicit_rank = rank is not None or world_size is not None
         if split is not None and not explicit_rank:

@@ -1,0 +1,139 @@
+package serve
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/ipc"
+)
+
+// TestLinkSplit: "link:train:binary:1" serves every pair of the train link
+// split once per epoch, its ends at edge_label_index through n_id, with as
+// many negatives; a GPU device, an unknown link split and a bad negative
+// sampling are refused.
+func TestLinkSplit(t *testing.T) {
+	d, err := datasets.Generate(datasets.GenOptions{Like: "citation2", Scale: 0.001, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "citation2")
+	if err := datasets.Write(dir, d, nil); err != nil {
+		t.Fatal(err)
+	}
+	src, err := OpenSource(dir, false, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := src.Data.LinkSplits[datasets.SplitValid]
+	srv := serveSource(t, src, Config{Slots: 2})
+	c := dial(t, srv)
+	o := openReq()
+	o.Split, o.BatchSize, o.Fanouts = "link:valid:binary:1", 16, []int32{3, 2}
+	opened := c.handshake(o)
+	for _, name := range []string{"n_id", "edge_index", "input_id", "edge_label_index", "edge_label"} {
+		if opened.Region(name) == nil {
+			t.Fatalf("regions %v lack %s", opened.Regions, name)
+		}
+	}
+	c.send(&ipc.StartEpoch{Epoch: 0})
+	seen := make([]int, sp.Len())
+	for {
+		m := c.recv()
+		if _, ok := m.(*ipc.EpochEnd); ok {
+			break
+		}
+		b := m.(*ipc.BatchReady)
+		nodes, _ := opened.Count(b, "n_id")
+		B, _ := opened.Count(b, "input_id")
+		P, _ := opened.Count(b, "edge_label_index")
+		if P != 2*B {
+			t.Fatalf("%d pairs for %d positives", P, B)
+		}
+		nid := c.region(b.Slot, "n_id", 8*int(nodes))
+		in := c.region(b.Slot, "input_id", 8*int(B))
+		eli := c.region(b.Slot, "edge_label_index", 16*int(P))
+		for i := range int(B) {
+			p := i64(in, i)
+			seen[p]++
+			if i64(nid, int(i64(eli, i))) != sp.Src[p] || i64(nid, int(i64(eli, int(P)+i))) != sp.Dst[p] {
+				t.Fatalf("positive %d (pair %d) does not map back through n_id", i, p)
+			}
+		}
+		c.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index})
+	}
+	if slices.ContainsFunc(seen, func(n int) bool { return n != 1 }) {
+		t.Fatalf("pairs seen %v times, want once each", seen)
+	}
+
+	for _, bad := range []struct {
+		split, device string
+		code          ipc.Code
+		text          string
+	}{
+		{"link:valid", "cuda:0", ipc.CodeBadRequest, "device \"cpu\" only"},
+		{"link:nope", "cpu", ipc.CodeNotFound, "no link split"},
+		{"link:valid:triplet:1.5", "cpu", ipc.CodeBadRequest, "integer"},
+		{"link:valid:ternary:1", "cpu", ipc.CodeBadRequest, "binary or triplet"},
+		{"link:custom", "cpu", ipc.CodeBadRequest, "Seeds message"},
+	} {
+		c := dial(t, srv)
+		c.send(&ipc.Hello{Version: ipc.Version, Name: "link test"})
+		c.recv()
+		o := openReq()
+		o.Split, o.Device = bad.split, bad.device
+		c.send(&o)
+		c.expectError(bad.code, bad.text)
+	}
+}
+
+// TestLinkCustomPairs: "link:custom:triplet:2" over the pairs of a Seeds
+// message (sources, then destinations).
+func TestLinkCustomPairs(t *testing.T) {
+	srv, src := testServer(t, Config{})
+	n := src.Data.Graph.NumNodes
+	ids := []int64{1, 2, 3, n - 1, 10, 20, 30, 0}
+	c := dial(t, srv)
+	c.hello()
+	c.sendSeeds(uint64(len(ids)), seedsFD(t, ids, -1))
+	o := openReq()
+	o.Split, o.Shuffle, o.BatchSize = "link:custom:triplet:2", false, 3
+	c.send(&o)
+	opened, ok := c.recv().(*ipc.Opened)
+	if !ok || opened.NumBatches != 2 {
+		t.Fatalf("Opened %+v", opened)
+	}
+	c.opened = opened
+	c.send(&ipc.StartEpoch{Epoch: 0})
+	var pos []int64
+	for {
+		m := c.recv()
+		if _, ok := m.(*ipc.EpochEnd); ok {
+			break
+		}
+		b := m.(*ipc.BatchReady)
+		B, _ := opened.Count(b, "input_id")
+		nodes, _ := opened.Count(b, "n_id")
+		nid := c.region(b.Slot, "n_id", 8*int(nodes))
+		in := c.region(b.Slot, "input_id", 8*int(B))
+		si, di := c.region(b.Slot, "src_index", 8*int(B)), c.region(b.Slot, "dst_pos_index", 8*int(B))
+		neg := c.region(b.Slot, "dst_neg_index", 16*int(B))
+		for i := range int(B) {
+			p := i64(in, i)
+			pos = append(pos, p)
+			if i64(nid, int(i64(si, i))) != ids[p] || i64(nid, int(i64(di, i))) != ids[4+p] {
+				t.Fatalf("triplet %d does not map back", p)
+			}
+			for j := range 2 {
+				if v := i64(neg, 2*i+j); v < 0 || v >= int64(nodes) {
+					t.Fatalf("dst_neg_index %d outside the batch's %d nodes", v, nodes)
+				}
+			}
+		}
+		c.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index})
+	}
+	if !slices.Equal(pos, []int64{0, 1, 2, 3}) {
+		t.Fatalf("served pairs %v", pos)
+	}
+}
