@@ -1,0 +1,152 @@
+"""NeighborLoader's helpers for its inputs and outputs: the input nodes as
+PyG's ``loader.dataset``, seeds from masks and ids, input_id, the checks of
+``data`` against the daemon's dataset, and split names with PyG's aliases."""
+
+from __future__ import annotations
+
+import os
+from collections import abc
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from . import protocol as p
+from .loader import Loader
+
+if TYPE_CHECKING:
+    from .pyg import NeighborLoader
+
+_SPLIT_ALIASES = {"val": "valid", "validation": "valid"}
+
+
+class InputNodes(abc.Sequence):
+    """A NeighborLoader's input nodes, as PyG's ``loader.dataset``: ``len()``
+    is their number and item ``i`` is position ``i`` (PyG's dataset is
+    ``range(len(input_nodes))``). Other attributes are the daemon's facts
+    (``num_nodes``, ``feature_dim``, ``splits``, ...)."""
+
+    def __init__(self, nl: NeighborLoader):
+        self._nl = nl
+
+    def __len__(self) -> int:
+        nl = self._nl
+        if nl._ids is not None:
+            return int(nl._ids.numel())
+        sizes = {s.name: s.size for s in nl.facts.splits}
+        name = nl._loader._request.split
+        return int(sizes[name])
+
+    def __getitem__(self, i):
+        return range(len(self))[i]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._nl.facts, name)
+
+    def __repr__(self) -> str:
+        return f"InputNodes({len(self)})"
+
+
+def _ids_as_input_id(b: Any) -> Any:
+    """A batch over a mask: its input_id is its seeds' node ids (PyG's
+    input_id for a boolean input_nodes), a view of n_id."""
+    b.input_id = b.n_id[:b.batch_size]
+    return b
+
+
+def _given_input_id(b: Any, given: torch.Tensor) -> Any:
+    """A batch of a loader given PyG's input_id argument: the given ids of
+    its seeds (a small new tensor; the daemon's positions pick them)."""
+    b.input_id = given[b.input_id.cpu()].to(b.input_id.device)
+    return b
+
+
+def _plain(v: Any) -> Any:
+    """An enum's value (PyG's SubgraphType), else v."""
+    return getattr(v, "value", v)
+
+
+def _items(batch: Any):
+    """A batch's fields as (name, value) pairs (Batch or PyG Data, whose
+    keys was a property before PyG 2.4)."""
+    keys = batch.keys() if callable(batch.keys) else batch.keys
+    return [(k, batch[k]) for k in keys]
+
+
+def _check_data(data: Any, loader: Loader) -> bool:
+    """Checks a PyG-like ``data`` against what the daemon serves, where PyG
+    reads it (num_nodes, x); returns whether data.x is one-dimensional (the
+    batches' x then is too). ValueError on a mismatch."""
+    from .pyg import Remote  # pyg imports this module
+
+    if isinstance(data, (str, os.PathLike, Remote)) or data is None:
+        return False
+    ds = loader.dataset
+    where = f"loaderd at {loader.socket_path} serves {ds.name}"
+    n = _attr(data, "num_nodes")
+    if isinstance(n, int) and n != ds.num_nodes:
+        raise ValueError(f"data has {n} nodes but {where} with {ds.num_nodes}: wrong daemon or dataset?")
+    x = _attr(data, "x")
+    if not isinstance(x, torch.Tensor):
+        return False
+    served = loader.opened.regions if hasattr(loader, "opened") else []
+    xr = next((r for r in served if r.name == "x"), None)
+    if xr is None:
+        return False  # the daemon serves no features (feature_dtype "none")
+    dtype = str(x.dtype).replace("torch.", "")
+    width = 1 if x.dim() == 1 else (int(x.size(1)) if x.dim() == 2 else -1)
+    if x.dim() not in (1, 2) or (x.size(0) != ds.num_nodes):
+        raise ValueError(f"data.x has shape {tuple(x.shape)}; {where}, {ds.num_nodes} nodes with "
+                         f"{ds.feature_dim} features each")
+    if dtype != xr.dtype or width != ds.feature_dim:
+        raise ValueError(f"data.x is {dtype} of shape {tuple(x.shape)} but {where} with {xr.dtype} features "
+                         f"of width {ds.feature_dim}: batches would not match data.x (re-import the dataset "
+                         f"from the same features)")
+    return x.dim() == 1
+
+
+def _attr(data: Any, name: str) -> Any:
+    """data.name, None when absent (PyG's Data raises AttributeError)."""
+    try:
+        return getattr(data, name, None)
+    except Exception:
+        return None
+
+
+class _SplitLoader(Loader):
+    """A Loader over a named split, with PyG's aliases (``val``) resolved
+    against the daemon's split names."""
+
+    def __init__(self, socket_path: str, split: str, **kw: Any):
+        self._want_split = split
+        super().__init__(socket_path, split=split, **kw)
+
+    def _open(self, req: p.Open) -> p.Opened:
+        names = {s.name for s in self.dataset.splits}
+        if req.split not in names and _SPLIT_ALIASES.get(req.split) in names:
+            req.split = _SPLIT_ALIASES[req.split]
+        return super()._open(req)
+
+
+def _seed_ids(input_nodes: Any, num_nodes: int) -> torch.Tensor:
+    """Node ids from input_nodes (None, a bool mask or ids), checked against num_nodes."""
+    if input_nodes is None:
+        return torch.arange(num_nodes, dtype=torch.int64)
+    t = torch.as_tensor(input_nodes)
+    if t.dim() != 1:
+        raise ValueError(f"input_nodes must be one-dimensional, not of shape {tuple(t.shape)}")
+    t = t.cpu()
+    if t.dtype == torch.bool:
+        if t.numel() != num_nodes:
+            raise ValueError(f"input_nodes is a mask of {t.numel()} entries but the dataset has {num_nodes} nodes")
+        t = t.nonzero().view(-1)
+    elif t.dtype.is_floating_point or t.dtype.is_complex:
+        raise ValueError(f"input_nodes must hold node ids (integers) or be a boolean mask, not {t.dtype}")
+    t = t.to(torch.int64)
+    if t.numel() == 0:
+        raise ValueError("input_nodes selects no node")
+    lo, hi = int(t.min()), int(t.max())
+    if lo < 0 or hi >= num_nodes:
+        raise ValueError(f"input_nodes holds node id {lo if lo < 0 else hi}, outside [0, {num_nodes})")
+    return t
