@@ -362,23 +362,32 @@ func int64s(b []byte) []int64 {
 }
 
 // Capacity bounds the nodes and edges of one sampled batch: batchSize seeds
-// and fanouts per hop (-1 = all neighbours, bounded by maxDegree), never more
-// than the graph's nodes and edges. Each node samples at most once, so the
-// edges of a batch never exceed the graph's.
+// and fanouts per hop (-1 = all neighbours, bounded by maxDegree), and never
+// more than the graph's nodes and edges plus what repeated seeds add (each
+// copy of a seed is a node and samples its first hop; every later node is
+// distinct and samples once).
 func Capacity(batchSize int, fanouts []int, maxDegree, numNodes, numEdges int64) (maxNodes, maxEdges int64) {
 	frontier := int64(batchSize)
 	maxNodes = frontier
-	for _, f := range fanouts {
+	var firstHop int64
+	for i, f := range fanouts {
 		k := int64(f)
 		if f < 0 || k > maxDegree {
 			k = maxDegree
 		}
 		e := satMul(frontier, k)
+		if i == 0 {
+			firstHop = e
+		}
 		maxEdges = satAdd(maxEdges, e)
 		frontier = e
 		maxNodes = satAdd(maxNodes, e)
 	}
-	return min(maxNodes, numNodes), min(maxEdges, numEdges)
+	// Seeds may repeat (custom seeds): every copy is a node of the batch
+	// and samples its own first hop. The nodes after the seeds are distinct
+	// and none of them a seed, and each later hop's edges come from distinct
+	// nodes, so a batch never exceeds these whatever the graph.
+	return min(maxNodes, satAdd(numNodes, int64(batchSize))), min(maxEdges, satAdd(numEdges, firstHop))
 }
 
 const satLimit = int64(1) << 62

@@ -18,8 +18,10 @@ func TestCapacity(t *testing.T) {
 	if n != 4+40+400 || e != 440 {
 		t.Fatalf("all neighbours: %d nodes %d edges", n, e)
 	}
+	// Capped by the graph, plus what repeated seeds could add: every copy
+	// of a seed is a node and samples its own first hop.
 	n, e = Capacity(1024, []int{15, 10, 5}, 1<<20, 2708, 10556)
-	if n != 2708 || e != 10556 {
+	if n != 2708+1024 || e != 10556+1024*15 {
 		t.Fatalf("capped: %d nodes %d edges", n, e)
 	}
 	n, _ = Capacity(1<<30, []int{-1, -1, -1, -1, -1, -1, -1, -1}, 1<<40, 1<<62, 1<<62)
@@ -142,5 +144,37 @@ func TestNodeBatchWritesItsStructure(t *testing.T) {
 	}, 1)
 	if !bytes.Equal(got[in], bytes.Repeat([]byte{0xFF}, 8*512)) {
 		t.Fatal("input_id of a batch without inputs is not -1")
+	}
+}
+
+// TestRepeatedSeedsFitTheCapacity: custom seeds may repeat a node (PyG
+// keeps every copy); a batch of n copies of one node on an n-node graph,
+// all neighbours, still fits the slots' capacity.
+func TestRepeatedSeedsFitTheCapacity(t *testing.T) {
+	d, err := datasets.Generate(datasets.GenOptions{Like: "products", Scale: 0.001, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &d.Graph
+	var v int64
+	for v = 0; v < g.NumNodes && g.Degree(v) < 2; v++ {
+	}
+	for _, fanouts := range [][]int{{-1}, {-1, -1}} {
+		m, err := NewNode(d, NodeOptions{BatchSize: int(g.NumNodes), Fanouts: fanouts, Workers: 1, AddressOrder: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds := make([]int64, g.NumNodes)
+		for i := range seeds {
+			seeds[i] = v
+		}
+		b := m.NewBatch().(*NodeBatch)
+		if err := m.Sample(seeds, 1, b); err != nil {
+			t.Fatal(err)
+		}
+		if n, e := int64(len(b.S.NID)), int64(len(b.S.Src)); n > m.MaxNodes || e > m.MaxEdges || n <= g.NumNodes {
+			t.Fatalf("fanouts %v: a batch of %d nodes, %d edges against a capacity of %d and %d (graph: %d nodes)",
+				fanouts, n, e, m.MaxNodes, m.MaxEdges, g.NumNodes)
+		}
 	}
 }
