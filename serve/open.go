@@ -115,9 +115,12 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	if req.startBatch > plan.NumBatches() {
 		return perrf(ipc.CodeBadRequest, "resume at batch %d of epoch %d, but an epoch has %d batches", req.startBatch, req.startEpoch, plan.NumBatches())
 	}
-	// The GPU sampler takes fanouts of -1 and >= 1: a hop of 0 (PyG's "sample
-	// nothing") is sampled by the CPU, the slots still on the GPU.
-	req.onDevice = req.device >= 0 && ss.srv.gpuSamples(req.device) && !slices.Contains(req.fanouts, 0)
+	// The GPU sampler takes fanouts of -1 and >= 1 and distinct seeds (its
+	// buffers are sized by the graph): a hop of 0 (PyG's "sample nothing")
+	// or custom seeds that repeat a node are sampled by the CPU, the slots
+	// still on the GPU.
+	req.onDevice = req.device >= 0 && ss.srv.gpuSamples(req.device) && !slices.Contains(req.fanouts, 0) &&
+		!(req.split == ipc.CustomSplit && repeats(req.seeds, src.Data.Graph.NumNodes))
 	no := batch.NodeOptions{BatchSize: req.epochs.BatchSize, Fanouts: req.fanouts,
 		Workers: cfg.SamplerThreads, NoFeatures: req.noFeatures, MaxDegree: src.MaxDegree,
 		AddressOrder: req.device < 0 || !ss.srv.gpuPlansSweeps, DeviceSampling: req.onDevice}
@@ -185,4 +188,19 @@ func slotLayout(l *batch.Layout) (pingpong.Layout, error) {
 		regions[i] = pingpong.Region{Name: r.Name, Bytes: r.Bytes(), DType: r.DType}
 	}
 	return pingpong.NewLayout(regions)
+}
+
+// repeats reports whether ids (node ids below n) hold a node twice.
+func repeats(ids []int64, n int64) bool {
+	seen := make([]uint64, (n+63)/64)
+	for _, v := range ids {
+		if v < 0 || v >= n {
+			continue // refused elsewhere
+		}
+		if seen[v/64]&(1<<(v%64)) != 0 {
+			return true
+		}
+		seen[v/64] |= 1 << (v % 64)
+	}
+	return false
 }
