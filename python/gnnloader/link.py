@@ -301,6 +301,7 @@ class LinkNeighborLoader:
         self.edge_label, self.batch_size, self.shuffle, self.drop_last = edge_label, batch_size, shuffle, drop_last
         self.transform, self.rank, self.world_size, self.seed = transform, rank, world_size, int(seed)
         self.neg_sampling = None if mode_amount is None else dict(mode=mode_amount[0], amount=mode_amount[1])
+        self._mode_amount, self._pairs = mode_amount, (pairs if split is None else None)
         if split is not None:
             link = _LinkLoader(path, split, mode_amount, **common)
             self._loader: Loader = link
@@ -310,8 +311,8 @@ class LinkNeighborLoader:
             self._num_pairs = int(pairs.size(1))
         try:
             x_1d = _check_data(data, self._loader)
-            if self._labels is not None and self._num_pairs is not None and self._labels.numel() != self._num_pairs:
-                raise ValueError(f"edge_label has {self._labels.numel()} entries for {self._num_pairs} pairs")
+            if self._labels is not None and self._num_pairs is not None and self._labels.size(0) != self._num_pairs:
+                raise ValueError(f"edge_label has {self._labels.size(0)} rows for {self._num_pairs} pairs")
         except ValueError:
             self._loader.close()
             raise
@@ -348,27 +349,38 @@ class LinkNeighborLoader:
             b.edge_label = lab.to(b.input_id.device)
         return b
 
-    def __call__(self, input_edges: Union[torch.Tensor, Sequence[Sequence[int]]], input_time: Any = None) -> Any:
-        """One batch for the pairs ``input_edges`` (``[2, E]``), PyG's
-        ``LinkLoader.__call__``: no negatives, no labels, ``input_id`` is
-        ``arange(E)``. It opens a second connection to loaderd for the call
-        and returns tensors of its own (copies, not slot views). Sampling
-        uses the loader's seed; the call is not part of any epoch."""
-        if input_time is not None:
-            raise ValueError("gnnloader.LinkNeighborLoader does not support input_time (temporal sampling)")
-        e = torch.as_tensor(input_edges).cpu()
-        if e.dim() != 2 or e.size(0) != 2 or e.size(1) == 0 or e.dtype.is_floating_point or e.dtype == torch.bool:
-            raise ValueError(f"loader(input_edges) takes a non-empty [2, E] tensor of node ids, not {input_edges!r}")
-        e = e.to(torch.int64).contiguous()
-        kw = dict(self._common, batch_size=int(e.size(1)), shuffle=False, rank=0, world_size=1, drop_last=False,
+    def __call__(self, index: Union[torch.Tensor, Sequence[int]]) -> Any:
+        """One batch for the pairs at positions ``index`` of the loader's
+        ``edge_label_index``, as PyG's ``LinkLoader.__call__``: the loader's
+        negative sampling and ``edge_label`` apply, ``input_id`` is ``index``
+        and ``transform`` runs. It opens a second connection to loaderd for
+        the call and returns tensors of its own (copies, not slot views).
+        Sampling uses the loader's seed; the call is not part of any epoch.
+        A loader over a split name keeps the split's pairs in loaderd, so it
+        has no positions to take here (ValueError)."""
+        if self._pairs is None:
+            raise ValueError("loader(index) needs the pairs on this side: build the LinkNeighborLoader from an "
+                             "edge_label_index tensor (a split name's pairs stay in loaderd)")
+        idx = torch.as_tensor(index).cpu().view(-1)
+        if idx.numel() == 0 or idx.dtype.is_floating_point or idx.dtype == torch.bool:
+            raise ValueError(f"loader(index) takes non-empty integer positions into edge_label_index, not {index!r}")
+        idx = idx.to(torch.int64)
+        n = self._pairs.size(1)
+        if int(idx.min()) < 0 or int(idx.max()) >= n:
+            raise ValueError(f"loader(index): position {int(idx.min()) if int(idx.min()) < 0 else int(idx.max())} "
+                             f"outside [0, {n})")
+        pairs = self._pairs[:, idx].contiguous()
+        kw = dict(self._common, batch_size=int(idx.numel()), shuffle=False, rank=0, world_size=1, drop_last=False,
                   slots=1, start_epoch=0, start_batch=0)
         kw.pop("reconnect", None)
-        with _LinkPairsLoader(self._path, e, None, **kw) as one:
+        with _LinkPairsLoader(self._path, pairs, self._mode_amount, **kw) as one:
             one._shape_x = self._loader._shape_x
             batch = next(iter(one))
             fields = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in _items(batch)}
         out = one._data_cls(**fields) if one._data_cls is not None else Batch(**fields)
-        return out
+        out.input_id = idx.to(out.input_id.device)[out.input_id]  # positions in this loader's pairs
+        out = self._finish(out)
+        return self.transform(out) if self.transform is not None else out
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration run this epoch (as DistributedSampler.set_epoch)."""

@@ -125,18 +125,34 @@ class LinkNeighborLoaderTest(unittest.TestCase):
             batch = next(iter(loader))
             self.assertTrue(torch.equal(batch.edge_label, labels[batch.input_id]))  # no negatives: as given
 
-    def test_call_samples_the_given_pairs(self):
-        with gnnloader.LinkNeighborLoader(self.daemon.socket, [3], "train", neg_sampling="binary",
+    def test_call_takes_positions_as_pygs(self):
+        # PyG's LinkLoader.__call__(index): positions into edge_label_index,
+        # with the loader's negatives and labels; input_id is the positions.
+        labels = torch.arange(40) % 3
+        with gnnloader.LinkNeighborLoader(self.daemon.socket, [3], self.valid, labels, neg_sampling="binary",
                                           batch_size=8) as loader:
-            pairs = self.valid[:, :5]
-            batch = loader(pairs)
-            self.assertTrue(torch.equal(batch.input_id, torch.arange(5)))
-            self.assertTrue(torch.equal(batch.n_id[batch.edge_label_index], pairs))  # no negatives, as PyG's call
-            self.assertNotIn("edge_label", batch)
+            idx = torch.tensor([3, 7, 11])
+            batch = loader(idx)
+            self.assertTrue(torch.equal(batch.input_id, idx))
+            self.assertEqual(batch.edge_label_index.size(1), 6)  # 3 positives, 3 negatives
+            self.assertTrue(torch.equal(batch.n_id[batch.edge_label_index[:, :3]], self.valid[:, idx]))
+            self.assertTrue(torch.equal(batch.edge_label[:3], labels[idx] + 1))
+            self.assertEqual(int(batch.edge_label[3:].abs().sum()), 0)
             self.assertTrue(torch.equal(batch.x, self.x[batch.n_id]))
-            self.assertEqual(len(list(loader)), 88)  # the loader's own epochs go on
-            with self.assertRaises(ValueError):
-                loader(torch.zeros(3, dtype=torch.long))
+            self.assertEqual(len(list(loader)), 5)  # the loader's own epochs go on
+            for bad in (torch.zeros(0, dtype=torch.long), torch.tensor([40]), torch.tensor([-1]), torch.tensor([0.5])):
+                with self.assertRaises(ValueError):
+                    loader(bad)
+        with gnnloader.LinkNeighborLoader(self.daemon.socket, [3], "train", batch_size=8) as loader:
+            with self.assertRaises(ValueError):  # a split's pairs stay in loaderd
+                loader([0, 1])
+
+    def test_multi_column_labels(self):
+        labels = torch.stack([torch.arange(40), -torch.arange(40)], dim=1).float()
+        with gnnloader.LinkNeighborLoader(self.daemon.socket, [2], self.valid, labels, batch_size=10) as loader:
+            batch = next(iter(loader))
+            self.assertEqual(tuple(batch.edge_label.shape), (batch.input_id.numel(), 2))
+            self.assertTrue(torch.equal(batch.edge_label, labels[batch.input_id]))
 
     def test_unsupported_options_raise(self):
         s = self.daemon.socket
