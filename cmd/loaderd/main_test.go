@@ -171,7 +171,7 @@ func TestParseShare(t *testing.T) {
 			t.Errorf("parseShare(%q) = %d, %g, %v; want %d, %g", c.in, b, p, err, c.bytes, c.pct)
 		}
 	}
-	for _, bad := range []string{"101%", "-1%", "x%", "%", "-3GiB"} {
+	for _, bad := range []string{"101%", "-1%", "x%", "%", "NaN%", "-3GiB"} {
 		if _, _, err := parseShare(bad); err == nil {
 			t.Errorf("parseShare(%q) accepted", bad)
 		}

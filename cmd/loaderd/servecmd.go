@@ -263,7 +263,7 @@ func parseBytes(s string) (int64, error) {
 func parseShare(s string) (bytes int64, pct float64, err error) {
 	if p, ok := strings.CutSuffix(strings.TrimSpace(s), "%"); ok {
 		pct, err = strconv.ParseFloat(strings.TrimSpace(p), 64)
-		if err != nil || pct < 0 || pct > 100 {
+		if err != nil || !(pct >= 0 && pct <= 100) { // NaN fails both
 			return 0, 0, fmt.Errorf("bad share %q (want a percentage from 0%% to 100%%, or a size such as 8GiB)", s)
 		}
 		return 0, pct, nil
