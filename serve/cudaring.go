@@ -29,7 +29,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 	}
 	for _, reg := range layout.Regions {
 		if reg.Table != "" && reg.Table != "x" && reg.Table != "y" {
-			return nil, perrf(ipc.CodeBadRequest, "dataset %s has %s, which the GPU path does not serve yet: ask for device \"cpu\" (shared-memory slots carry it)", b.src.Data.Name, reg.Name)
+			return nil, perrf(ipc.CodeBadRequest, "dataset %s has %s, which the GPU path does not serve yet: ask for device \"cpu\" (shared-memory slots carry it), or serve it with --no-edge-features", b.src.Data.Name, reg.Name)
 		}
 	}
 	slots := req.slots

@@ -71,10 +71,18 @@ func TestEdgeFeaturesFollowEID(t *testing.T) {
 		t.Fatalf("only %d batches", checked)
 	}
 
-	// Without edge features: no such regions.
+	// Without edge features, or served with them dropped
+	// (--no-edge-features): no such regions.
 	plain, _ := testServer(t, Config{})
-	c2 := dial(t, plain)
-	if o2 := c2.handshake(openReq()); o2.Region("edge_attr") != nil || o2.Region("edge_weight") != nil {
-		t.Fatal("a dataset without edge features announced edge regions")
+	dropped, err := OpenSource(dir, false, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped.DropEdgeFeatures()
+	for _, srv := range []*Server{plain, serveSource(t, dropped, Config{})} {
+		c2 := dial(t, srv)
+		if o2 := c2.handshake(openReq()); o2.Region("edge_attr") != nil || o2.Region("edge_weight") != nil {
+			t.Fatal("edge regions announced without edge features")
+		}
 	}
 }

@@ -130,3 +130,10 @@ func ParseSynthetic(s string) (datasets.GenOptions, error) {
 
 // Close releases the dataset's mappings.
 func (s *Source) Close() error { return s.close() }
+
+// DropEdgeFeatures serves the source without its edge features: batches
+// then have no edge_attr or edge_weight regions, and trainers on a GPU,
+// whose path does not carry them yet, are served. Call it before New.
+func (s *Source) DropEdgeFeatures() {
+	s.Data.EdgeAttr, s.Data.EdgeWeight, s.Data.EdgeDim, s.Data.EdgeDType = nil, nil, 0, ""
+}

@@ -31,23 +31,24 @@ func init() {
 
 // serveArgs holds every serve flag; it maps one to one onto serve.Config.
 type serveArgs struct {
-	dataset       string
-	skipChecksums bool
-	logFormat     string
-	logLevel      string
-	cfg           serve.Config
-	memoryBudget  string
-	allowUIDs     string
-	allowGIDs     string
-	gpu           bool
-	gpus          string
-	gpuCfg        serve.GPUConfig
-	gpuReserve    string
-	gpuSlotMemory string
-	gpuCache      string
-	metricsAddr   string
-	cpuProfile    string
-	tableSocket   string
+	dataset        string
+	skipChecksums  bool
+	logFormat      string
+	logLevel       string
+	cfg            serve.Config
+	memoryBudget   string
+	allowUIDs      string
+	allowGIDs      string
+	gpu            bool
+	gpus           string
+	gpuCfg         serve.GPUConfig
+	noEdgeFeatures bool
+	gpuReserve     string
+	gpuSlotMemory  string
+	gpuCache       string
+	metricsAddr    string
+	cpuProfile     string
+	tableSocket    string
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -78,6 +79,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&a.gpus, "gpus", "", "comma-separated GPU ordinals trainers may ask for (empty = every GPU)")
 		fs.IntVar(&a.gpuCfg.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
 		fs.IntVar(&a.gpuCfg.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass may cover while the GPU is busy (a sorted sweep reads a row they share once; 0 = half the trainer's slots, at most 8; 1 = one batch a pass)")
+		fs.BoolVar(&a.noEdgeFeatures, "no-edge-features", false, "serve batches without the dataset's edge_attr and edge_weight (GPU trainers are refused a dataset that has them until the GPU path carries them)")
 		fs.StringVar(&a.gpuCache, "gpu-cache", "0", "bytes of hot feature rows each GPU keeps in its own memory, chosen by pre-sampling the first trainer's batches (e.g. 12GiB, or 20% of the feature bytes; 0 = none)")
 		fs.IntVar(&a.gpuCfg.CachePresample, "gpu-cache-presample", 0, "batches pre-sampled to choose the cached rows (0 = 256; -1 = by in-degree only)")
 		fs.StringVar(&a.gpuCfg.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto (on the GPU when the graph's CSR takes at most a third of its free memory), gpu or cpu")
@@ -184,6 +186,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	defer src.Close()
 	if cachePct > 0 {
 		a.gpuCfg.Cache = int64(cachePct / 100 * float64(len(src.Data.Features)))
+	}
+	if a.noEdgeFeatures {
+		src.DropEdgeFeatures()
 	}
 	srv := serve.New(src, a.cfg, log)
 	if useGPU {
