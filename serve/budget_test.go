@@ -55,3 +55,24 @@ func TestMemoryBudgetAndTrainerLimit(t *testing.T) {
 	second.send(&o)
 	second.expectError(ipc.CodeBusy, "do not fit the memory budget")
 }
+
+// TestEpochPlanCountsAgainstTheBudget: besides slots and batches in flight,
+// a request holds its epoch plan (24 bytes a seed): the same request over
+// two splits differs in the budget by exactly that.
+func TestEpochPlanCountsAgainstTheBudget(t *testing.T) {
+	srv, src := testServer(t, Config{})
+	used := map[string]int64{}
+	for _, split := range []string{"train", "test"} {
+		c := dial(t, srv)
+		req := openReq()
+		req.Split = split
+		c.handshake(req)
+		used[split] = srv.BudgetUsed()
+		c.conn.Close()
+		waitFor(t, func() bool { return srv.BudgetUsed() == 0 })
+	}
+	d := int64(len(src.Data.Splits["train"]) - len(src.Data.Splits["test"]))
+	if d == 0 || used["train"]-used["test"] != 24*d {
+		t.Fatalf("budget over train %d, over test %d: want a difference of 24 x %d seeds", used["train"], used["test"], d)
+	}
+}

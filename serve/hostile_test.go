@@ -253,6 +253,9 @@ func TestStalledHandshakesAreBounded(t *testing.T) {
 	binary.LittleEndian.PutUint16(hdr[4:], uint16(ipc.TypeHello))
 	big.Write(hdr)
 	expectRawError(t, big, ipc.CodeLimit)
+	// Its handshake ends after the Error reaches us: wait, or it could take
+	// one of the four places below.
+	waitFor(t, func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return srv.pending == 0 })
 
 	// Four stalled handshakes, each holding a partial frame.
 	var stalled []net.Conn

@@ -141,9 +141,15 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 		return perrf(ipc.CodeBadRequest, "%v", err)
 	}
 	// The budget covers what the request makes the daemon hold: the slots,
-	// and the sampled batches in flight (the pipeline's pool).
+	// the sampled batches in flight (the pipeline's pool), and the epoch
+	// plan over its seeds (the shuffled order, this rank's share and its
+	// positions: 24 bytes a seed; a link request's pair positions 8 more).
 	inFlight := int64(2*cfg.Prefetch + min(req.slots, gather.MaxSweepParts))
-	slotBytes, extra := layout.SlotBytes*int64(req.slots), inFlight*mode.BatchBytes()
+	planBytes := 24 * int64(len(req.seeds))
+	if req.link != nil {
+		planBytes += 8 * int64(len(req.seeds))
+	}
+	slotBytes, extra := layout.SlotBytes*int64(req.slots), inFlight*mode.BatchBytes()+planBytes
 	if err := ss.srv.admit(ss, slotBytes, extra); err != nil {
 		return err
 	}
