@@ -38,6 +38,8 @@ for tags in "" nocuda; do
 done
 echo "== go test -race"
 go test -race -count=1 ./...
+echo "== go test without -race of what the race detector distorts (CPU time by stage)"
+go test -count=1 ./internal/stages/
 echo "== go test, the nocuda build of the packages with a cuda/nocuda split, and the daemon that says so"
 go test -tags nocuda -count=1 ./cudaext/... ./cmd/loaderd/
 echo "== benchmarks, once each so that they never rot (GPU ones skip here)"

@@ -44,14 +44,11 @@ func TestSamplingIsChargedToSampling(t *testing.T) {
 		}
 	}
 	t.Logf("total %v: %v", total, budget)
-	// Under the race detector most of the time is its own (runtime); what
-	// is left must still be mostly sampling.
-	base, share := total, int64(8)
-	if raceEnabled {
-		base, share = total-budget["runtime"]-budget["gc"], 6
-	}
-	if total < 300*time.Millisecond || sampling < base*time.Duration(share)/10 {
-		t.Fatalf("sampling %v of %v (%v outside the runtime) charged to sampling stages: %v", sampling, total, base, budget)
+	// Under the race detector most of the time is the detector's own, in
+	// runtime and C frames: the shares say nothing there. scripts/test.sh
+	// runs this test again without -race, where they are checked.
+	if !raceEnabled && (total < 300*time.Millisecond || sampling < total*8/10) {
+		t.Fatalf("sampling %v of %v charged to sampling stages: %v", sampling, total, budget)
 	}
 	if budget["sample/dedup"] == 0 || budget["sample/draw"] == 0 {
 		t.Fatalf("no dedup or draw time: %v", budget)
