@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from . import protocol as p
+from .batch import Batch
 from .loader import Loader
 
 if TYPE_CHECKING:
@@ -150,3 +151,46 @@ def _seed_ids(input_nodes: Any, num_nodes: int) -> torch.Tensor:
     if lo < 0 or hi >= num_nodes:
         raise ValueError(f"input_nodes holds node id {lo if lo < 0 else hi}, outside [0, {num_nodes})")
     return t
+
+
+class _Facade:
+    """What gnnloader's PyG loaders share: the Loader underneath, its length,
+    epochs and closing. Subclasses set ``_loader``, ``_path`` and
+    ``_common`` (the Loader's arguments)."""
+
+    _loader: Loader
+
+    @property
+    def loader(self) -> Loader:
+        """The :class:`gnnloader.Loader` doing the work."""
+        return self._loader
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next iteration run this epoch (as DistributedSampler.set_epoch)."""
+        self._loader.set_epoch(epoch)
+
+    def close(self) -> None:
+        """Disconnect from loaderd."""
+        self._loader.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _one_batch(self, make: Any, size: int) -> Any:
+        """One batch of ``size`` seeds from a second connection, ``make(**kw)``
+        a Loader over them; returns copies (not slot views), as a PyG
+        ``Data`` when PyG is importable."""
+        kw = dict(self._common, batch_size=int(size), shuffle=False, rank=0, world_size=1, drop_last=False,
+                  slots=1, start_epoch=0, start_batch=0)
+        kw.pop("reconnect", None)
+        with make(**kw) as one:
+            one._shape_x = self._loader._shape_x
+            fields = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in _items(next(iter(one)))}
+            cls = one._data_cls
+        return cls(**fields) if cls is not None else Batch(**fields)

@@ -21,9 +21,10 @@ from typing import Any, Callable, Optional, Sequence, Union
 import torch
 
 from . import protocol as p
-from .loader import Batch, Loader
+from ._pyg_inputs import _Facade
+from .loader import Loader
 from .pyg import (CUSTOM_SPLIT, Remote, _IGNORED, _NO_EFFECT, _SPLIT_ALIASES, _SeedsLoader, _attr, _check_data,
-                  _dist_rank_world, _items, _plain)
+                  _dist_rank_world, _plain)
 
 __all__ = ["LinkNeighborLoader", "NegativeSampling", "LINK_PREFIX"]
 
@@ -152,7 +153,7 @@ class _LinkPairsLoader(_SeedsLoader):
         Loader.__init__(self, socket_path, split=_split_name(CUSTOM_SPLIT, mode_amount), **kw)
 
 
-class LinkNeighborLoader:
+class LinkNeighborLoader(_Facade):
     """PyG's LinkNeighborLoader, with the sampling, the negatives and the
     feature gathering done by loaderd.
 
@@ -320,17 +321,9 @@ class LinkNeighborLoader:
         self._squeeze = mode_amount is not None and mode_amount[0] == "triplet" and int(mode_amount[1]) == 1
 
     @property
-    def loader(self) -> Loader:
-        """The :class:`gnnloader.Loader` doing the work."""
-        return self._loader
-
-    @property
     def dataset(self) -> range:
         """The positions of the positive pairs (PyG's ``range(E)``)."""
         return range(self._num_pairs or 0)
-
-    def __len__(self) -> int:
-        return len(self._loader)
 
     def __iter__(self):
         it = (self._finish(b) for b in self._loader)
@@ -370,31 +363,10 @@ class LinkNeighborLoader:
             raise ValueError(f"loader(index): position {int(idx.min()) if int(idx.min()) < 0 else int(idx.max())} "
                              f"outside [0, {n})")
         pairs = self._pairs[:, idx].contiguous()
-        kw = dict(self._common, batch_size=int(idx.numel()), shuffle=False, rank=0, world_size=1, drop_last=False,
-                  slots=1, start_epoch=0, start_batch=0)
-        kw.pop("reconnect", None)
-        with _LinkPairsLoader(self._path, pairs, self._mode_amount, **kw) as one:
-            one._shape_x = self._loader._shape_x
-            batch = next(iter(one))
-            fields = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in _items(batch)}
-        out = one._data_cls(**fields) if one._data_cls is not None else Batch(**fields)
+        out = self._one_batch(lambda **kw: _LinkPairsLoader(self._path, pairs, self._mode_amount, **kw), idx.numel())
         out.input_id = idx.to(out.input_id.device)[out.input_id]  # positions in this loader's pairs
         out = self._finish(out)
         return self.transform(out) if self.transform is not None else out
-
-    def set_epoch(self, epoch: int) -> None:
-        """Make the next iteration run this epoch (as DistributedSampler.set_epoch)."""
-        self._loader.set_epoch(epoch)
-
-    def close(self) -> None:
-        """Disconnect from loaderd."""
-        self._loader.close()
-
-    def __enter__(self) -> "LinkNeighborLoader":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return "LinkNeighborLoader()"

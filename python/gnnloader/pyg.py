@@ -26,9 +26,9 @@ import torch
 
 from . import protocol as p
 from . import trust
-from .loader import Batch, Loader, LoaderError
-from ._pyg_inputs import (_SPLIT_ALIASES, InputNodes, _attr, _check_data, _given_input_id, _ids_as_input_id,  # noqa: F401
-                          _items, _plain, _seed_ids, _SplitLoader)
+from .loader import Loader, LoaderError
+from ._pyg_inputs import (_SPLIT_ALIASES, InputNodes, _Facade, _attr, _check_data, _given_input_id, _ids_as_input_id,  # noqa: F401
+                          _plain, _seed_ids, _SplitLoader)
 
 __all__ = ["NeighborLoader", "InputNodes", "Remote", "connect", "SOCKET_ENV", "CUSTOM_SPLIT"]
 
@@ -185,7 +185,7 @@ class _SeedsLoader(Loader):
             raise
 
 
-class NeighborLoader:
+class NeighborLoader(_Facade):
     """PyG's NeighborLoader, with the sampling and feature gathering done by loaderd.
 
     The positional arguments are PyG's, in PyG's order (``data``,
@@ -374,11 +374,6 @@ class NeighborLoader:
     # -- the Loader underneath -------------------------------------------------
 
     @property
-    def loader(self) -> Loader:
-        """The :class:`gnnloader.Loader` doing the work."""
-        return self._loader
-
-    @property
     def facts(self) -> p.Dataset:
         """The facts loaderd announced about its dataset (name, num_nodes,
         feature_dim, feature_dtype, num_classes, splits)."""
@@ -391,9 +386,6 @@ class NeighborLoader:
         ranks). It also answers the daemon's facts (``num_nodes``,
         ``feature_dim``, ...; see :attr:`facts`)."""
         return InputNodes(self)
-
-    def __len__(self) -> int:
-        return len(self._loader)
 
     def __iter__(self):
         it = iter(self._loader)
@@ -430,31 +422,10 @@ class NeighborLoader:
             raise ValueError(f"loader(index): position outside the {n} input nodes")
         pos = pos % n
         ids = self._ids[pos]
-        kw = dict(self._common, batch_size=ids.numel(), shuffle=False, rank=0, world_size=1, drop_last=False,
-                  slots=1, start_epoch=0, start_batch=0)
-        kw.pop("reconnect", None)
-        with _SeedsLoader(self._path, lambda ds: ids, **kw) as one:
-            one._shape_x = self._loader._shape_x
-            batch = next(iter(one))
-            fields = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in _items(batch)}
+        out = self._one_batch(lambda **kw: _SeedsLoader(self._path, lambda ds: ids, **kw), ids.numel())
         input_id = self._given_ids[pos] if self._given_ids is not None else ids if self._by_mask else pos
-        fields["input_id"] = input_id.to(fields["n_id"].device)
-        out = one._data_cls(**fields) if one._data_cls is not None else Batch(**fields)
+        out.input_id = input_id.to(out.n_id.device)
         return out if self.transform is None else self.transform(out)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Make the next iteration run this epoch (as DistributedSampler.set_epoch)."""
-        self._loader.set_epoch(epoch)
-
-    def close(self) -> None:
-        """Disconnect from loaderd."""
-        self._loader.close()
-
-    def __enter__(self) -> "NeighborLoader":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return "NeighborLoader()"  # as PyG's
