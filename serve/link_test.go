@@ -77,6 +77,13 @@ func TestLinkSplit(t *testing.T) {
 		{"link:valid:triplet:1.5", "cpu", ipc.CodeBadRequest, "integer"},
 		{"link:valid:ternary:1", "cpu", ipc.CodeBadRequest, "binary or triplet"},
 		{"link:custom", "cpu", ipc.CodeBadRequest, "Seeds message"},
+		// Hostile amounts: refused before anything is sized from them.
+		{"link:valid:binary:NaN", "cpu", ipc.CodeBadRequest, "amount"},
+		{"link:valid:binary:Inf", "cpu", ipc.CodeBadRequest, "amount"},
+		{"link:valid:binary:1e300", "cpu", ipc.CodeBadRequest, "amount"},
+		{"link:valid:binary:-1", "cpu", ipc.CodeBadRequest, "amount"},
+		{"link:valid:triplet:1048577", "cpu", ipc.CodeBadRequest, "integer"},
+		{"link:valid:binary:1:extra", "cpu", ipc.CodeBadRequest, "want link:"},
 	} {
 		c := dial(t, srv)
 		c.send(&ipc.Hello{Version: ipc.Version, Name: "link test"})
