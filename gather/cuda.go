@@ -29,6 +29,11 @@ type CUDAOptions struct {
 	// Timing times the phases of sweeps planned on the GPU with events
 	// (PlanStats' times), for benchmarks.
 	Timing bool
+	// Stream, when not nil, is the stream the backend enqueues on instead
+	// of a stream of its own: several tables gathered into one slot (node
+	// features, edge features) then order with each other and with the
+	// slot's other copies. The caller owns it and keeps it until Close.
+	Stream *cudaext.Stream
 
 	// For benchmarks: force the any-size kernels, and read whole 128-byte
 	// lines there (mode 1) rather than only the chunks a row overlaps.
@@ -42,20 +47,21 @@ type CUDAOptions struct {
 // the results are ready after Sync, or after an event recorded on Stream. A
 // CUDA may be used by several goroutines; calls are serialised.
 type CUDA struct {
-	mu     sync.Mutex
-	ctx    *cudaext.Context
-	tab    Table
-	dev    cudaext.DevicePtr // device address of the table's row 0
-	stream *cudaext.Stream
-	mod    *cudaext.Module
-	fn     map[string]*cudaext.Function
-	grid   map[string]int // blocks per launch at full size
-	block  int
-	sms    int
-	opts   CUDAOptions
-	areas  [stagingAreas]stagingArea
-	cur    int // the area reserve hands out next
-	closed bool
+	mu       sync.Mutex
+	ctx      *cudaext.Context
+	tab      Table
+	dev      cudaext.DevicePtr // device address of the table's row 0
+	stream   *cudaext.Stream
+	borrowed bool // stream is CUDAOptions.Stream, not the backend's own
+	mod      *cudaext.Module
+	fn       map[string]*cudaext.Function
+	grid     map[string]int // blocks per launch at full size
+	block    int
+	sms      int
+	opts     CUDAOptions
+	areas    [stagingAreas]stagingArea
+	cur      int // the area reserve hands out next
+	closed   bool
 
 	planMod *cudaext.Module // plan.fatbin, loaded at the first SweepOnDevice
 	plan    planBuffers
@@ -141,7 +147,9 @@ func NewCUDA(ctx *cudaext.Context, store *pinned.Store, o *CUDAOptions) (g *CUDA
 				g.grid[name] = occ * g.sms
 			}
 		}
-		if g.stream, err = cudaext.NewStream(); err != nil {
+		if g.opts.Stream != nil {
+			g.stream, g.borrowed = g.opts.Stream, true
+		} else if g.stream, err = cudaext.NewStream(); err != nil {
 			return err
 		}
 		for i := range g.areas {
@@ -216,7 +224,10 @@ func (g *CUDA) Close() error {
 				errs = append(errs, e.Destroy())
 			}
 		}
-		errs = append(errs, g.plan.free(), g.stream.Destroy(), g.mod.Unload())
+		errs = append(errs, g.plan.free(), g.mod.Unload())
+		if g.stream != nil && !g.borrowed {
+			errs = append(errs, g.stream.Destroy())
+		}
 		if g.planMod != nil {
 			errs = append(errs, g.planMod.Unload())
 		}
