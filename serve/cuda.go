@@ -100,10 +100,42 @@ func OpenSourcePinned(spec string, skipChecksums bool, progress datasets.Progres
 	s.store = st
 	prev := s.close
 	s.close = func() error { return errors.Join(prev(), st.Close()) }
+	if err := s.pinEdgeTables(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("pinning the edge features: %w", err)
+	}
 	if log != nil {
 		log.Info("feature table pinned", "bytes", len(st.Rows), "copy", st.LoadTime, "register", st.RegisterTime)
 	}
 	return s, nil
+}
+
+// pinEdgeTables copies the per-edge tables into pinned, registered memory
+// (a CUDA slot gathers them zero-copy like the node features) and points the
+// dataset at the copies, which the shared-memory slots then read too.
+func (s *Source) pinEdgeTables() error {
+	d := s.Data
+	s.edgeStores = map[string]*pinned.Store{}
+	for name, t := range s.edgeTables() {
+		st, err := pinned.Load(t.Rows, t.RowBytes, t.NumRows, nil)
+		if err == nil && !st.Registered() {
+			st.Close()
+			err = errors.New("the CUDA driver did not register it")
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		s.edgeStores[name] = st
+		prev := s.close
+		s.close = func() error { return errors.Join(prev(), st.Close()) }
+		switch name {
+		case "edge_attr":
+			d.EdgeAttr = st.Rows[:len(t.Rows)]
+		case "edge_weight":
+			d.EdgeWeight = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(st.Rows))), len(d.EdgeWeight))
+		}
+	}
+	return nil
 }
 
 // gpuBackend makes CUDA slot rings: one context per allowed device, the

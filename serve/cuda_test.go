@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/cudaext"
 	"github.com/gnnloader/gnnloader/cudaext/cudatest"
 	"github.com/gnnloader/gnnloader/gather"
@@ -142,17 +143,29 @@ func TestCUDAWaysMatchCPU(t *testing.T) {
 // GPU ring report its stream busy, so fills grow into sweeps.
 func compareWithCPU(t *testing.T, spec string, slots uint32, g GPUConfig, busy bool) (*Server, int) {
 	srv, src := gpuServerOf(t, spec, Config{}, g)
-	cpu, gpu := dial(t, srv), dial(t, srv)
 	req := openReq()
 	req.Slots = slots
+	return srv, compareRequest(t, srv, src, req, busy, true)
+}
+
+// compareRequest runs two epochs of req for a CPU trainer and a cuda:0
+// trainer and compares every region of every batch byte for byte; node
+// batches are also checked against the dataset.
+func compareRequest(t *testing.T, srv *Server, src *Source, req ipc.Open, busy, nodeBatches bool) int {
+	t.Helper()
+	cpu, gpu := dial(t, srv), dial(t, srv)
+	req.Device = "cpu"
 	cpu.handshake(req)
 	req.Device, req.Rank, req.WorldSize = "cuda:0", 0, 1
 	// A different rank would get other seeds: use the same rank, told apart
 	// by the job name.
 	req.Job = "gpu"
 	o := gpu.handshake(req)
-	if o.Memory != ipc.MemoryCUDA || o.CUDADevice != 0 || len(o.MemHandle) != ipc.HandleSize || len(o.Events) != int(slots) {
+	if o.Memory != ipc.MemoryCUDA || o.CUDADevice != 0 || len(o.MemHandle) != ipc.HandleSize || len(o.Events) != int(o.Slots) {
 		t.Fatalf("opened: memory %q device %d, %d-byte handle, %d event pairs", o.Memory, o.CUDADevice, len(o.MemHandle), len(o.Events))
+	}
+	if len(o.Regions) != len(cpu.opened.Regions) {
+		t.Fatalf("GPU regions %v, CPU regions %v", o.Regions, cpu.opened.Regions)
 	}
 	var ring *cudaRing
 	srv.mu.Lock()
@@ -180,15 +193,13 @@ func compareWithCPU(t *testing.T, spec string, slots uint32, g GPUConfig, busy b
 				t.Fatalf("batch %d: cpu %+v gpu %+v", bc.Index, bc, bg)
 			}
 			copySlot(t, gpu, ring, bg.Slot)
-			checkBatch(t, gpu, src, bg)
-			n, e, seeds, _ := cpu.sizes(bc)
-			rb := src.Data.RowBytes()
-			for _, r := range []struct {
-				name  string
-				bytes int
-			}{{"x", n * rb}, {"y", 8 * n}, {"n_id", 8 * n}, {"edge_index", 16 * e}, {"e_id", 8 * e}, {"input_id", 8 * seeds}} {
-				if !bytes.Equal(cpu.region(bc.Slot, r.name, r.bytes), gpu.region(bg.Slot, r.name, r.bytes)) {
-					t.Fatalf("epoch %d batch %d: %s differs between the CPU and GPU paths", epoch, bc.Index, r.name)
+			if nodeBatches {
+				checkBatch(t, gpu, src, bg)
+			}
+			for _, r := range cpu.opened.Regions {
+				n := regionDataBytes(cpu.opened, bc, r)
+				if !bytes.Equal(cpu.region(bc.Slot, r.Name, n), gpu.region(bg.Slot, r.Name, n)) {
+					t.Fatalf("epoch %d batch %d: %s differs between the CPU and GPU paths", epoch, bc.Index, r.Name)
 				}
 			}
 			cpu.send(&ipc.Release{Slot: bc.Slot, Epoch: bc.Epoch, Index: bc.Index})
@@ -196,7 +207,20 @@ func compareWithCPU(t *testing.T, spec string, slots uint32, g GPUConfig, busy b
 			batches++
 		}
 	}
-	return srv, batches
+	return batches
+}
+
+// regionDataBytes is the bytes of region r that batch b fills.
+func regionDataBytes(o *ipc.Opened, b *ipc.BatchReady, r ipc.Region) int {
+	n, _ := o.Count(b, r.Name)
+	size := batch.ElemSize(r.DType)
+	for i, d := range r.Shape {
+		if i == int(r.CountAxis) {
+			d = uint64(n)
+		}
+		size *= int(d)
+	}
+	return size
 }
 
 // TestCUDABadRequests: a device that does not exist, one the daemon was not

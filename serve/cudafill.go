@@ -28,6 +28,14 @@ func (r *cudaRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) erro
 		return err
 	}
 	for _, grp := range r.gatherGroups() {
+		if grp.x >= 0 && !r.planOnGPU {
+			if err := r.sweepPlannedOnCPU(ctx, grp.x, slots, bs); err != nil {
+				return err
+			}
+			if grp.y < 0 {
+				continue
+			}
+		}
 		parts := make([]gather.DevicePart, len(bs))
 		for j := range bs {
 			ids, _ := r.RegionAt(slots[j], grp.ids)
@@ -39,39 +47,43 @@ func (r *cudaRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) erro
 				parts[j].X, parts[j].XBytes = r.RegionAt(slots[j], grp.x)
 			}
 		}
-		if grp.x >= 0 && !r.planOnGPU {
-			if err := r.sweepPlannedOnCPU(ctx, grp.x, slots, bs); err != nil {
-				return err
-			}
-		}
-		if err := r.g.SweepOnDevice(ctx, parts); err != nil {
+		if err := grp.table.SweepOnDevice(ctx, parts); err != nil {
 			return err
 		}
 	}
 	return r.onStream(slots, r.RecordReady)
 }
 
-// gatherGroup is the gathered regions sharing one ids region: features (x,
-// from the pinned table) and labels (y), either one absent (-1).
-type gatherGroup struct{ ids, x, y int }
+// gatherGroup is gathered regions filled by one sweep: rows of table
+// (whose ids are region ids) into region x, and for the node features the
+// labels into region y; either one absent (-1).
+type gatherGroup struct {
+	ids, x, y int
+	table     *gather.CUDA
+}
 
+// gatherGroups are the ring's sweeps: the node features with the labels
+// (they share n_id), then each other table (edge features by e_id) alone.
 func (r *cudaRing) gatherGroups() []gatherGroup {
 	var groups []gatherGroup
 	find := func(ids int) *gatherGroup {
 		for i := range groups {
-			if groups[i].ids == ids {
+			if groups[i].ids == ids && groups[i].table == r.g {
 				return &groups[i]
 			}
 		}
-		groups = append(groups, gatherGroup{ids: ids, x: -1, y: -1})
+		groups = append(groups, gatherGroup{ids: ids, x: -1, y: -1, table: r.g})
 		return &groups[len(groups)-1]
 	}
 	for k, reg := range r.layout.Regions {
 		switch reg.Table {
+		case "":
 		case "x":
 			find(r.layout.Index(reg.IDs)).x = k
 		case "y":
 			find(r.layout.Index(reg.IDs)).y = k
+		default:
+			groups = append(groups, gatherGroup{ids: r.layout.Index(reg.IDs), x: k, y: -1, table: r.tables[reg.Table].(*gather.CUDA)})
 		}
 	}
 	return groups

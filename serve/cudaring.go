@@ -28,8 +28,8 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		return nil, perrf(ipc.CodeBadRequest, "device %q is not one this daemon serves (--gpus %s)", name, b.allowedString())
 	}
 	for _, reg := range layout.Regions {
-		if reg.Table != "" && reg.Table != "x" && reg.Table != "y" {
-			return nil, perrf(ipc.CodeBadRequest, "dataset %s has %s, which the GPU path does not serve yet: ask for device \"cpu\" (shared-memory slots carry it), or serve it with --no-edge-features", b.src.Data.Name, reg.Name)
+		if reg.Table != "" && reg.Table != "x" && reg.Table != "y" && b.src.edgeStores[reg.Table] == nil {
+			return nil, perrf(ipc.CodeBadRequest, "dataset %s: region %s gathers from table %q, which the GPU path does not hold: ask for device \"cpu\"", b.src.Data.Name, reg.Name, reg.Table)
 		}
 	}
 	slots := req.slots
@@ -74,6 +74,33 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
 	g.UseCache(cache)
+	// The other gathered tables (edge features) get backends of their own
+	// on g's stream, so their sweeps order with the slot's other copies.
+	tables := map[string]gather.Backend{"x": g}
+	var more []*gather.CUDA
+	closeMore := func() {
+		for _, t := range more {
+			t.Close()
+		}
+	}
+	for _, reg := range layout.Regions {
+		if reg.Table == "" || reg.Table == "x" || reg.Table == "y" || tables[reg.Table] != nil {
+			continue
+		}
+		t, err := gather.NewCUDA(ctx, b.src.edgeStores[reg.Table], &gather.CUDAOptions{MaxSMs: b.opts.MaxSMs, Stream: g.Stream()})
+		if err != nil {
+			closeMore()
+			g.Close()
+			ring.Close()
+			giveBack()
+			if errors.Is(err, cudaext.ErrOutOfMemory) {
+				return nil, perrf(ipc.CodeBusy, "%s: %v", name, err)
+			}
+			return nil, perrf(ipc.CodeInternal, "%s: table %s: %v", name, reg.Table, err)
+		}
+		tables[reg.Table] = t
+		more = append(more, t)
+	}
 	var sampling *deviceSampling
 	if req.onDevice {
 		err := ctx.Do(func() (err error) { sampling, err = b.newDeviceSampling(ctx, dev, req, b.maxDeg); return err })
@@ -90,6 +117,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 			}
 		}
 		if err != nil {
+			closeMore()
 			g.Close()
 			ring.Close()
 			giveBack()
@@ -104,7 +132,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		sweep = slots / 2
 	}
 	sweep = max(1, min(sweep, slots, gather.MaxSweepParts))
-	r := &cudaRing{CUDARing: ring, dev: dev, g: g, tables: map[string]gather.Backend{"x": g}, layout: layout,
+	r := &cudaRing{CUDARing: ring, dev: dev, g: g, tables: tables, more: more, layout: layout,
 		workers: b.workers, sweep: sweep, planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}
 	b.mu.Lock()
 	b.rings[r] = struct{}{}
@@ -131,6 +159,7 @@ type cudaRing struct {
 	dev      int
 	g        *gather.CUDA              // the stream and staging of the fills
 	tables   map[string]gather.Backend // gathered regions' tables, by name
+	more     []*gather.CUDA            // the tables other than x, on g's stream
 	layout   *batch.Layout
 	workers  int // goroutines writing a batch's structure
 	giveBack func()
@@ -178,7 +207,11 @@ func (r *cudaRing) Close() error {
 	var err error
 	r.once.Do(func() {
 		r.giveBack() // keeps the sweep counters, so before the backend closes
-		err = errors.Join(r.g.Close(), r.CUDARing.Close())
+		var errs []error
+		for _, t := range r.more { // before g, whose stream they use
+			errs = append(errs, t.Close())
+		}
+		err = errors.Join(append(errs, r.g.Close(), r.CUDARing.Close())...)
 		if r.sampling != nil {
 			r.Context().Do(func() error { r.sampling.close(); return nil })
 		}

@@ -338,7 +338,7 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 				parts[j].X, parts[j].XBytes = r.RegionAt(slots[j], grp.x)
 			}
 		}
-		if err := r.g.SweepOnDevice(ctx, parts); err != nil {
+		if err := grp.table.SweepOnDevice(ctx, parts); err != nil {
 			return err
 		}
 	}

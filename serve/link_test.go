@@ -11,8 +11,8 @@ import (
 
 // TestLinkSplit: "link:train:binary:1" serves every pair of the train link
 // split once per epoch, its ends at edge_label_index through n_id, with as
-// many negatives; a GPU device, an unknown link split and a bad negative
-// sampling are refused.
+// many negatives; an unknown link split and a bad negative sampling are
+// refused (link batches on CUDA slots: TestCUDALinkBatchesMatchCPU).
 func TestLinkSplit(t *testing.T) {
 	d, err := datasets.Generate(datasets.GenOptions{Like: "citation2", Scale: 0.001, Seed: 5})
 	if err != nil {
@@ -72,7 +72,6 @@ func TestLinkSplit(t *testing.T) {
 		code          ipc.Code
 		text          string
 	}{
-		{"link:valid", "cuda:0", ipc.CodeBadRequest, "device \"cpu\" only"},
 		{"link:nope", "cpu", ipc.CodeNotFound, "no link split"},
 		{"link:valid:triplet:1.5", "cpu", ipc.CodeBadRequest, "integer"},
 		{"link:valid:ternary:1", "cpu", ipc.CodeBadRequest, "binary or triplet"},

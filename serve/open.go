@@ -48,9 +48,6 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 		return nil, err
 	}
 	if isLink {
-		if dev >= 0 {
-			return nil, perrf(ipc.CodeBadRequest, "link batches (split %q) are served on device \"cpu\" only, not %q", m.Split, m.Device)
-		}
 		seeds, ok = positions(int(link.pairs.Len())), true
 	}
 	if m.Split == ipc.CustomSplit {
@@ -118,9 +115,10 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	// The GPU sampler takes fanouts of -1 and >= 1 and distinct seeds (its
 	// buffers are sized by the graph): a hop of 0 (PyG's "sample nothing")
 	// or custom seeds that repeat a node are sampled by the CPU, the slots
-	// still on the GPU.
+	// still on the GPU, and so are link batches (their negatives are drawn
+	// on the CPU).
 	req.onDevice = req.device >= 0 && ss.srv.gpuSamples(req.device) && !slices.Contains(req.fanouts, 0) &&
-		!(req.split == ipc.CustomSplit && repeats(req.seeds, src.Data.Graph.NumNodes))
+		!(req.split == ipc.CustomSplit && repeats(req.seeds, src.Data.Graph.NumNodes)) && req.link == nil
 	no := batch.NodeOptions{BatchSize: req.epochs.BatchSize, Fanouts: req.fanouts,
 		Workers: cfg.SamplerThreads, NoFeatures: req.noFeatures, MaxDegree: src.MaxDegree,
 		AddressOrder: req.device < 0 || !ss.srv.gpuPlansSweeps, DeviceSampling: req.onDevice}

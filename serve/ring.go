@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"unsafe"
 
 	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/gather"
@@ -72,12 +71,8 @@ func (s *Server) cpuTables() map[string]gather.Backend {
 		"x": gather.NewCPUBackend(s.src.Table, s.cfg.SamplerThreads),
 		"y": gather.Labels{Of: d.Labels},
 	}
-	if d.EdgeAttr != nil && d.EdgeDim > 0 {
-		t["edge_attr"] = gather.NewCPUBackend(gather.Table{Rows: d.EdgeAttr, RowBytes: d.EdgeRowBytes(), NumRows: d.Graph.NumEdges()}, s.cfg.SamplerThreads)
-	}
-	if d.EdgeWeight != nil {
-		w := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(d.EdgeWeight))), 4*len(d.EdgeWeight))
-		t["edge_weight"] = gather.NewCPUBackend(gather.Table{Rows: w, RowBytes: 4, NumRows: d.Graph.NumEdges()}, s.cfg.SamplerThreads)
+	for name, tab := range s.src.edgeTables() {
+		t[name] = gather.NewCPUBackend(tab, s.cfg.SamplerThreads)
 	}
 	return t
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/gnnloader/gnnloader/datasets"
 	"github.com/gnnloader/gnnloader/gather"
@@ -24,7 +25,26 @@ type Source struct {
 	// source was opened for the GPU path (OpenSourcePinned); Table then
 	// views its rows.
 	store *pinned.Store
-	close func() error
+	// edgeStores are the per-edge tables (edgeTables) in pinned, registered
+	// memory, by table name, on the GPU path; the dataset's slices view them.
+	edgeStores map[string]*pinned.Store
+	close      func() error
+}
+
+// edgeTables are the dataset's per-edge tables gathered by e_id, by the
+// table name a batch layout gives them: "edge_attr" and "edge_weight" (as
+// 4-byte rows), rows in CSR order.
+func (s *Source) edgeTables() map[string]gather.Table {
+	d := s.Data
+	t := map[string]gather.Table{}
+	if d.EdgeAttr != nil && d.EdgeDim > 0 {
+		t["edge_attr"] = gather.Table{Rows: d.EdgeAttr, RowBytes: d.EdgeRowBytes(), NumRows: d.Graph.NumEdges()}
+	}
+	if d.EdgeWeight != nil {
+		w := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(d.EdgeWeight))), 4*len(d.EdgeWeight))
+		t["edge_weight"] = gather.Table{Rows: w, RowBytes: 4, NumRows: d.Graph.NumEdges()}
+	}
+	return t
 }
 
 // DefaultSource is what loaderd serves without --dataset: a small generated
@@ -132,8 +152,13 @@ func ParseSynthetic(s string) (datasets.GenOptions, error) {
 func (s *Source) Close() error { return s.close() }
 
 // DropEdgeFeatures serves the source without its edge features: batches
-// then have no edge_attr or edge_weight regions, and trainers on a GPU,
-// whose path does not carry them yet, are served. Call it before New.
+// then have no edge_attr or edge_weight regions (a trainer that does not use
+// them saves their gather), and their pinned copies are freed. Call it
+// before New.
 func (s *Source) DropEdgeFeatures() {
 	s.Data.EdgeAttr, s.Data.EdgeWeight, s.Data.EdgeDim, s.Data.EdgeDType = nil, nil, 0, ""
+	for _, st := range s.edgeStores {
+		st.Close() // s.close closes it again: a no-op
+	}
+	s.edgeStores = nil
 }

@@ -110,7 +110,10 @@ class CudaLoaderTest(unittest.TestCase):
             x0 = first.x.clone()
             for device, kw, code in [("cuda:7", {}, "bad_request"), (f"cuda:{n}", {}, "bad_request"),
                                      ("cuda:1", {}, "bad_request"),
-                                     ("cuda:0", dict(slots=16, batch_size=100_000, fanouts=[-1, -1]), "busy")]:
+                                     # 16 slots of ~100 MB: over --gpu-slot-memory 1GiB
+                                     ("cuda:0", dict(slots=16, batch_size=100_000, fanouts=[5]), "busy"),
+                                     # batches bounded by the whole graph: over the host memory budget
+                                     ("cuda:0", dict(slots=16, batch_size=100_000, fanouts=[-1, -1]), "limit")]:
                 with self.assertRaises(gnnloader.LoaderError) as cm:
                     self.loader(device, **kw)
                 self.assertEqual(cm.exception.code, code, str(cm.exception))

@@ -166,7 +166,7 @@ class LinkNeighborLoaderTest(unittest.TestCase):
                 kw.setdefault("edge_label_index", "train")
                 with self.assertRaises(ValueError):
                     gnnloader.LinkNeighborLoader(s, [2], batch_size=4, **kw)
-        with self.assertRaises(ValueError):  # the daemon's refusal: link batches on the CPU path only
+        with self.assertRaises(ValueError):  # this daemon runs without its GPU path (--gpu=false)
             gnnloader.LinkNeighborLoader(s, [2], "train", batch_size=4, device="cuda:0")
         with self.assertRaises(ValueError):
             gnnloader.LinkNeighborLoader(s, [2], "nope", batch_size=4)
