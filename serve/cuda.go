@@ -100,9 +100,9 @@ func OpenSourcePinned(spec string, skipChecksums bool, progress datasets.Progres
 	s.store = st
 	prev := s.close
 	s.close = func() error { return errors.Join(prev(), st.Close()) }
-	if err := s.pinEdgeTables(); err != nil {
+	if err := s.pinTables(); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("pinning the edge features: %w", err)
+		return nil, fmt.Errorf("pinning the tables: %w", err)
 	}
 	if log != nil {
 		log.Info("feature table pinned", "bytes", len(st.Rows), "copy", st.LoadTime, "register", st.RegisterTime)
@@ -110,13 +110,17 @@ func OpenSourcePinned(spec string, skipChecksums bool, progress datasets.Progres
 	return s, nil
 }
 
-// pinEdgeTables copies the per-edge tables into pinned, registered memory
-// (a CUDA slot gathers them zero-copy like the node features) and points the
-// dataset at the copies, which the shared-memory slots then read too.
-func (s *Source) pinEdgeTables() error {
+// pinTables puts every gathered table but the node features (pinned as
+// they are read) into pinned, registered memory, copied once: a CUDA slot
+// gathers them zero-copy like the node features, and the dataset is pointed
+// at the copies, which the shared-memory slots then read too.
+func (s *Source) pinTables() error {
 	d := s.Data
-	s.edgeStores = map[string]*pinned.Store{}
-	for name, t := range s.edgeTables() {
+	s.stores = map[string]*pinned.Store{"x": s.store}
+	for name, t := range s.tables() {
+		if name == "x" {
+			continue
+		}
 		st, err := pinned.Load(t.Rows, t.RowBytes, t.NumRows, nil)
 		if err == nil && !st.Registered() {
 			st.Close()
@@ -125,7 +129,7 @@ func (s *Source) pinEdgeTables() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		s.edgeStores[name] = st
+		s.stores[name] = st
 		prev := s.close
 		s.close = func() error { return errors.Join(prev(), st.Close()) }
 		switch name {
@@ -148,12 +152,12 @@ type gpuBackend struct {
 	opts    gather.CUDAOptions
 	cfg     GPUConfig
 	mu      sync.Mutex
-	used    map[int]int64                // slot bytes per device
-	workers int                          // goroutines writing a batch's structure
-	labels  map[int]cudaext.DevicePtr    // per device, the labels (int32 a node)
-	graphs  map[int]*sampler.DeviceGraph // per device sampling on the GPU, its CSR
-	caches  map[int]*deviceCache         // per device with a hot-row cache
-	rings   map[*cudaRing]struct{}       // live rings (for their sweep counters)
+	used    map[int]int64                        // slot bytes per device
+	workers int                                  // goroutines writing a batch's structure
+	labels  map[int]map[string]cudaext.DevicePtr // per device, each label table (int32 a node)
+	graphs  map[int]*sampler.DeviceGraph         // per device sampling on the GPU, its CSR
+	caches  map[int]*deviceCache                 // per device with a hot-row cache
+	rings   map[*cudaRing]struct{}               // live rings (for their sweep counters)
 	// closedStats are the sweep counters of the rings closed so far.
 	closedStats map[int]gather.PlanStats
 	closeOnce   sync.Once
@@ -176,7 +180,7 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 		return err
 	}
 	b := &gpuBackend{store: s.src.store, count: n, ctx: map[int]*cudaext.Context{}, used: map[int]int64{},
-		opts: gather.CUDAOptions{MaxSMs: cfg.MaxSMs, Timing: cfg.Timing}, cfg: cfg, workers: s.fillWorkers(), labels: map[int]cudaext.DevicePtr{}}
+		opts: gather.CUDAOptions{MaxSMs: cfg.MaxSMs, Timing: cfg.Timing}, cfg: cfg, workers: s.fillWorkers(), labels: map[int]map[string]cudaext.DevicePtr{}}
 	b.graphs, b.maxDeg = map[int]*sampler.DeviceGraph{}, s.src.MaxDegree
 	b.caches, b.src, b.log = map[int]*deviceCache{}, s.src, s.log
 	b.rings, b.closedStats = map[*cudaRing]struct{}{}, map[int]gather.PlanStats{}
@@ -227,27 +231,30 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 			return fmt.Errorf("cuda:%d: %w", dev, err)
 		}
 		b.ctx[dev] = ctx
-		// The labels on the device, for the fills' y (one copy a device).
-		labels := s.src.Data.Labels
-		err = ctx.Do(func() error {
-			p, err := cudaext.MemAlloc(max(4*int64(len(labels)), 16))
+		// The label tables on the device, for the fills' y (one copy a
+		// device).
+		b.labels[dev] = map[string]cudaext.DevicePtr{}
+		for name, labels := range s.src.labelTables() {
+			err = ctx.Do(func() error {
+				p, err := cudaext.MemAlloc(max(4*int64(len(labels)), 16))
+				if err != nil {
+					return err
+				}
+				b.labels[dev][name] = p
+				if len(labels) == 0 {
+					return nil
+				}
+				st, err := cudaext.NewStream()
+				if err != nil {
+					return err
+				}
+				defer st.Destroy()
+				return cudaext.CopyFromHost(p, unsafe.Slice((*byte)(unsafe.Pointer(&labels[0])), 4*len(labels)), st)
+			})
 			if err != nil {
-				return err
+				b.close()
+				return fmt.Errorf("cuda:%d: the labels %s on the device: %w", dev, name, err)
 			}
-			b.labels[dev] = p
-			if len(labels) == 0 {
-				return nil
-			}
-			st, err := cudaext.NewStream()
-			if err != nil {
-				return err
-			}
-			defer st.Destroy()
-			return cudaext.CopyFromHost(p, unsafe.Slice((*byte)(unsafe.Pointer(&labels[0])), 4*len(labels)), st)
-		})
-		if err != nil {
-			b.close()
-			return fmt.Errorf("cuda:%d: the labels on the device: %w", dev, err)
 		}
 		if err := b.loadGraph(dev, ctx, s.src); err != nil {
 			b.close()
@@ -281,8 +288,10 @@ func (b *gpuBackend) close() {
 }
 
 func (b *gpuBackend) free() {
-	for dev, p := range b.labels {
-		b.ctx[dev].Do(func() error { return cudaext.MemFree(p) })
+	for dev, ps := range b.labels {
+		for _, p := range ps {
+			b.ctx[dev].Do(func() error { return cudaext.MemFree(p) })
+		}
 	}
 	for dev, g := range b.graphs {
 		b.ctx[dev].Do(g.Close)

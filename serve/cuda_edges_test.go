@@ -39,8 +39,8 @@ func TestCUDAEdgeFeaturesMatchCPU(t *testing.T) {
 	} {
 		t.Run(g.Sampling+"_sampling_"+g.SweepPlan+"_plan", func(t *testing.T) {
 			srv, src := gpuServerOf(t, dir, Config{}, g)
-			if len(src.edgeStores) != 2 {
-				t.Fatalf("pinned edge tables %v, want edge_attr and edge_weight", src.edgeStores)
+			if src.stores["edge_attr"] == nil || src.stores["edge_weight"] == nil {
+				t.Fatalf("pinned tables %v, want edge_attr and edge_weight among them", src.stores)
 			}
 			req := openReq()
 			req.Slots = 6

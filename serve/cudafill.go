@@ -5,6 +5,7 @@ package serve
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/cudaext"
@@ -27,9 +28,9 @@ func (r *cudaRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) erro
 	if err != nil {
 		return err
 	}
-	for _, grp := range r.gatherGroups() {
+	for _, grp := range r.groups {
 		if grp.x >= 0 && !r.planOnGPU {
-			if err := r.sweepPlannedOnCPU(ctx, grp.x, slots, bs); err != nil {
+			if err := r.sweepPlannedOnCPU(ctx, grp, slots, bs); err != nil {
 				return err
 			}
 			if grp.y < 0 {
@@ -54,52 +55,116 @@ func (r *cudaRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) erro
 	return r.onStream(slots, r.RecordReady)
 }
 
-// gatherGroup is gathered regions filled by one sweep: rows of table
-// (whose ids are region ids) into region x, and for the node features the
-// labels into region y; either one absent (-1).
+// gatherGroup is gathered regions filled by one sweep over the rows of one
+// ids region: rows of a table into region x and labels into region y
+// (either absent, -1), by a backend over that table with those labels on
+// the device.
 type gatherGroup struct {
 	ids, x, y int
 	table     *gather.CUDA
 }
 
-// gatherGroups are the ring's sweeps: the node features with the labels
-// (they share n_id), then each other table (edge features by e_id) alone.
-func (r *cudaRing) gatherGroups() []gatherGroup {
-	var groups []gatherGroup
-	find := func(ids int) *gatherGroup {
+// groupPlan is a gatherGroup before its backend: the table and label table
+// it reads.
+type groupPlan struct {
+	ids, x, y     int
+	table, labels string
+}
+
+// planGroups groups a layout's gathered regions by their ids region: per
+// group at most one feature table and one label table (a node type's x and
+// y share its n_id; edge features each get a group of their own, being
+// tables of their own over e_id). The group of "x" (the node features)
+// comes first: its backend's stream carries the fills.
+func (b *gpuBackend) planGroups(l *batch.Layout) ([]groupPlan, error) {
+	var groups []groupPlan
+	labels := b.src.labelTables()
+	find := func(ids int, label bool) *groupPlan {
 		for i := range groups {
-			if groups[i].ids == ids && groups[i].table == r.g {
-				return &groups[i]
+			if g := &groups[i]; g.ids == ids && (label && g.y < 0 || !label && g.x < 0) {
+				return g
 			}
 		}
-		groups = append(groups, gatherGroup{ids: ids, x: -1, y: -1, table: r.g})
+		groups = append(groups, groupPlan{ids: ids, x: -1, y: -1})
 		return &groups[len(groups)-1]
 	}
-	for k, reg := range r.layout.Regions {
-		switch reg.Table {
-		case "":
-		case "x":
-			find(r.layout.Index(reg.IDs)).x = k
-		case "y":
-			find(r.layout.Index(reg.IDs)).y = k
+	for k, reg := range l.Regions {
+		switch {
+		case reg.Table == "":
+		case labels[reg.Table] != nil || reg.Table == "y":
+			g := find(l.Index(reg.IDs), true)
+			g.y, g.labels = k, reg.Table
+		case b.src.stores[reg.Table] != nil:
+			g := find(l.Index(reg.IDs), false)
+			g.x, g.table = k, reg.Table
 		default:
-			groups = append(groups, gatherGroup{ids: r.layout.Index(reg.IDs), x: k, y: -1, table: r.tables[reg.Table].(*gather.CUDA)})
+			return nil, fmt.Errorf("region %s gathers from table %q, which the GPU path does not hold", reg.Name, reg.Table)
 		}
 	}
-	return groups
+	if len(groups) == 0 {
+		return nil, fmt.Errorf("its batches gather nothing, which the GPU path does not serve")
+	}
+	for i, g := range groups {
+		if g.table == "x" {
+			groups[0], groups[i] = groups[i], groups[0]
+		}
+	}
+	return groups, nil
+}
+
+// newGroups makes the backends of a ring's groups on device dev: the first
+// with a stream of its own, the others on it. A group of labels alone reads
+// no rows; its backend is over the node features (any registered table).
+func (b *gpuBackend) newGroups(ctx *cudaext.Context, dev int, plan []groupPlan, req *request) ([]gatherGroup, error) {
+	var groups []gatherGroup
+	fail := func(err error) ([]gatherGroup, error) {
+		for i := len(groups) - 1; i >= 0; i-- {
+			groups[i].table.Close()
+		}
+		return nil, err
+	}
+	for i, p := range plan {
+		opts := b.opts
+		if i > 0 {
+			opts.Stream = groups[0].table.Stream()
+		}
+		if p.labels != "" {
+			opts.Labels = b.labels[dev][p.labels]
+		}
+		store := b.src.stores[p.table]
+		if p.table == "" { // labels alone: any registered table will do
+			if store = b.src.stores[plan[0].table]; store == nil {
+				store = b.store
+			}
+		}
+		g, err := gather.NewCUDA(ctx, store, &opts)
+		if err != nil {
+			return fail(fmt.Errorf("table %s: %w", p.table, err))
+		}
+		groups = append(groups, gatherGroup{ids: p.ids, x: p.x, y: p.y, table: g})
+		if p.table == "x" {
+			cache, err := b.cacheFor(dev, ctx, g, b.src, req, b.log)
+			if err != nil {
+				return fail(err)
+			}
+			g.UseCache(cache)
+		}
+	}
+	return groups, nil
 }
 
 // sweepPlannedOnCPU fills region k of the slots from the batches' host ids
 // and address orders: one gather kernel, or one sorted sweep over all of
 // them that reads each row they share once.
-func (r *cudaRing) sweepPlannedOnCPU(ctx context.Context, k int, slots []int, bs []batch.Batch) error {
+func (r *cudaRing) sweepPlannedOnCPU(ctx context.Context, grp gatherGroup, slots []int, bs []batch.Batch) error {
+	k := grp.x
 	parts := make([]gather.SweepPart, len(bs))
 	for j, b := range bs {
 		dst, n := r.RegionAt(slots[j], k)
 		ids, order := b.Rows(k)
 		parts[j] = gather.SweepPart{Dst: gather.Dest{Device: dst, DeviceBytes: n}, Nid: ids, Order: order}
 	}
-	t := r.tables[r.layout.Regions[k].Table]
+	var t gather.Backend = grp.table
 	if sw, ok := t.(gather.Sweeper); ok && len(parts) > 1 {
 		_, err := sw.Sweep(ctx, parts)
 		return err

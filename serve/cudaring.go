@@ -27,10 +27,9 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 	if !ok {
 		return nil, perrf(ipc.CodeBadRequest, "device %q is not one this daemon serves (--gpus %s)", name, b.allowedString())
 	}
-	for _, reg := range layout.Regions {
-		if reg.Table != "" && reg.Table != "x" && reg.Table != "y" && b.src.edgeStores[reg.Table] == nil {
-			return nil, perrf(ipc.CodeBadRequest, "dataset %s: region %s gathers from table %q, which the GPU path does not hold: ask for device \"cpu\"", b.src.Data.Name, reg.Name, reg.Table)
-		}
+	plan, err := b.planGroups(layout)
+	if err != nil {
+		return nil, perrf(ipc.CodeBadRequest, "dataset %s: %v: ask for device \"cpu\"", b.src.Data.Name, err)
 	}
 	slots := req.slots
 	bytes := l.SlotBytes * int64(slots)
@@ -55,9 +54,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		}
 		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
-	opts := b.opts
-	opts.Labels = b.labels[dev]
-	g, err := gather.NewCUDA(ctx, b.store, &opts)
+	groups, err := b.newGroups(ctx, dev, plan, req)
 	if err != nil {
 		ring.Close()
 		giveBack()
@@ -66,40 +63,10 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		}
 		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
-	cache, err := b.cacheFor(dev, ctx, g, b.src, req, b.log)
-	if err != nil {
-		g.Close()
-		ring.Close()
-		giveBack()
-		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
-	}
-	g.UseCache(cache)
-	// The other gathered tables (edge features) get backends of their own
-	// on g's stream, so their sweeps order with the slot's other copies.
-	tables := map[string]gather.Backend{"x": g}
-	var more []*gather.CUDA
-	closeMore := func() {
-		for _, t := range more {
-			t.Close()
+	closeGroups := func() {
+		for i := len(groups) - 1; i >= 0; i-- { // the stream's owner last
+			groups[i].table.Close()
 		}
-	}
-	for _, reg := range layout.Regions {
-		if reg.Table == "" || reg.Table == "x" || reg.Table == "y" || tables[reg.Table] != nil {
-			continue
-		}
-		t, err := gather.NewCUDA(ctx, b.src.edgeStores[reg.Table], &gather.CUDAOptions{MaxSMs: b.opts.MaxSMs, Stream: g.Stream()})
-		if err != nil {
-			closeMore()
-			g.Close()
-			ring.Close()
-			giveBack()
-			if errors.Is(err, cudaext.ErrOutOfMemory) {
-				return nil, perrf(ipc.CodeBusy, "%s: %v", name, err)
-			}
-			return nil, perrf(ipc.CodeInternal, "%s: table %s: %v", name, reg.Table, err)
-		}
-		tables[reg.Table] = t
-		more = append(more, t)
 	}
 	var sampling *deviceSampling
 	if req.onDevice {
@@ -117,8 +84,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 			}
 		}
 		if err != nil {
-			closeMore()
-			g.Close()
+			closeGroups()
 			ring.Close()
 			giveBack()
 			if errors.Is(err, cudaext.ErrOutOfMemory) {
@@ -132,7 +98,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		sweep = slots / 2
 	}
 	sweep = max(1, min(sweep, slots, gather.MaxSweepParts))
-	r := &cudaRing{CUDARing: ring, dev: dev, g: g, tables: tables, more: more, layout: layout,
+	r := &cudaRing{CUDARing: ring, dev: dev, g: groups[0].table, groups: groups, layout: layout,
 		workers: b.workers, sweep: sweep, planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}
 	b.mu.Lock()
 	b.rings[r] = struct{}{}
@@ -157,9 +123,8 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 type cudaRing struct {
 	*pingpong.CUDARing
 	dev      int
-	g        *gather.CUDA              // the stream and staging of the fills
-	tables   map[string]gather.Backend // gathered regions' tables, by name
-	more     []*gather.CUDA            // the tables other than x, on g's stream
+	g        *gather.CUDA  // the stream and staging of the fills (groups[0]'s)
+	groups   []gatherGroup // the sweeps of a fill
 	layout   *batch.Layout
 	workers  int // goroutines writing a batch's structure
 	giveBack func()
@@ -208,10 +173,10 @@ func (r *cudaRing) Close() error {
 	r.once.Do(func() {
 		r.giveBack() // keeps the sweep counters, so before the backend closes
 		var errs []error
-		for _, t := range r.more { // before g, whose stream they use
-			errs = append(errs, t.Close())
+		for i := len(r.groups) - 1; i >= 0; i-- { // g, whose stream the others use, last
+			errs = append(errs, r.groups[i].table.Close())
 		}
-		err = errors.Join(append(errs, r.g.Close(), r.CUDARing.Close())...)
+		err = errors.Join(append(errs, r.CUDARing.Close())...)
 		if r.sampling != nil {
 			r.Context().Do(func() error { r.sampling.close(); return nil })
 		}
@@ -219,8 +184,9 @@ func (r *cudaRing) Close() error {
 	return err
 }
 
-// stats are the ring's sweep counters and, with GPUConfig.Timing, the GPU
-// time of its sampling.
+// stats are the ring's sweep counters (of its node features: "x", or the
+// first group's table) and, with GPUConfig.Timing, the GPU time of its
+// sampling.
 func (r *cudaRing) stats() (gather.PlanStats, error) {
 	st, err := r.g.PlanStats()
 	if r.sampling != nil {

@@ -325,7 +325,7 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 	for j, db := range dbs {
 		db.Sampled(all[j*d.clen:(j+1)*d.clen], wait)
 	}
-	for _, grp := range r.gatherGroups() {
+	for _, grp := range r.groups {
 		parts := make([]gather.DevicePart, len(bs))
 		for j := range bs {
 			ids, n := r.RegionAt(slots[j], grp.ids)

@@ -62,17 +62,15 @@ func (s *Server) newRing(req *request, layout *batch.Layout, sl pingpong.Layout)
 	return &shmRing{ShmRing: r, layout: layout, tables: s.cpuTables(), workers: s.fillWorkers()}, nil
 }
 
-// cpuTables are the tables a CPU fill gathers from, by name: the node
-// features and the labels, and the edge features and weights when the
-// dataset has them.
+// cpuTables are the tables a CPU fill gathers from, by name: the source's
+// feature tables (node and edge features) and its labels.
 func (s *Server) cpuTables() map[string]gather.Backend {
-	d := s.src.Data
-	t := map[string]gather.Backend{
-		"x": gather.NewCPUBackend(s.src.Table, s.cfg.SamplerThreads),
-		"y": gather.Labels{Of: d.Labels},
-	}
-	for name, tab := range s.src.edgeTables() {
+	t := map[string]gather.Backend{}
+	for name, tab := range s.src.tables() {
 		t[name] = gather.NewCPUBackend(tab, s.cfg.SamplerThreads)
+	}
+	for name, of := range s.src.labelTables() {
+		t[name] = gather.Labels{Of: of}
 	}
 	return t
 }

@@ -25,18 +25,20 @@ type Source struct {
 	// source was opened for the GPU path (OpenSourcePinned); Table then
 	// views its rows.
 	store *pinned.Store
-	// edgeStores are the per-edge tables (edgeTables) in pinned, registered
-	// memory, by table name, on the GPU path; the dataset's slices view them.
-	edgeStores map[string]*pinned.Store
-	close      func() error
+	// stores are the gathered tables (tables) in pinned, registered memory,
+	// by name, on the GPU path ("x" is store); the dataset's slices view
+	// them.
+	stores map[string]*pinned.Store
+	close  func() error
 }
 
-// edgeTables are the dataset's per-edge tables gathered by e_id, by the
-// table name a batch layout gives them: "edge_attr" and "edge_weight" (as
-// 4-byte rows), rows in CSR order.
-func (s *Source) edgeTables() map[string]gather.Table {
+// tables are the tables the batches gather rows from, by the table name a
+// batch layout gives them (batch.Region.Table), labels aside
+// (labelTables): the node features "x", and the per-edge tables gathered by
+// e_id, "edge_attr" and "edge_weight" (as 4-byte rows), in CSR order.
+func (s *Source) tables() map[string]gather.Table {
 	d := s.Data
-	t := map[string]gather.Table{}
+	t := map[string]gather.Table{"x": s.Table}
 	if d.EdgeAttr != nil && d.EdgeDim > 0 {
 		t["edge_attr"] = gather.Table{Rows: d.EdgeAttr, RowBytes: d.EdgeRowBytes(), NumRows: d.Graph.NumEdges()}
 	}
@@ -45,6 +47,12 @@ func (s *Source) edgeTables() map[string]gather.Table {
 		t["edge_weight"] = gather.Table{Rows: w, RowBytes: 4, NumRows: d.Graph.NumEdges()}
 	}
 	return t
+}
+
+// labelTables are the label tables by name ("y": one int32 a node, -1 =
+// unlabelled), gathered as int64 into the regions that name them.
+func (s *Source) labelTables() map[string][]int32 {
+	return map[string][]int32{"y": s.Data.Labels}
 }
 
 // DefaultSource is what loaderd serves without --dataset: a small generated
@@ -157,8 +165,10 @@ func (s *Source) Close() error { return s.close() }
 // before New.
 func (s *Source) DropEdgeFeatures() {
 	s.Data.EdgeAttr, s.Data.EdgeWeight, s.Data.EdgeDim, s.Data.EdgeDType = nil, nil, 0, ""
-	for _, st := range s.edgeStores {
-		st.Close() // s.close closes it again: a no-op
+	for _, name := range []string{"edge_attr", "edge_weight"} {
+		if st := s.stores[name]; st != nil {
+			st.Close() // s.close closes it again: a no-op
+			delete(s.stores, name)
+		}
 	}
-	s.edgeStores = nil
 }
