@@ -71,10 +71,6 @@ func TestWelcomeHetero(t *testing.T) {
 	if d.NumNodes != nodes || d.NumEdges != edges || d.NodeTime || d.EdgeTime {
 		t.Errorf("totals %d nodes %d edges, times %v %v; want %d %d, no times", d.NumNodes, d.NumEdges, d.NodeTime, d.EdgeTime, nodes, edges)
 	}
-	o := openReq()
-	o.InputType = "paper"
-	c.send(&o)
-	c.expectError(ipc.CodeBadRequest, "does not serve heterogeneous batches yet")
 }
 
 // TestWelcomeTimes: node_time and edge_time say whether the dataset has them.

@@ -65,8 +65,22 @@ func (s *Server) newRing(req *request, layout *batch.Layout, sl pingpong.Layout)
 
 // cpuTables are the tables a CPU fill gathers from, by name: the node
 // features and the labels, and the edge features and weights when the
-// dataset has them.
+// dataset has them; for a heterogeneous dataset each node type's features
+// ("<type>/x") and labels ("<type>/y"), where it has them.
 func (s *Server) cpuTables() map[string]gather.Backend {
+	if h := s.src.Hetero; h != nil {
+		t := map[string]gather.Backend{}
+		for _, nt := range h.NodeTypes {
+			if nt.FeatureDim > 0 {
+				rows := gather.Table{Rows: nt.Features, RowBytes: nt.FeatureDim * nt.FeatureDType.Size(), NumRows: nt.NumNodes}
+				t[nt.Name+"/x"] = gather.NewCPUBackend(rows, s.cfg.SamplerThreads)
+			}
+			if nt.Labels != nil {
+				t[nt.Name+"/y"] = gather.Labels{Of: nt.Labels}
+			}
+		}
+		return t
+	}
 	d := s.src.Data
 	t := map[string]gather.Backend{
 		"x": gather.NewCPUBackend(s.src.Table, s.cfg.SamplerThreads),

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/datasets"
 	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/pinned"
@@ -23,7 +24,10 @@ type Source struct {
 	Hetero    *datasets.Hetero
 	Table     gather.Table
 	MaxDegree int64 // homogeneous: the graph's largest degree
-	Spec      string
+	// RelMaxDegree is, for a heterogeneous dataset, each edge type's
+	// largest row (batch.HeteroMaxDegrees), in the dataset's order.
+	RelMaxDegree []int64
+	Spec         string
 
 	// store is the feature table in pinned, registered memory when the
 	// source was opened for the GPU path (OpenSourcePinned); Table then
@@ -120,7 +124,8 @@ func openSource(spec string, skipChecksums bool, progress datasets.Progress, log
 
 // heteroSource is the Source of a heterogeneous dataset.
 func heteroSource(spec string, h *datasets.Hetero, close func() error, start time.Time, log *slog.Logger) *Source {
-	s := &Source{Data: &datasets.Data{Name: h.Name, Source: h.Source}, Hetero: h, Spec: spec, close: close}
+	s := &Source{Data: &datasets.Data{Name: h.Name, Source: h.Source}, Hetero: h, Spec: spec, close: close,
+		RelMaxDegree: batch.HeteroMaxDegrees(h)}
 	if log != nil {
 		var types []string
 		var nodes, edges, bytes int64
@@ -135,6 +140,18 @@ func heteroSource(spec string, h *datasets.Hetero, close func() error, start tim
 			"edge_types", types, "nodes", nodes, "edges", edges, "feature_bytes", bytes, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return s
+}
+
+// featureBytes is the bytes of the served node features.
+func (s *Source) featureBytes() int64 {
+	if s.Hetero == nil {
+		return int64(len(s.Table.Rows))
+	}
+	var n int64
+	for _, t := range s.Hetero.NodeTypes {
+		n += int64(len(t.Features))
+	}
+	return n
 }
 
 // IsHeteroSpec reports whether spec (a dataset directory or a synthetic

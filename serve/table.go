@@ -44,8 +44,23 @@ type TableInfo struct {
 }
 
 // DatasetBytes is the bytes of the dataset's arrays: features, CSR, labels
-// and splits (what the daemon's resident memory is measured against).
+// and splits (what the daemon's resident memory is measured against); for
+// a heterogeneous dataset, every node type's and edge type's.
 func (s *Source) DatasetBytes() int64 {
+	if h := s.Hetero; h != nil {
+		var n int64
+		for _, t := range h.NodeTypes {
+			n += int64(len(t.Features)) + 4*int64(len(t.Labels)) + 8*int64(len(t.Time))
+			for _, ids := range t.Splits {
+				n += 8 * int64(len(ids))
+			}
+		}
+		for _, r := range h.Relations {
+			g := &r.Graph
+			n += 8*int64(len(g.Indptr)) + 4*int64(len(g.Indices32)) + 8*int64(len(g.Indices64))
+		}
+		return n
+	}
 	d := s.Data
 	n := int64(len(d.Features)) + 8*int64(len(d.Graph.Indptr)) + 4*int64(len(d.Graph.Indices32)) +
 		8*int64(len(d.Graph.Indices64)) + 4*int64(len(d.Labels))
