@@ -56,6 +56,17 @@
 // allocates nothing per batch. The slices stay valid until the next Sample
 // or Reset on that Batch.
 //
+// # Heterogeneous graphs
+//
+// NewHetero(h, HeteroOptions{Fanouts, Workers}) samples a datasets.Hetero
+// the way PyG's heterogeneous NeighborSampler does (directed, not
+// disjoint): fanouts per hop and edge type, one node set per node type
+// (the input type's seeds first), each hop's dst frontier drawing from its
+// edge types in the dataset's order with the same draws as Sample (every
+// neighbour, or Floyd's algorithm) from a stream keyed by (key, hop, edge
+// type, position). hetero.go states the rules; TestHeteroDifferential
+// checks the parallel implementation against a map-based reference.
+//
 // # Epochs
 //
 // NewPlan(seeds, EpochConfig, epoch) reproduces PyTorch's

@@ -71,7 +71,7 @@ func newMetrics(s *Server) *metrics {
 	gauge("gnnloader_sampled_queue_depth", "Batches sampled and waiting for the gather stage.", func() float64 {
 		return float64(s.count(func(ss *session) int { return int(ss.queued.Load()) }))
 	})
-	gauge("gnnloader_dataset_feature_bytes", "Bytes of the served feature table.", func() float64 { return float64(len(s.src.Table.Rows)) })
+	gauge("gnnloader_dataset_feature_bytes", "Bytes of the served feature table (of every node type's, for a heterogeneous dataset).", func() float64 { return float64(s.src.featureBytes()) })
 	gauge("gnnloader_memory_budget_bytes", "The slot memory budget.", func() float64 { return float64(s.cfg.MemoryBudget) })
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

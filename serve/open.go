@@ -27,8 +27,9 @@ type request struct {
 	noFeatures bool // FeatureDType "none": batches without x
 	onDevice   bool // sampled on its GPU (sampler.GPU), not by the CPU
 	startEpoch uint32
-	startBatch int          // first batch of startEpoch (a reconnecting trainer resumes)
-	link       *linkRequest // link batches (split "link:..."); seeds are positions of its pairs
+	startBatch int            // first batch of startEpoch (a reconnecting trainer resumes)
+	link       *linkRequest   // link batches (split "link:..."); seeds are positions of its pairs
+	hetero     *heteroRequest // heterogeneous batches (hetero.go); seeds are ids of its input type
 }
 
 // rank is the trainer's rank within its job.
@@ -39,9 +40,14 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	cfg := ss.srv.cfg
+	if err := ss.checkV3(m); err != nil {
+		return nil, err
+	}
 	d := ss.srv.src.Data
 	dev, _ := ipc.ParseDevice(m.Device) // Validate checked it
+	if ss.srv.src.Hetero != nil {
+		return ss.parseHetero(m, dev) // hetero.go
+	}
 	seeds, ok := d.Splits[m.Split]
 	link, isLink, err := ss.parseLink(m.Split)
 	if err != nil {
@@ -74,6 +80,19 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 	if noFeatures && dev >= 0 {
 		return nil, perrf(ipc.CodeBadRequest, "feature_dtype %q (batches without features) is served on device \"cpu\" only, not %q", NoFeatures, m.Device)
 	}
+	r, err := ss.newRequest(m, dev, seeds)
+	if err != nil {
+		return nil, err
+	}
+	r.noFeatures, r.link = noFeatures, link
+	return r, nil
+}
+
+// newRequest is the part of a request every kind of batch shares: the
+// epochs over seeds, the fanouts per hop, the slots (the daemon's default
+// for 0, at most Config.MaxSlots) and the resume point.
+func (ss *session) newRequest(m *ipc.Open, dev int, seeds []int64) (*request, error) {
+	cfg := ss.srv.cfg
 	slots := int(m.Slots)
 	if slots == 0 {
 		slots = cfg.Slots
@@ -85,10 +104,10 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 		return nil, perrf(ipc.CodeLimit, "%d slots asked, limit %d", slots, cfg.MaxSlots)
 	}
 	r := &request{
-		job: m.Job, split: m.Split, seeds: seeds, device: dev, slots: slots, noFeatures: noFeatures,
+		job: m.Job, split: m.Split, seeds: seeds, device: dev, slots: slots,
 		epochs: sampler.EpochConfig{BatchSize: int(m.BatchSize), Shuffle: m.Shuffle, Seed: m.Seed,
 			Rank: int(m.Rank), WorldSize: int(m.WorldSize), DropLast: m.DropLast},
-		startEpoch: m.StartEpoch, startBatch: int(m.StartBatch), link: link,
+		startEpoch: m.StartEpoch, startBatch: int(m.StartBatch),
 	}
 	for _, f := range m.Fanouts {
 		r.fanouts = append(r.fanouts, int(f))
@@ -123,9 +142,13 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 		Workers: cfg.SamplerThreads, NoFeatures: req.noFeatures, MaxDegree: src.MaxDegree,
 		AddressOrder: req.device < 0 || !ss.srv.gpuPlansSweeps, DeviceSampling: req.onDevice}
 	var mode batch.Mode
-	if req.link != nil {
+	switch {
+	case req.hetero != nil:
+		mode, err = batch.NewHetero(src.Hetero, batch.HeteroOptions{BatchSize: req.epochs.BatchSize, InputType: req.hetero.input,
+			Fanouts: req.hetero.fanouts, Workers: cfg.SamplerThreads, AddressOrder: true, MaxDegree: src.RelMaxDegree})
+	case req.link != nil:
 		mode, err = batch.NewLink(src.Data, req.link.pairs, batch.LinkOptions{Node: no, Neg: req.link.neg, Amount: req.link.amount})
-	} else {
+	default:
 		mode, err = batch.NewNode(src.Data, no)
 	}
 	if errors.Is(err, batch.ErrTooLarge) {

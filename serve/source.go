@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/datasets"
 	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/pinned"
@@ -15,11 +16,19 @@ import (
 
 // Source is the dataset a daemon serves: one copy shared by every trainer.
 // It is read-only after OpenSource and safe for concurrent use.
+//
+// A heterogeneous dataset (Hetero set) has its node types' features, labels
+// and splits and one graph per edge type in Hetero; Data then holds only its
+// Name and Source, and Table is empty.
 type Source struct {
 	Data      *datasets.Data
+	Hetero    *datasets.Hetero
 	Table     gather.Table
-	MaxDegree int64
-	Spec      string
+	MaxDegree int64 // homogeneous: the graph's largest degree
+	// RelMaxDegree is, for a heterogeneous dataset, each edge type's
+	// largest row (batch.HeteroMaxDegrees), in the dataset's order.
+	RelMaxDegree []int64
+	Spec         string
 
 	// store is the feature table in pinned, registered memory when the
 	// source was opened for the GPU path (OpenSourcePinned); Table then
@@ -36,7 +45,19 @@ type Source struct {
 // batch layout gives them (batch.Region.Table), labels aside
 // (labelTables): the node features "x", and the per-edge tables gathered by
 // e_id, "edge_attr" and "edge_weight" (as 4-byte rows), in CSR order.
+//
+// A heterogeneous source has each node type's features instead, "<type>/x",
+// and labels, "<type>/y", where the type has them.
 func (s *Source) tables() map[string]gather.Table {
+	if h := s.Hetero; h != nil {
+		t := map[string]gather.Table{}
+		for _, nt := range h.NodeTypes {
+			if nt.FeatureDim > 0 {
+				t[nt.Name+"/x"] = gather.Table{Rows: nt.Features, RowBytes: nt.FeatureDim * nt.FeatureDType.Size(), NumRows: nt.NumNodes}
+			}
+		}
+		return t
+	}
 	d := s.Data
 	t := map[string]gather.Table{"x": s.Table}
 	if d.EdgeAttr != nil && d.EdgeDim > 0 {
@@ -52,6 +73,15 @@ func (s *Source) tables() map[string]gather.Table {
 // labelTables are the label tables by name ("y": one int32 a node, -1 =
 // unlabelled), gathered as int64 into the regions that name them.
 func (s *Source) labelTables() map[string][]int32 {
+	if h := s.Hetero; h != nil {
+		t := map[string][]int32{}
+		for _, nt := range h.NodeTypes {
+			if nt.Labels != nil {
+				t[nt.Name+"/y"] = nt.Labels
+			}
+		}
+		return t
+	}
 	return map[string][]int32{"y": s.Data.Labels}
 }
 
@@ -92,6 +122,13 @@ func openSource(spec string, skipChecksums bool, progress datasets.Progress, log
 			return nil, err
 		}
 		opts.Progress = progress
+		if datasets.IsHeteroPreset(opts.Like) {
+			h, err := datasets.GenerateHetero(opts)
+			if err != nil {
+				return nil, err
+			}
+			return heteroSource(spec, h, close, start, log), nil
+		}
 		if mem.generated {
 			opts.AllocFeatures = pinned.Alloc
 		}
@@ -99,7 +136,7 @@ func openSource(spec string, skipChecksums bool, progress datasets.Progress, log
 			return nil, err
 		}
 	} else {
-		o := &datasets.OpenOptions{SkipChecksums: skipChecksums, Progress: progress}
+		o := &datasets.OpenOptions{SkipChecksums: skipChecksums, Progress: progress, AllowHetero: true}
 		if mem.read {
 			o.AllocFeatures, o.FreeFeatures = pinned.Alloc, pinned.Free
 		}
@@ -112,6 +149,9 @@ func openSource(spec string, skipChecksums bool, progress datasets.Progress, log
 			if log != nil {
 				log.Warn(w, "dataset", spec)
 			}
+		}
+		if ds.Hetero != nil {
+			return heteroSource(spec, ds.Hetero, close, start, log), nil
 		}
 	}
 	s := &Source{
@@ -129,6 +169,50 @@ func openSource(spec string, skipChecksums bool, progress datasets.Progress, log
 			"feature_bytes", len(d.Features), "took", time.Since(start).Round(time.Millisecond))
 	}
 	return s, nil
+}
+
+// heteroSource is the Source of a heterogeneous dataset.
+func heteroSource(spec string, h *datasets.Hetero, close func() error, start time.Time, log *slog.Logger) *Source {
+	s := &Source{Data: &datasets.Data{Name: h.Name, Source: h.Source}, Hetero: h, Spec: spec, close: close,
+		RelMaxDegree: batch.HeteroMaxDegrees(h)}
+	if log != nil {
+		var types []string
+		var nodes, edges, bytes int64
+		for _, t := range h.NodeTypes {
+			nodes, bytes = nodes+t.NumNodes, bytes+int64(len(t.Features))
+		}
+		for _, r := range h.Relations {
+			edges += r.Graph.NumEdges()
+			types = append(types, r.EdgeType.String())
+		}
+		log.Info("heterogeneous dataset ready", "dataset", h.Name, "source", spec, "node_types", len(h.NodeTypes),
+			"edge_types", types, "nodes", nodes, "edges", edges, "feature_bytes", bytes, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return s
+}
+
+// featureBytes is the bytes of the served node features.
+func (s *Source) featureBytes() int64 {
+	if s.Hetero == nil {
+		return int64(len(s.Table.Rows))
+	}
+	var n int64
+	for _, t := range s.Hetero.NodeTypes {
+		n += int64(len(t.Features))
+	}
+	return n
+}
+
+// IsHeteroSpec reports whether spec (a dataset directory or a synthetic
+// spec, as OpenSource takes) names a heterogeneous dataset, without reading
+// more than a manifest: the GPU path does not serve those yet.
+func IsHeteroSpec(spec string) bool {
+	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
+		opts, err := ParseSynthetic(rest)
+		return err == nil && datasets.IsHeteroPreset(opts.Like)
+	}
+	m, err := datasets.ReadManifest(spec)
+	return err == nil && m.FormatVersion == datasets.FormatVersionHetero
 }
 
 // ParseSynthetic parses the part of a "synthetic:NAME[:SCALE[:SEED]]" spec

@@ -44,8 +44,23 @@ type TableInfo struct {
 }
 
 // DatasetBytes is the bytes of the dataset's arrays: features, CSR, labels
-// and splits (what the daemon's resident memory is measured against).
+// and splits (what the daemon's resident memory is measured against); for
+// a heterogeneous dataset, every node type's and edge type's.
 func (s *Source) DatasetBytes() int64 {
+	if h := s.Hetero; h != nil {
+		var n int64
+		for _, t := range h.NodeTypes {
+			n += int64(len(t.Features)) + 4*int64(len(t.Labels)) + 8*int64(len(t.Time))
+			for _, ids := range t.Splits {
+				n += 8 * int64(len(ids))
+			}
+		}
+		for _, r := range h.Relations {
+			g := &r.Graph
+			n += 8*int64(len(g.Indptr)) + 4*int64(len(g.Indices32)) + 8*int64(len(g.Indices64))
+		}
+		return n
+	}
 	d := s.Data
 	n := int64(len(d.Features)) + 8*int64(len(d.Graph.Indptr)) + 4*int64(len(d.Graph.Indices32)) +
 		8*int64(len(d.Graph.Indices64)) + 4*int64(len(d.Labels))
@@ -59,6 +74,9 @@ func (s *Source) DatasetBytes() int64 {
 // table's offset in it (a dataset's rows follow its file's header), or an
 // error saying why the table cannot be shared.
 func (s *Source) TableFD() (fd int, off int64, err error) {
+	if s.Hetero != nil {
+		return -1, 0, errors.New("the dataset is heterogeneous (a feature table per node type): the table socket shares a homogeneous dataset's one table")
+	}
 	fd, off, ok := pinned.SharedFD(s.Data.Features)
 	if !ok {
 		return -1, 0, errors.New("the feature table is not in shared memory (start loaderd with --table-socket, with a synthetic dataset or on the GPU path)")
