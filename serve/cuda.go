@@ -83,6 +83,17 @@ func OpenSourcePinned(spec string, skipChecksums bool, progress datasets.Progres
 	if err != nil {
 		return nil, err
 	}
+	if s.Hetero != nil {
+		// Each node type's features, copied once into pinned memory.
+		if err := s.pinTables(); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("pinning the tables: %w", err)
+		}
+		if log != nil {
+			log.Info("node type features pinned", "tables", len(s.stores))
+		}
+		return s, nil
+	}
 	d := s.Data
 	st, err := pinned.FromAlloc(d.Features, d.RowBytes(), d.Graph.NumNodes, nil)
 	if err != nil {
@@ -116,7 +127,10 @@ func OpenSourcePinned(spec string, skipChecksums bool, progress datasets.Progres
 // at the copies, which the shared-memory slots then read too.
 func (s *Source) pinTables() error {
 	d := s.Data
-	s.stores = map[string]*pinned.Store{"x": s.store}
+	s.stores = map[string]*pinned.Store{}
+	if s.store != nil {
+		s.stores["x"] = s.store
+	}
 	for name, t := range s.tables() {
 		if name == "x" {
 			continue
@@ -137,6 +151,10 @@ func (s *Source) pinTables() error {
 			d.EdgeAttr = st.Rows[:len(t.Rows)]
 		case "edge_weight":
 			d.EdgeWeight = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(st.Rows))), len(d.EdgeWeight))
+		default:
+			if nt := s.heteroType(name); nt != nil {
+				nt.Features = st.Rows[:len(t.Rows)]
+			}
 		}
 	}
 	return nil
@@ -172,14 +190,29 @@ type gpuBackend struct {
 // gather kernels on each, so a driver older than the kernels need fails
 // here, at start-up, with an error saying so. Call it before Serve.
 func (s *Server) EnableGPU(cfg GPUConfig) error {
-	if s.src.store == nil || !s.src.store.Registered() {
-		return errors.New("serve: the GPU path needs the feature table in registered pinned memory (OpenSourcePinned)")
+	if s.src.stores == nil {
+		return errors.New("serve: the GPU path needs the tables in registered pinned memory (OpenSourcePinned)")
+	}
+	store := s.src.store // the node features, or any registered table
+	for _, st := range s.src.stores {
+		if store == nil {
+			store = st
+		}
+	}
+	if store == nil {
+		return errors.New("serve: the GPU path needs a feature table to gather, and the dataset has none")
+	}
+	if s.src.Hetero != nil && cfg.Cache > 0 {
+		return errors.New("serve: --gpu-cache keeps rows of a homogeneous dataset's feature table; this dataset is heterogeneous")
+	}
+	if s.src.Hetero != nil {
+		cfg.Sampling = "cpu" // the GPU sampler samples one CSR
 	}
 	n, err := ProbeGPU()
 	if err != nil {
 		return err
 	}
-	b := &gpuBackend{store: s.src.store, count: n, ctx: map[int]*cudaext.Context{}, used: map[int]int64{},
+	b := &gpuBackend{store: store, count: n, ctx: map[int]*cudaext.Context{}, used: map[int]int64{},
 		opts: gather.CUDAOptions{MaxSMs: cfg.MaxSMs, Timing: cfg.Timing}, cfg: cfg, workers: s.fillWorkers(), labels: map[int]map[string]cudaext.DevicePtr{}}
 	b.graphs, b.maxDeg = map[int]*sampler.DeviceGraph{}, s.src.MaxDegree
 	b.caches, b.src, b.log = map[int]*deviceCache{}, s.src, s.log

@@ -49,8 +49,6 @@ func (ss *session) parseHetero(m *ipc.Open, dev int) (*request, error) {
 		return nil, perrf(ipc.CodeBadRequest, "dataset %s is heterogeneous: Open needs input_type, the node type of the seeds (one of %v)", h.Name, types)
 	case nt == nil:
 		return nil, perrf(ipc.CodeBadRequest, "input_type %q is not a node type of dataset %s (it has %v)", m.InputType, h.Name, types)
-	case dev >= 0:
-		return nil, perrf(ipc.CodeBadRequest, "heterogeneous batches are served on device \"cpu\" (shared-memory slots) only for now, not %q", m.Device)
 	case strings.HasPrefix(m.Split, LinkPrefix):
 		return nil, perrf(ipc.CodeBadRequest, "split %q: link batches on a heterogeneous dataset are not supported", m.Split)
 	case m.FeatureDType != "":

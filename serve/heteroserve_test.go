@@ -219,7 +219,6 @@ func TestHeteroRefusals(t *testing.T) {
 		"unknown split":        {func(o *ipc.Open) { o.Split = "holdout" }, "node type paper of dataset mag-synthetic has no split \"holdout\" (it has [train valid test])"},
 		"edge fanouts length":  {func(o *ipc.Open) { o.EdgeFanouts = []int32{1, 2, 3, 4, 5, 6} }, "6 edge_fanouts: want 2 hops x 4 edge types = 8, hop-major in Welcome's edge-type order [author__affiliated_with__institution author__writes__paper paper__cites__paper paper__has_topic__field_of_study]"},
 		"link split":           {func(o *ipc.Open) { o.Split = "link:train" }, "link batches on a heterogeneous dataset are not supported"},
-		"cuda":                 {func(o *ipc.Open) { o.Device = "cuda:0" }, "heterogeneous batches are served on device \"cpu\" (shared-memory slots) only for now, not \"cuda:0\""},
 		"feature dtype":        {func(o *ipc.Open) { o.FeatureDType = "float16" }, "feature_dtype \"float16\": heterogeneous batches carry each node type's stored dtype"},
 		"custom without seeds": {func(o *ipc.Open) { o.Split = ipc.CustomSplit }, "split \"custom\" needs a Seeds message before Open"},
 	} {

@@ -137,7 +137,7 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	// still on the GPU, and so are link batches (their negatives are drawn
 	// on the CPU).
 	req.onDevice = req.device >= 0 && ss.srv.gpuSamples(req.device) && !slices.Contains(req.fanouts, 0) &&
-		!(req.split == ipc.CustomSplit && repeats(req.seeds, src.Data.Graph.NumNodes)) && req.link == nil
+		!(req.split == ipc.CustomSplit && repeats(req.seeds, src.Data.Graph.NumNodes)) && req.link == nil && req.hetero == nil
 	no := batch.NodeOptions{BatchSize: req.epochs.BatchSize, Fanouts: req.fanouts,
 		Workers: cfg.SamplerThreads, NoFeatures: req.noFeatures, MaxDegree: src.MaxDegree,
 		AddressOrder: req.device < 0 || !ss.srv.gpuPlansSweeps, DeviceSampling: req.onDevice}
@@ -145,7 +145,7 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	switch {
 	case req.hetero != nil:
 		mode, err = batch.NewHetero(src.Hetero, batch.HeteroOptions{BatchSize: req.epochs.BatchSize, InputType: req.hetero.input,
-			Fanouts: req.hetero.fanouts, Workers: cfg.SamplerThreads, AddressOrder: true, MaxDegree: src.RelMaxDegree})
+			Fanouts: req.hetero.fanouts, Workers: cfg.SamplerThreads, AddressOrder: no.AddressOrder, MaxDegree: src.RelMaxDegree})
 	case req.link != nil:
 		mode, err = batch.NewLink(src.Data, req.link.pairs, batch.LinkOptions{Node: no, Neg: req.link.neg, Amount: req.link.amount})
 	default:

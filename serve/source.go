@@ -70,6 +70,20 @@ func (s *Source) tables() map[string]gather.Table {
 	return t
 }
 
+// heteroType is the node type whose features table name is ("<type>/x"),
+// or nil.
+func (s *Source) heteroType(name string) *datasets.NodeType {
+	if s.Hetero == nil {
+		return nil
+	}
+	for _, nt := range s.Hetero.NodeTypes {
+		if nt.Name+"/x" == name {
+			return nt
+		}
+	}
+	return nil
+}
+
 // labelTables are the label tables by name ("y": one int32 a node, -1 =
 // unlabelled), gathered as int64 into the regions that name them.
 func (s *Source) labelTables() map[string][]int32 {
