@@ -260,6 +260,9 @@ type PlanStats struct {
 	Lookups  uint64 // ids the sweeps were asked for (a row in two batches counts twice)
 	Hits     uint64 // of which the cache held
 	RowsRead uint64 // distinct rows read over PCIe
+	// HitBytes and ReadBytes are Hits and RowsRead in bytes of the
+	// backend's rows (sums over backends of different tables stay right).
+	HitBytes, ReadBytes uint64
 	// GPU time of the sweeps timed so far (CUDAOptions.Timing), by phase:
 	// planning (marking, counting, compacting), reading the rows over PCIe
 	// into the staging table, and assembling the batches.
@@ -292,7 +295,8 @@ func (g *CUDA) PlanStats() (PlanStats, error) {
 			return err
 		}
 		v := unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), 3)
-		st = PlanStats{Lookups: v[0], Hits: v[1], RowsRead: v[2]}
+		rb := uint64(g.tab.RowBytes)
+		st = PlanStats{Lookups: v[0], Hits: v[1], RowsRead: v[2], HitBytes: v[1] * rb, ReadBytes: v[2] * rb}
 		return nil
 	})
 	g.mu.Lock()

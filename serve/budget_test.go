@@ -76,3 +76,29 @@ func TestEpochPlanCountsAgainstTheBudget(t *testing.T) {
 		t.Fatalf("budget over train %d, over test %d: want a difference of 24 x %d seeds", used["train"], used["test"], d)
 	}
 }
+
+// TestBatchSizeOverTheSeeds: a batch_size larger than the split sizes the
+// slots by the split, not by batch_size (one batch holds every seed).
+func TestBatchSizeOverTheSeeds(t *testing.T) {
+	srv, src := testServer(t, Config{})
+	seeds := len(src.Data.Splits["train"])
+	c := dial(t, srv)
+	o := openReq()
+	o.BatchSize = uint32(8 * seeds)
+	opened := c.handshake(o)
+	if in := opened.Region("input_id"); in == nil || in.Shape[0] != uint64(seeds) {
+		t.Fatalf("input_id %+v for a split of %d seeds and batch_size %d", in, seeds, o.BatchSize)
+	}
+	if opened.NumBatches != 1 {
+		t.Fatalf("%d batches, want 1", opened.NumBatches)
+	}
+	c.send(&ipc.StartEpoch{Epoch: 0})
+	b, ok := c.recv().(*ipc.BatchReady)
+	if !ok {
+		t.Fatal("no batch")
+	}
+	checkBatch(t, c, src, b)
+	if n, _ := opened.Scalar(b, "batch_size"); int(n) != seeds {
+		t.Fatalf("batch of %d seeds, want %d", n, seeds)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -122,7 +123,8 @@ func OpenSourcePinned(spec string, skipChecksums bool, progress datasets.Progres
 }
 
 // pinTables puts every gathered table but the node features (pinned as
-// they are read) into pinned, registered memory, copied once: a CUDA slot
+// they are read) into pinned, registered memory, in place when it was read
+// into pinned.Alloc memory, else copied once: a CUDA slot
 // gathers them zero-copy like the node features, and the dataset is pointed
 // at the copies, which the shared-memory slots then read too.
 func (s *Source) pinTables() error {
@@ -135,7 +137,12 @@ func (s *Source) pinTables() error {
 		if name == "x" {
 			continue
 		}
-		st, err := pinned.Load(t.Rows, t.RowBytes, t.NumRows, nil)
+		// Read straight into pinned.Alloc memory (a dataset directory's
+		// edge tables): registered where they lie. Otherwise copied once.
+		st, err := pinned.FromAlloc(t.Rows, t.RowBytes, t.NumRows, nil)
+		if err != nil {
+			st, err = pinned.Load(t.Rows, t.RowBytes, t.NumRows, nil)
+		}
 		if err == nil && !st.Registered() {
 			st.Close()
 			err = errors.New("the CUDA driver did not register it")
@@ -193,10 +200,10 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 	if s.src.stores == nil {
 		return errors.New("serve: the GPU path needs the tables in registered pinned memory (OpenSourcePinned)")
 	}
-	store := s.src.store // the node features, or any registered table
-	for _, st := range s.src.stores {
+	store := s.src.store // the node features, or the first table by name
+	for _, name := range slices.Sorted(maps.Keys(s.src.stores)) {
 		if store == nil {
-			store = st
+			store = s.src.stores[name]
 		}
 	}
 	if store == nil {
@@ -206,7 +213,10 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 		return errors.New("serve: --gpu-cache keeps rows of a homogeneous dataset's feature table; this dataset is heterogeneous")
 	}
 	if s.src.Hetero != nil {
-		cfg.Sampling = "cpu" // the GPU sampler samples one CSR
+		if cfg.Sampling == "gpu" {
+			return errors.New("serve: --sampling gpu: the GPU sampler walks one CSR, and this dataset is heterogeneous (its batches are sampled by the CPU: --sampling auto or cpu)")
+		}
+		cfg.Sampling = "cpu"
 	}
 	n, err := ProbeGPU()
 	if err != nil {

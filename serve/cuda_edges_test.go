@@ -42,6 +42,7 @@ func TestCUDAEdgeFeaturesMatchCPU(t *testing.T) {
 			if src.stores["edge_attr"] == nil || src.stores["edge_weight"] == nil {
 				t.Fatalf("pinned tables %v, want edge_attr and edge_weight among them", src.stores)
 			}
+			checkPinnedTables(t, src, dir)
 			req := openReq()
 			req.Slots = 6
 			n := compareRequest(t, srv, src, req, true, true)

@@ -184,11 +184,17 @@ func (r *cudaRing) Close() error {
 	return err
 }
 
-// stats are the ring's sweep counters (of its node features: "x", or the
-// first group's table) and, with GPUConfig.Timing, the GPU time of its
+// stats are the ring's sweep counters, summed over its tables (bytes
+// per table's rows), and, with GPUConfig.Timing, the GPU time of its
 // sampling.
 func (r *cudaRing) stats() (gather.PlanStats, error) {
-	st, err := r.g.PlanStats()
+	var st gather.PlanStats
+	var errs []error
+	for _, grp := range r.groups {
+		one, err := grp.table.PlanStats()
+		st, errs = addStats(st, one), append(errs, err)
+	}
+	err := errors.Join(errs...)
 	if r.sampling != nil {
 		st.SampleTime = r.sampling.sampleTime()
 	}

@@ -163,13 +163,13 @@ func freePinned(b []byte) {
 
 // newDeviceSampling makes a ring's GPU sampler. Context current.
 func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *request, maxDegree int64) (_ *deviceSampling, err error) {
-	d := &deviceSampling{batch: req.epochs.BatchSize, clen: sampler.CountsLen(len(req.fanouts)), timing: b.cfg.Timing}
+	d := &deviceSampling{batch: req.maxSeeds, clen: sampler.CountsLen(len(req.fanouts)), timing: b.cfg.Timing}
 	defer func() {
 		if err != nil {
 			d.close()
 		}
 	}()
-	if d.gs, err = sampler.NewGPU(ctx, b.graphs[dev], req.fanouts, req.epochs.BatchSize, maxDegree); err != nil {
+	if d.gs, err = sampler.NewGPU(ctx, b.graphs[dev], req.fanouts, req.maxSeeds, maxDegree); err != nil {
 		return nil, err
 	}
 	if d.st, err = cudaext.NewStream(); err != nil {

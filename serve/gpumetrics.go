@@ -47,12 +47,11 @@ func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.slotBytes, prometheus.GaugeValue, float64(c.b.used[dev]), strconv.Itoa(dev))
 	}
 	c.b.mu.Unlock()
-	rb := float64(c.b.store.RowBytes)
 	for dev, st := range c.b.planStats() {
 		gpu := strconv.Itoa(dev)
 		ch <- prometheus.MustNewConstMetric(c.lookups, prometheus.CounterValue, float64(st.Lookups), gpu)
-		ch <- prometheus.MustNewConstMetric(c.hitBytes, prometheus.CounterValue, float64(st.Hits)*rb, gpu)
-		ch <- prometheus.MustNewConstMetric(c.readBytes, prometheus.CounterValue, float64(st.RowsRead)*rb, gpu)
+		ch <- prometheus.MustNewConstMetric(c.hitBytes, prometheus.CounterValue, float64(st.HitBytes), gpu)
+		ch <- prometheus.MustNewConstMetric(c.readBytes, prometheus.CounterValue, float64(st.ReadBytes), gpu)
 	}
 	if c.mon == nil {
 		return
@@ -77,8 +76,14 @@ func (s *Server) registerGPUMetrics(b *gpuBackend) {
 	}
 	s.metrics.registry.MustRegister(newGPUCollector(b, mon))
 	s.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "gnnloader_pinned_bytes", Help: "Bytes of host memory pinned (registered with CUDA) for the feature table.",
-	}, func() float64 { return float64(len(s.src.store.Rows)) }))
+		Name: "gnnloader_pinned_bytes", Help: "Bytes of host memory pinned (registered with CUDA) for the gathered tables (node features, edge features, each node type's features).",
+	}, func() float64 {
+		var n int
+		for _, st := range s.src.stores {
+			n += len(st.Rows)
+		}
+		return float64(n)
+	}))
 }
 
 // planStats sums the sweep counters per device: closed rings' (kept when
@@ -104,6 +109,7 @@ func (b *gpuBackend) planStats() map[int]gather.PlanStats {
 
 func addStats(a, b gather.PlanStats) gather.PlanStats {
 	return gather.PlanStats{Lookups: a.Lookups + b.Lookups, Hits: a.Hits + b.Hits, RowsRead: a.RowsRead + b.RowsRead,
+		HitBytes: a.HitBytes + b.HitBytes, ReadBytes: a.ReadBytes + b.ReadBytes,
 		Timed: a.Timed + b.Timed, PlanTime: a.PlanTime + b.PlanTime, ReadTime: a.ReadTime + b.ReadTime,
 		AssembleTime: a.AssembleTime + b.AssembleTime, SampleTime: a.SampleTime + b.SampleTime}
 }

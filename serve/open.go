@@ -30,6 +30,7 @@ type request struct {
 	startBatch int            // first batch of startEpoch (a reconnecting trainer resumes)
 	link       *linkRequest   // link batches (split "link:..."); seeds are positions of its pairs
 	hetero     *heteroRequest // heterogeneous batches (hetero.go); seeds are ids of its input type
+	maxSeeds   int            // the most seeds a batch has: batch_size, or fewer when the request has fewer
 }
 
 // rank is the trainer's rank within its job.
@@ -138,13 +139,17 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	// on the CPU).
 	req.onDevice = req.device >= 0 && ss.srv.gpuSamples(req.device) && !slices.Contains(req.fanouts, 0) &&
 		!(req.split == ipc.CustomSplit && repeats(req.seeds, src.Data.Graph.NumNodes)) && req.link == nil && req.hetero == nil
-	no := batch.NodeOptions{BatchSize: req.epochs.BatchSize, Fanouts: req.fanouts,
+	// No batch holds more seeds than the request has: a batch_size over
+	// that does not size the slots (nor charge the budget) beyond them.
+	req.maxSeeds = min(req.epochs.BatchSize, len(req.seeds))
+	capBatch := req.maxSeeds
+	no := batch.NodeOptions{BatchSize: capBatch, Fanouts: req.fanouts,
 		Workers: cfg.SamplerThreads, NoFeatures: req.noFeatures, MaxDegree: src.MaxDegree,
 		AddressOrder: req.device < 0 || !ss.srv.gpuPlansSweeps, DeviceSampling: req.onDevice}
 	var mode batch.Mode
 	switch {
 	case req.hetero != nil:
-		mode, err = batch.NewHetero(src.Hetero, batch.HeteroOptions{BatchSize: req.epochs.BatchSize, InputType: req.hetero.input,
+		mode, err = batch.NewHetero(src.Hetero, batch.HeteroOptions{BatchSize: capBatch, InputType: req.hetero.input,
 			Fanouts: req.hetero.fanouts, Workers: cfg.SamplerThreads, AddressOrder: no.AddressOrder, MaxDegree: src.RelMaxDegree})
 	case req.link != nil:
 		mode, err = batch.NewLink(src.Data, req.link.pairs, batch.LinkOptions{Node: no, Neg: req.link.neg, Amount: req.link.amount})

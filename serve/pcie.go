@@ -17,7 +17,7 @@ func (s *Server) MemcpyRate(dev int) (float64, error) {
 	if s.gpu == nil || s.gpu.ctx[dev] == nil {
 		return 0, fmt.Errorf("serve: no GPU path on cuda:%d", dev)
 	}
-	rows := s.src.store.Rows
+	rows := s.gpu.store.Rows // the node features, or another pinned table
 	n := min(int64(len(rows)), 1<<30)
 	if n == 0 {
 		return 0, fmt.Errorf("serve: an empty feature table")

@@ -105,7 +105,8 @@ func preadInt64s(fd int, dst []int64, off int64, what string, check func(v int64
 
 // nodesAndEdges is the node ids a seed may have (for a heterogeneous
 // dataset, the largest node type's count: the Open checks the seeds
-// against its input type) and the edges (the most of any edge type).
+// against its input type) and the edges a link:custom split's pairs are
+// bounded by (none for a heterogeneous dataset, which has no link splits).
 func (s *Source) nodesAndEdges() (nodes, edges int64) {
 	if s.Hetero == nil {
 		return s.Data.Graph.NumNodes, s.Data.Graph.NumEdges()
@@ -113,8 +114,5 @@ func (s *Source) nodesAndEdges() (nodes, edges int64) {
 	for _, t := range s.Hetero.NodeTypes {
 		nodes = max(nodes, t.NumNodes)
 	}
-	for _, r := range s.Hetero.Relations {
-		edges = max(edges, r.Graph.NumEdges())
-	}
-	return nodes, edges
+	return nodes, 0
 }

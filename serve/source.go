@@ -153,6 +153,7 @@ func openSource(spec string, skipChecksums bool, progress datasets.Progress, log
 		o := &datasets.OpenOptions{SkipChecksums: skipChecksums, Progress: progress, AllowHetero: true}
 		if mem.read {
 			o.AllocFeatures, o.FreeFeatures = pinned.Alloc, pinned.Free
+			o.AllocEdgeFeatures, o.FreeEdgeFeatures = pinned.Alloc, pinned.Free
 		}
 		ds, err := datasets.Open(spec, o)
 		if err != nil {

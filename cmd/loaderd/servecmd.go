@@ -185,6 +185,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	defer src.Close()
 	if cachePct > 0 {
+		if src.Hetero != nil {
+			return fmt.Errorf("--gpu-cache %s: the cache keeps rows of a homogeneous dataset's feature table; %s is heterogeneous", a.gpuCache, a.dataset)
+		}
 		a.gpuCfg.Cache = int64(cachePct / 100 * float64(len(src.Data.Features)))
 	}
 	if a.noEdgeFeatures {
