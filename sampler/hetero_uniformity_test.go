@@ -69,3 +69,44 @@ func TestHeteroUniformity(t *testing.T) {
 		})
 	}
 }
+
+// TestHeteroEdgeTypesIndependent: one node's draws through two edge types of
+// the same degree and fanout are independent: with fanout 1 of degree d the
+// two picks agree for about 1/d of the keys (draws that ignored the edge
+// type would agree every time).
+func TestHeteroEdgeTypesIndependent(t *testing.T) {
+	const d, draws = 16, 4000
+	row := make([]int32, d)
+	for i := range row {
+		row[i] = int32(i)
+	}
+	h := &datasets.Hetero{
+		NodeTypes: []*datasets.NodeType{{Name: "a", NumNodes: d}, {Name: "b", NumNodes: 1}, {Name: "c", NumNodes: d}},
+		Relations: []*datasets.Relation{
+			{EdgeType: datasets.EdgeType{Src: "a", Rel: "r", Dst: "b"}, Graph: datasets.Graph{NumNodes: 1, NumSrcNodes: d, Indptr: []int64{0, d}, Indices32: row}},
+			{EdgeType: datasets.EdgeType{Src: "c", Rel: "r", Dst: "b"}, Graph: datasets.Graph{NumNodes: 1, NumSrcNodes: d, Indptr: []int64{0, d}, Indices32: row}},
+		},
+	}
+	if err := h.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewHetero(h, HeteroOptions{Fanouts: [][]int{{1, 1}}, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b HeteroBatch
+	same := 0
+	for key := range draws {
+		if err := s.Sample(1, []int64{0}, uint64(key)*0x9e3779b97f4a7c15, &b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Nodes[0].NID[b.Edges[0].Src[0]] == b.Nodes[2].NID[b.Edges[1].Src[0]] {
+			same++
+		}
+	}
+	// Binomial(4000, 1/16): mean 250, sd 15.3; 6 sd either side.
+	t.Logf("the two edge types picked the same position for %d of %d keys (independent: ~%d)", same, draws, draws/d)
+	if same < 158 || same > 342 {
+		t.Fatalf("%d of %d keys drew the same position through both edge types, want about %d", same, draws, draws/d)
+	}
+}
