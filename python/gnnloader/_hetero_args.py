@@ -60,8 +60,9 @@ class FanoutSpec:
         if isinstance(num_neighbors, FanoutSpec):
             return num_neighbors
         values, default = num_neighbors, None
-        if not isinstance(num_neighbors, (abc.Mapping, abc.Sequence, torch.Tensor)) and hasattr(num_neighbors, "values"):
-            values, default = num_neighbors.values, getattr(num_neighbors, "default", None)  # PyG's NumNeighbors
+        plain = isinstance(num_neighbors, (abc.Mapping, abc.Sequence, torch.Tensor))
+        if not plain and hasattr(num_neighbors, "values"):  # PyG's NumNeighbors(values, default)
+            values, default = num_neighbors.values, getattr(num_neighbors, "default", None)
         if not isinstance(values, abc.Mapping):
             if default is not None:
                 raise ValueError("num_neighbors: a default is only meaningful with a dict of edge types (as PyG)")

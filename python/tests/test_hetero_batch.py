@@ -46,7 +46,7 @@ def fake_slot(counts):
              ("paper__cites__paper/e_id", "int64", [8], 0)]
     regions, off = [], 0
     for name, dt, shape, axis in specs:
-        nbytes = torch.empty(shape, dtype=getattr(torch, dt)).element_size() * shape[0] * (shape[1] if len(shape) > 1 else 1)
+        nbytes = torch.empty(shape, dtype=getattr(torch, dt)).element_size() * torch.Size(shape).numel()
         regions.append(p.Region(name=name, offset=off, bytes=nbytes, dtype=dt, shape=shape, count_axis=axis))
         off += (nbytes + 127) // 128 * 128
     opened = p.Opened(num_batches=1, slots=1, slot_bytes=off, regions=regions, scalars=["batch_size"],
