@@ -301,6 +301,6 @@ func heteroRefusal(dir string, m *Manifest) error {
 	for _, e := range m.EdgeTypes {
 		et = append(et, EdgeType{e.Src, e.Rel, e.Dst}.String())
 	}
-	return fmt.Errorf("%s: %w: node types %s; edge types %s. Serving heterogeneous datasets is not supported yet (datasets.OpenOptions.AllowHetero opens it as a Hetero)",
+	return fmt.Errorf("%s: %w: node types %s; edge types %s. This reads homogeneous datasets only (loaderd serve serves heterogeneous ones; datasets.OpenOptions.AllowHetero opens it as a Hetero)",
 		dir, ErrHetero, strings.Join(nt, ", "), strings.Join(et, ", "))
 }
