@@ -6,18 +6,25 @@ from __future__ import annotations
 
 import os
 from collections import abc
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Tuple
 
 import torch
 
 from . import protocol as p
+from ._hetero_args import check_hetero_data, node_types_of, splits_of
 from .batch import Batch
-from .loader import Loader
+from .hetero import copy_batch, is_hetero
+from .loader import Loader, LoaderError
+from .remote import Remote
 
 if TYPE_CHECKING:
     from .pyg import NeighborLoader
 
 _SPLIT_ALIASES = {"val": "valid", "validation": "valid"}
+
+#: The reserved ``Open.split`` that means "the seeds of the preceding Seeds
+#: message" (docs/protocol.md).
+CUSTOM_SPLIT = p.CUSTOM_SPLIT if hasattr(p, "CUSTOM_SPLIT") else "custom"
 
 
 class InputNodes(abc.Sequence):
@@ -33,8 +40,9 @@ class InputNodes(abc.Sequence):
         nl = self._nl
         if nl._ids is not None:
             return int(nl._ids.numel())
-        sizes = {s.name: s.size for s in nl.facts.splits}
-        name = nl._loader._request.split
+        req = nl._loader._request
+        sizes = {s.name: s.size for s in splits_of(nl.facts, req.input_type)}
+        name = nl._loader.opened_split
         return int(sizes[name])
 
     def __getitem__(self, i):
@@ -49,17 +57,25 @@ class InputNodes(abc.Sequence):
         return f"InputNodes({len(self)})"
 
 
-def _ids_as_input_id(b: Any) -> Any:
+def _seed_store(b: Any, input_type: str = "") -> Any:
+    """Where a batch keeps its seeds' input_id and batch_size: the input
+    type's store of a heterogeneous batch, the batch itself otherwise."""
+    return b[input_type] if input_type else b
+
+
+def _ids_as_input_id(b: Any, input_type: str = "") -> Any:
     """A batch over a mask: its input_id is its seeds' node ids (PyG's
     input_id for a boolean input_nodes), a view of n_id."""
-    b.input_id = b.n_id[:b.batch_size]
+    s = _seed_store(b, input_type)
+    s.input_id = s.n_id[:s.batch_size]
     return b
 
 
-def _given_input_id(b: Any, given: torch.Tensor) -> Any:
+def _given_input_id(b: Any, given: torch.Tensor, input_type: str = "") -> Any:
     """A batch of a loader given PyG's input_id argument: the given ids of
     its seeds (a small new tensor; the daemon's positions pick them)."""
-    b.input_id = given[b.input_id.cpu()].to(b.input_id.device)
+    s = _seed_store(b, input_type)
+    s.input_id = given[s.input_id.cpu()].to(s.input_id.device)
     return b
 
 
@@ -79,12 +95,13 @@ def _check_data(data: Any, loader: Loader) -> bool:
     """Checks a PyG-like ``data`` against what the daemon serves, where PyG
     reads it (num_nodes, x); returns whether data.x is one-dimensional (the
     batches' x then is too). ValueError on a mismatch."""
-    from .pyg import Remote  # pyg imports this module
-
     if isinstance(data, (str, os.PathLike, Remote)) or data is None:
         return False
     ds = loader.dataset
     where = f"loaderd at {loader.socket_path} serves {ds.name}"
+    if is_hetero(ds):
+        check_hetero_data(data, ds, getattr(loader, "_regions", {}), where)
+        return False
     n = _attr(data, "num_nodes")
     if isinstance(n, int) and n != ds.num_nodes:
         raise ValueError(f"data has {n} nodes but {where} with {ds.num_nodes}: wrong daemon or dataset?")
@@ -107,6 +124,32 @@ def _check_data(data: Any, loader: Loader) -> bool:
     return x.dim() == 1
 
 
+def _input_type(data: Any, input_nodes: Any) -> Tuple[str, Any]:
+    """(input node type, nodes) from PyG's input_nodes: ``(node_type,
+    nodes)``, a node type alone (all its nodes) when ``data`` knows its node
+    types, else ("", input_nodes)."""
+    if isinstance(input_nodes, tuple):
+        if len(input_nodes) != 2 or not isinstance(input_nodes[0], str):
+            raise ValueError(f"input_nodes as a tuple is (node_type, nodes) of a heterogeneous graph, "
+                             f"not {input_nodes!r}")
+        return input_nodes[0], input_nodes[1]
+    if isinstance(input_nodes, str) and input_nodes in node_types_of(data):
+        return input_nodes, None
+    return "", input_nodes
+
+
+def _data_device(data: Any) -> str:
+    """Where PyG's batches would be: the CUDA device of ``data.x`` (of any
+    node type's x for a HeteroData), else "cpu"."""
+    if isinstance(data, (str, os.PathLike, Remote)) or data is None:
+        return "cpu"
+    xs = [_attr(data, "x")]
+    if node_types_of(data):
+        xs = [_attr(data[t], "x") for t in node_types_of(data)]
+    cuda = [x.device for x in xs if isinstance(x, torch.Tensor) and x.device.type == "cuda"]
+    return str(cuda[0]) if cuda else "cpu"
+
+
 def _attr(data: Any, name: str) -> Any:
     """data.name, None when absent (PyG's Data raises AttributeError)."""
     try:
@@ -124,9 +167,10 @@ class _SplitLoader(Loader):
         super().__init__(socket_path, split=split, **kw)
 
     def _open(self, req: p.Open) -> p.Opened:
-        names = {s.name for s in self.dataset.splits}
+        names = {s.name for s in splits_of(self.dataset, req.input_type)}
         if req.split not in names and _SPLIT_ALIASES.get(req.split) in names:
             req.split = _SPLIT_ALIASES[req.split]
+        self.opened_split = req.split
         return super()._open(req)
 
 
@@ -191,6 +235,47 @@ class _Facade:
         kw.pop("reconnect", None)
         with make(**kw) as one:
             one._shape_x = self._loader._shape_x
-            fields = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in _items(next(iter(one)))}
+            b = next(iter(one))
+            if one._hetero is not None:
+                return copy_batch(b)
+            fields = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in _items(b)}
             cls = one._data_cls
         return cls(**fields) if cls is not None else Batch(**fields)
+
+
+class _SeedsLoader(Loader):
+    """A Loader whose seeds are a tensor of node ids sent with a Seeds message
+    (memfd) just before Open."""
+
+    def __init__(self, socket_path: str, seeds_fn: Callable[[Any], torch.Tensor], **kw: Any):
+        self._seeds_fn = seeds_fn
+        super().__init__(socket_path, split=CUSTOM_SPLIT, **kw)
+
+    def _open(self, req: p.Open) -> p.Opened:
+        if not hasattr(p, "Seeds"):
+            raise LoaderError("this gnnloader's protocol module has no Seeds message: input_nodes must be a split name")
+        ids = self._seeds_fn(self.dataset).to(torch.int64).contiguous()
+        fd = os.memfd_create("gnnloader-seeds", os.MFD_CLOEXEC)
+        try:
+            data = ids.numpy().astype("<i8", copy=False).tobytes()
+            os.ftruncate(fd, len(data))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            self._send(p.Seeds(count=ids.numel()), fds=[fd])
+        finally:
+            os.close(fd)
+        try:
+            return super()._open(req)
+        except LoaderError as e:
+            if e.code not in ("error", "closed"):
+                raise
+            # Sending Open failed: the daemon refused Seeds and closed. Its
+            # Error frame, if any, says why (e.g. an older loaderd).
+            try:
+                self._sock.settimeout(2.0)
+                self._recv()
+            except LoaderError as why:
+                if why.code not in ("error", "closed"):
+                    raise why from None
+            raise

@@ -6,64 +6,23 @@ from __future__ import annotations
 import dataclasses
 import mmap
 import os
-import socket
 import time
-from typing import Iterator, List, Optional, Sequence
+from typing import Iterator, List, Mapping, Optional, Sequence, Union
 
 import torch
 
 from . import protocol as p
 from . import trust
+from ._hetero_args import FanoutSpec, resolve_open
 from .batch import _DTYPES, _INFO, Batch, BatchInfo, batch_info
-from .errors import REQUEST_CODES, LoaderError, RequestError
+from .errors import LoaderError, RequestError, _buffered_last_words, _last_words  # noqa: F401 (RequestError)
+from .hetero import HeteroLayout, is_hetero, pyg_hetero_data
 
 __all__ = ["Loader", "Batch", "BatchInfo", "batch_info", "LoaderError"]
 
 # Error codes after which a loader with reconnect > 0 tries again: the
 # connection broke, could not be made, or the daemon is shutting down.
 _RECONNECTABLE = ("closed", "connect", "goodbye", "shutting_down")
-
-
-def _last_words(msg) -> Optional[LoaderError]:
-    """The LoaderError a daemon's Error or Goodbye stands for; None for any
-    other message."""
-    if isinstance(msg, p.Error):
-        code = p._code_name(msg.code)
-        cls = RequestError if code in REQUEST_CODES else LoaderError
-        return cls(f"loaderd: {msg.message}", code=code)
-    if isinstance(msg, p.Goodbye):
-        return LoaderError(f"loaderd said goodbye: {msg.reason}", code="goodbye")
-    return None
-
-
-# Frames _buffered_last_words reads at most: a closed daemon's unread frames
-# are a few BatchReady (one per slot), an EpochEnd and its Goodbye or Error.
-_MAX_BUFFERED = 4096
-
-
-def _buffered_last_words(sock: socket.socket) -> Optional[LoaderError]:
-    """Reads, without waiting, the frames still buffered on a socket whose
-    peer has gone, and returns the LoaderError of the first Error or Goodbye
-    among them (None if there is none). Descriptors that came with them are
-    closed; the socket is left blocking with its timeout as before."""
-    timeout = sock.gettimeout()
-    sock.setblocking(False)
-    try:
-        for _ in range(_MAX_BUFFERED):
-            try:
-                msg, fds = p.recv_msg(sock)
-            except (OSError, EOFError, p.ProtocolError):
-                return None  # nothing more buffered (or garbage): no last words
-            p._close_fds(fds)
-            last = _last_words(msg)
-            if last is not None:
-                return last
-        return None
-    finally:
-        try:
-            sock.settimeout(timeout)
-        except OSError:
-            pass
 
 
 def _pyg_data():
@@ -95,11 +54,11 @@ class Loader:
     """
 
     def __init__(self, socket_path: Optional[str] = None, split: str = "train", batch_size: int = 1024,
-                 fanouts: Sequence[int] = (15, 10, 5), shuffle: bool = True, seed: int = 0,
+                 fanouts: Union[Sequence[int], Mapping] = (15, 10, 5), shuffle: bool = True, seed: int = 0,
                  rank: int = 0, world_size: int = 1, device: str = "cpu", drop_last: bool = False,
                  slots: int = 0, job: str = "", release: str = "auto", start_epoch: int = 0,
                  start_batch: int = 0, pyg: Optional[bool] = None, timeout: Optional[float] = None,
-                 reconnect: float = 0.0, daemon_uid: Optional[int] = None):
+                 reconnect: float = 0.0, daemon_uid: Optional[int] = None, input_type: str = ""):
         """`reconnect` > 0: when the connection to loaderd is lost (the daemon
         restarted, crashed or said goodbye), keep trying to reconnect for that
         many seconds, with exponential backoff, and resume the epoch after the
@@ -124,6 +83,11 @@ class Loader:
         the handshake, the next batch) before a LoaderError; None or 0 waits
         as long as it takes (0 as PyG's DataLoader, whose timeout=0 means no
         timeout). Negative: ValueError.
+
+        Heterogeneous datasets: `input_type` names the seeds' node type (the
+        split is one of its splits) and `fanouts` is a list for every edge
+        type or a dict {(src, rel, dst): list} (PyG's num_neighbors); the
+        batches are PyG HeteroData or gnnloader.hetero.HeteroBatch.
 
         Arguments the daemon refuses (an unknown split, fanouts or a batch
         size beyond its limits) raise RequestError, a ValueError and a
@@ -151,11 +115,14 @@ class Loader:
         if pyg and data_cls is None:
             raise ImportError("pyg=True but torch_geometric is not importable")
         self._data_cls = data_cls
+        self._hetero_cls = pyg_hetero_data() if data_cls is not None else None
+        self._hetero: Optional[HeteroLayout] = None  # set by _open for a heterogeneous dataset
+        self._fanouts = FanoutSpec(hops=list(fanouts)) if isinstance(fanouts, Sequence) else FanoutSpec.of(fanouts)
         self._shape_x = None  # "1d": x is served [N, 1] and yielded [N] (set by gnnloader.NeighborLoader)
-        self._request = p.Open(job=job, split=split, batch_size=batch_size, fanouts=list(fanouts),
+        self._request = p.Open(job=job, split=split, batch_size=batch_size, fanouts=list(self._fanouts.hops or []),
                                shuffle=shuffle, seed=seed, rank=rank, world_size=world_size,
                                drop_last=drop_last, device=str(device), slots=slots,
-                               start_epoch=start_epoch, start_batch=start_batch)
+                               start_epoch=start_epoch, start_batch=start_batch, input_type=input_type)
         self._sock = None
         deadline = time.monotonic() + reconnect
         while True:
@@ -182,7 +149,7 @@ class Loader:
             raise LoaderError(f"daemon answered Hello with {type(welcome).__name__}")
         self.dataset = welcome.dataset
         self.daemon_version = welcome.daemon_version
-        self.opened = self._open(req)
+        self.opened = self._open(resolve_open(req, self.dataset, self._fanouts))
 
     def _reconnect(self, epoch: int, next_index: int) -> None:
         """Re-establish the connection and resume `epoch` at `next_index`."""
@@ -265,6 +232,8 @@ class Loader:
         if not isinstance(opened, p.Opened):
             raise LoaderError(f"daemon answered Open with {type(opened).__name__}")
         self._regions = {r.name: r for r in opened.regions}
+        self._hetero = HeteroLayout(self.dataset, req.input_type, len(req.fanouts), self._hetero_cls) \
+            if is_hetero(self.dataset) else None
         if opened.memory == p.MEMORY_CUDA:
             from .cuda import CudaRuntimeError, CudaSlots
             try:
@@ -392,9 +361,12 @@ class Loader:
             fields = {k: t.to(self.device) for k, t in fields.items()}
         fields.update(zip(self.opened.scalars, (int(v) for v in m.scalars)))
         fields.update(zip(self.opened.lists, (list(v) for v in m.lists)))
-        if self._shape_x is not None and "x" in fields:
-            fields["x"] = fields["x"].view(-1)  # data.x is one-dimensional (NeighborLoader)
-        b = self._data_cls(**fields) if self._data_cls is not None else Batch(**fields)
+        if self._hetero is not None:
+            b = self._hetero.batch(fields)
+        else:
+            if self._shape_x is not None and "x" in fields:
+                fields["x"] = fields["x"].view(-1)  # data.x is one-dimensional (NeighborLoader)
+            b = self._data_cls(**fields) if self._data_cls is not None else Batch(**fields)
         # Past PyG Data's __setattr__, which would make it a field.
         object.__setattr__(b, _INFO, BatchInfo(m.epoch, m.index, m.slot))
         return b

@@ -19,25 +19,24 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 import torch
 
 from . import protocol as p
 from . import trust
-from .loader import Loader, LoaderError
-from ._pyg_inputs import (_SPLIT_ALIASES, InputNodes, _Facade, _attr, _check_data, _given_input_id, _ids_as_input_id,  # noqa: F401
-                          _plain, _seed_ids, _SplitLoader)
+from .loader import Loader, LoaderError  # noqa: F401 (gnnloader.pyg.LoaderError)
+from ._hetero_args import FanoutSpec, node_type_info
+from .remote import Remote, _socket_path, connect  # noqa: F401 (gnnloader.pyg.Remote, .connect)
+from ._pyg_inputs import (_SPLIT_ALIASES, CUSTOM_SPLIT, InputNodes, _Facade, _attr, _check_data,  # noqa: F401
+                          _data_device, _given_input_id, _ids_as_input_id, _input_type, _plain, _seed_ids, _seed_store,
+                          _SeedsLoader, _SplitLoader)
+from .hetero import is_hetero
 
 __all__ = ["NeighborLoader", "InputNodes", "Remote", "connect", "SOCKET_ENV", "CUSTOM_SPLIT"]
 
 #: Environment variable naming loaderd's socket when ``data`` does not.
 SOCKET_ENV = trust.SOCKET_ENV
-
-#: The reserved ``Open.split`` that means "the seeds of the preceding Seeds
-#: message" (docs/protocol.md).
-CUSTOM_SPLIT = p.CUSTOM_SPLIT if hasattr(p, "CUSTOM_SPLIT") else "custom"
 
 # PyG DataLoader options that have no meaning here: loaderd samples in its own
 # threads and hands over shared-memory (or GPU) slots, so there is nothing for
@@ -76,67 +75,6 @@ _UNSUPPORTED_UNLESS = {
 }
 
 
-@dataclass
-class Remote:
-    """Facts of the dataset a loaderd serves; stands in for PyG's ``data``.
-
-    ``gnnloader.connect(socket)`` returns one. It has the attributes a PyG
-    script usually reads from ``data`` to build its model (``num_nodes``,
-    ``num_features``, ``num_classes``, ``num_edges``) and the split sizes."""
-
-    socket: str
-    name: str
-    num_nodes: int
-    num_edges: int
-    num_features: int
-    num_classes: int
-    feature_dtype: str
-    splits: Dict[str, int]
-    daemon_version: str = ""
-
-    @property
-    def num_node_features(self) -> int:
-        return self.num_features
-
-
-def connect(socket: Optional[str] = None, timeout: Optional[float] = 30.0,
-            daemon_uid: Optional[int] = None) -> Remote:
-    """Ask loaderd at ``socket`` (default ``$GNNLOADER_SOCKET``, else the
-    daemon's default path, see :class:`gnnloader.Loader`) what it serves.
-
-    The connection is closed again; pass the returned :class:`Remote` as the
-    first argument of :class:`NeighborLoader`. As every client, it first
-    checks who listens at the socket (``daemon_uid``: see
-    :class:`gnnloader.Loader`)."""
-    path = _socket_path(socket)
-    hint = "" if socket else f" (the default socket: start loaderd, or pass a socket path or set ${SOCKET_ENV})"
-    s = trust.connect(path, timeout, trust.trusted_uids(daemon_uid), hint=hint)
-    try:
-        p.send_msg(s, p.Hello(pid=os.getpid(), name="gnnloader.connect"))
-        msg, fds = p.recv_msg(s)
-        p._close_fds(fds)
-        if isinstance(msg, p.Error):
-            raise LoaderError(f"loaderd: {msg.message}", code=p._code_name(msg.code))
-        if not isinstance(msg, p.Welcome):
-            raise LoaderError(f"daemon answered Hello with {type(msg).__name__}")
-        try:
-            p.send_msg(s, p.Goodbye(reason="connect: facts only"))
-        except OSError:
-            pass
-    finally:
-        s.close()
-    d = msg.dataset
-    return Remote(socket=path, name=d.name, num_nodes=d.num_nodes, num_edges=d.num_edges,
-                  num_features=d.feature_dim, num_classes=d.num_classes, feature_dtype=d.feature_dtype,
-                  splits={sp.name: sp.size for sp in d.splits}, daemon_version=msg.daemon_version)
-
-
-def _socket_path(socket: Optional[str]) -> str:
-    """`socket`, else the default (gnnloader.trust.socket_path:
-    $GNNLOADER_SOCKET, else the daemon's default path)."""
-    return trust.socket_path(socket)
-
-
 def _dist_rank_world() -> tuple:
     try:
         import torch.distributed as dist
@@ -145,44 +83,6 @@ def _dist_rank_world() -> tuple:
     except Exception:  # pragma: no cover - depends on the build
         pass
     return 0, 1
-
-
-class _SeedsLoader(Loader):
-    """A Loader whose seeds are a tensor of node ids sent with a Seeds message
-    (memfd) just before Open."""
-
-    def __init__(self, socket_path: str, seeds_fn: Callable[[Any], torch.Tensor], **kw: Any):
-        self._seeds_fn = seeds_fn
-        super().__init__(socket_path, split=CUSTOM_SPLIT, **kw)
-
-    def _open(self, req: p.Open) -> p.Opened:
-        if not hasattr(p, "Seeds"):
-            raise LoaderError("this gnnloader's protocol module has no Seeds message: input_nodes must be a split name")
-        ids = self._seeds_fn(self.dataset).to(torch.int64).contiguous()
-        fd = os.memfd_create("gnnloader-seeds", os.MFD_CLOEXEC)
-        try:
-            data = ids.numpy().astype("<i8", copy=False).tobytes()
-            os.ftruncate(fd, len(data))
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            self._send(p.Seeds(count=ids.numel()), fds=[fd])
-        finally:
-            os.close(fd)
-        try:
-            return super()._open(req)
-        except LoaderError as e:
-            if e.code not in ("error", "closed"):
-                raise
-            # Sending Open failed: the daemon refused Seeds and closed. Its
-            # Error frame, if any, says why (e.g. an older loaderd).
-            try:
-                self._sock.settimeout(2.0)
-                self._recv()
-            except LoaderError as why:
-                if why.code not in ("error", "closed"):
-                    raise why from None
-            raise
 
 
 class NeighborLoader(_Facade):
@@ -210,12 +110,18 @@ class NeighborLoader(_Facade):
             ``x`` too); a mismatch is a ValueError. Its tensors are not
             otherwise read: loaderd serves its own copy of the dataset.
         num_neighbors: neighbours sampled per hop, outermost first; ``-1``
-            takes all and ``0`` none (PyG's meanings). A dict
-            (heterogeneous graphs) is not supported.
+            takes all and ``0`` none (PyG's meanings). Heterogeneous
+            graphs: a list applies to every edge type; a dict
+            ``{(src, rel, dst): list}`` (or PyG's NumNeighbors with a
+            default) gives each edge type its own, as PyG.
         input_nodes: the seed nodes: ``None`` (every node), a split name
             (``"train"``, ``"valid"``/``"val"``, ``"test"``), a boolean mask
             of length ``num_nodes`` (e.g. ``data.train_mask``) or a tensor of
             node ids. Tensors travel to loaderd once, in a memfd.
+            Heterogeneous graphs: ``(node_type, any of those)`` (a mask
+            over that type's nodes), or the node type alone when ``data``
+            knows its node types; batches are then PyG HeteroData
+            (gnnloader.hetero.HeteroBatch without PyG).
         input_time: PyG's temporal seed times; only None is supported.
         replace, subgraph_type, disjoint, temporal_strategy, time_attr,
             weight_attr, transform_sampler_output, neighbor_sampler,
@@ -292,21 +198,15 @@ class NeighborLoader(_Facade):
             elif k in _UNSUPPORTED_UNLESS:
                 if _plain(v) != _UNSUPPORTED_UNLESS[k]:
                     raise ValueError(f"gnnloader.NeighborLoader does not support {k}={_plain(v)!r} "
-                                     f"(loaderd samples uniformly without replacement, homogeneous graphs)")
+                                     f"(loaderd samples uniformly without replacement)")
             else:
                 raise TypeError(f"gnnloader.NeighborLoader got an unexpected keyword argument {k!r}")
         if input_time is not None:
             raise ValueError("gnnloader.NeighborLoader does not support input_time (temporal sampling)")
-        if isinstance(num_neighbors, dict):
-            raise ValueError("num_neighbors as a dict (heterogeneous graphs) is not supported by loaderd")
-        fanouts = [int(f) for f in num_neighbors]
-        if not fanouts or any(f < -1 for f in fanouts):
-            raise ValueError(f"num_neighbors must be a non-empty list of integers >= -1 "
-                             f"(-1: all neighbours, 0: none), not {list(num_neighbors)!r}")
+        fanouts = FanoutSpec.of(num_neighbors)  # ValueError for a bad list or dict
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size should be a positive integer, not {batch_size!r}")
-        if isinstance(input_nodes, tuple):
-            raise ValueError("input_nodes as (node_type, nodes) is for heterogeneous graphs, which loaderd does not serve")
+        input_type, input_nodes = _input_type(data, input_nodes)
 
         if isinstance(data, (str, os.PathLike)):
             path = os.fspath(data)
@@ -315,8 +215,9 @@ class NeighborLoader(_Facade):
         else:
             path = socket  # None: the Loader applies the default (and says so if nothing listens)
         self.data = data
-        self.num_neighbors = fanouts
-        self.input_nodes = input_nodes
+        self.num_neighbors = num_neighbors
+        self.input_nodes = (input_type, input_nodes) if input_type else input_nodes
+        self.input_type = input_type or None
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.drop_last = drop_last
@@ -340,10 +241,9 @@ class NeighborLoader(_Facade):
         if seed is None:
             seed = (torch.initial_seed() & (2 ** 63 - 1)) if world_size == 1 else 0
         if device is None:  # PyG's batches are where data.x is
-            x = _attr(data, "x") if not isinstance(data, (str, os.PathLike, Remote)) else None
-            device = x.device if isinstance(x, torch.Tensor) and x.device.type == "cuda" else "cpu"
+            device = _data_device(data)
         common = dict(batch_size=batch_size, fanouts=fanouts, shuffle=shuffle, seed=int(seed), rank=rank,
-                      world_size=world_size, device=str(device), drop_last=drop_last)
+                      world_size=world_size, device=str(device), drop_last=drop_last, input_type=input_type)
         common.update(loader_kw)
         self.rank, self.world_size, self.seed = rank, world_size, int(seed)
         self._path, self._common = path, common
@@ -357,7 +257,8 @@ class NeighborLoader(_Facade):
             self._loader: Loader = _SplitLoader(path, split, **common)
         else:
             def seeds(ds: p.Dataset) -> torch.Tensor:
-                self._ids = _seed_ids(input_nodes, ds.num_nodes)
+                n = node_type_info(ds, input_type).num_nodes if input_type and is_hetero(ds) else ds.num_nodes
+                self._ids = _seed_ids(input_nodes, n)
                 return self._ids
             self._loader = _SeedsLoader(path, seeds, **common)
         try:
@@ -388,11 +289,11 @@ class NeighborLoader(_Facade):
         return InputNodes(self)
 
     def __iter__(self):
-        it = iter(self._loader)
+        it, t = iter(self._loader), self.input_type or ""
         if self._given_ids is not None:
-            it = (_given_input_id(b, self._given_ids) for b in it)
+            it = (_given_input_id(b, self._given_ids, t) for b in it)
         elif self._by_mask:
-            it = (_ids_as_input_id(b) for b in it)
+            it = (_ids_as_input_id(b, t) for b in it)
         if self.transform is None:
             return it
         return (self.transform(b) for b in it)
@@ -424,7 +325,8 @@ class NeighborLoader(_Facade):
         ids = self._ids[pos]
         out = self._one_batch(lambda **kw: _SeedsLoader(self._path, lambda ds: ids, **kw), ids.numel())
         input_id = self._given_ids[pos] if self._given_ids is not None else ids if self._by_mask else pos
-        out.input_id = input_id.to(out.n_id.device)
+        store = _seed_store(out, self.input_type or "")
+        store.input_id = input_id.to(store.n_id.device)
         return out if self.transform is None else self.transform(out)
 
     def __repr__(self) -> str:
