@@ -1,6 +1,7 @@
-"""Edge features and link batches on the CUDA path: a loaderd with its GPU
-backend over a generated dataset with edge_attr, edge_weight and link
-splits; every tensor of a cuda:0 loader equals the CPU path's.
+"""Edge features, link batches and heterogeneous batches on the CUDA path: a
+loaderd with its GPU backend over generated datasets (edge_attr,
+edge_weight and link splits; mag's node and edge types); every tensor of a
+cuda:0 loader equals the CPU path's.
 
 Skipped without CUDA, unless GNNLOADER_REQUIRE_GPU=1 (scripts/gpu-check.sh).
 """
@@ -76,6 +77,48 @@ class CudaEdgesTest(unittest.TestCase):
                     neg_sampling=dict(mode=neg, amount=2)),
                     ["x", "edge_index", "edge_attr"] + (["edge_label_index"] if neg == "binary" else ["dst_neg_index"]))
                 print(f"\n{n} {neg} link batches on cuda:0 equal to the CPU path's", file=sys.stderr)
+
+
+def hetero_tensors(batch):
+    """A heterogeneous batch's tensors by (store, name) (PyG HeteroData or
+    gnnloader's HeteroBatch)."""
+    out = {}
+    for key, store in list(batch.node_items()) + list(batch.edge_items()):
+        for name, v in store.items():
+            if isinstance(v, torch.Tensor):
+                out[(key, name)] = v
+    return out
+
+
+class CudaHeteroTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        require_gpu()
+        cls.daemon = Daemon("synthetic:mag:0.005:1", "--gpus", "0", "--gpu-slot-memory", "1GiB")
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.daemon.stop()
+        if code != 0:
+            raise AssertionError(f"loaderd exited {code}")
+
+    def test_hetero_batches_on_cuda(self):
+        def make(dev):
+            return gnnloader.NeighborLoader(self.daemon.socket, [5, 3], ("paper", "train"), batch_size=64,
+                                            device=dev, seed=3)
+        n = 0
+        with make("cuda:0") as g, make("cpu") as c:
+            for bg, bc in zip(g, c):
+                tg, tc = hetero_tensors(bg), hetero_tensors(bc)
+                self.assertEqual(sorted(map(str, tg)), sorted(map(str, tc)))
+                for want in (("paper", "x"), ("paper", "y"), ("author", "x"), (("author", "writes", "paper"), "edge_index")):
+                    self.assertIn(want, tg)
+                for key, t in tg.items():
+                    self.assertEqual(t.device, torch.device("cuda", 0), key)
+                    self.assertTrue(torch.equal(t.cpu(), tc[key]), f"batch {n}: {key} differs")
+                n += 1
+        self.assertGreater(n, 0)
+        print(f"\n{n} heterogeneous batches on cuda:0 equal to the CPU path's", file=sys.stderr)
 
 
 if __name__ == "__main__":
