@@ -168,7 +168,15 @@ func GenerateHetero(opts GenOptions) (*Hetero, error) {
 		}
 		h.Relations = append(h.Relations, &Relation{EdgeType: EdgeType{r.src, r.rel, r.dst}, Graph: g})
 	}
-	return h, h.Validate()
+	if err := h.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Undirected != nil && *opts.Undirected {
+		// --undirected true: PyG's ToUndirected (reverse relations "rev_*",
+		// cites symmetrised), as ogbn-mag is usually trained.
+		return h.ToUndirected(opts.Workers)
+	}
+	return h, nil
 }
 
 // bipartiteCSR builds a relation's graph from (src, dst) pairs: a row per

@@ -216,3 +216,24 @@ func TestImportOGBHetero(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGenMagUndirected: gen --like mag --undirected true gives the reverse
+// relations (PyG's ToUndirected); the default stays one-way as ogbn-mag.
+func TestGenMagUndirected(t *testing.T) {
+	yes := true
+	h, err := GenerateHetero(GenOptions{Like: "mag", Scale: 0.001, Seed: 2, Undirected: &yes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := GenerateHetero(GenOptions{Like: "mag", Scale: 0.001, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plain.Relations) != 4 || len(h.Relations) != 7 {
+		t.Fatalf("%d relations one-way, %d undirected; want 4 and 7", len(plain.Relations), len(h.Relations))
+	}
+	w, rev := h.Relation(EdgeType{"author", "writes", "paper"}), h.Relation(EdgeType{"paper", "rev_writes", "author"})
+	if w == nil || rev == nil || w.Graph.NumEdges() != rev.Graph.NumEdges() {
+		t.Fatalf("writes %v, rev_writes %v", w != nil, rev != nil)
+	}
+}
