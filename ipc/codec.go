@@ -10,7 +10,7 @@ import (
 // Wire constants.
 const (
 	Magic      = "GNNL" // first 4 payload bytes of Hello
-	Version    = 2      // the protocol version this package speaks
+	Version    = 3      // the protocol version this package speaks
 	HeaderSize = 8      // u32 length | u16 type | u16 flags
 	// MaxDims bounds Region.Shape.
 	MaxDims = 8
@@ -22,8 +22,8 @@ const (
 	MaxFDs = 4
 	// MaxClientFrame bounds every frame a client sends (Hello, Open,
 	// Seeds, StartEpoch, Release, RegisterGrad, AllReduce, Goodbye, Error):
-	// the largest valid one, an Open with four strings of MaxString bytes
-	// and MaxFanouts fanouts, is under 17 KiB. The daemon reads client
+	// the largest valid one, an Open with seven strings of MaxString bytes,
+	// MaxFanouts fanouts and MaxList edge fanouts, is under 33 KiB. The daemon reads client
 	// frames with this limit (or a lower Limits.MaxFrame).
 	MaxClientFrame = 64 << 10
 )

@@ -51,15 +51,30 @@ func goldens() map[string]Msg {
 	regions, slotBytes := sampleRegions()
 	mh := handle(0)
 	return map[string]Msg{
-		"hello": &Hello{Version: 2, PID: 4242, Name: "train.py rank 0"},
-		"welcome": &Welcome{Version: 2, DaemonVersion: "loaderd 0.1.0", Dataset: Dataset{
+		"hello": &Hello{Version: 3, PID: 4242, Name: "train.py rank 0"},
+		"welcome": &Welcome{Version: 3, DaemonVersion: "loaderd 0.1.0", Dataset: Dataset{
 			Name: "ogbn-products", NumNodes: 2449029, NumEdges: 123718280, FeatureDim: 100,
 			FeatureDType: "float32", NumClasses: 47,
 			Splits: []Split{{"train", 196615}, {"val", 39323}, {"test", 2213091}},
 		}},
-		"welcome_empty": &Welcome{Version: 2},
+		"welcome_empty": &Welcome{Version: 3},
+		"welcome_hetero": &Welcome{Version: 3, DaemonVersion: "loaderd 0.3.0", Dataset: Dataset{
+			Name: "mag-synthetic", NumNodes: 193_975, NumEdges: 2_111_101,
+			NodeTypes: []NodeTypeInfo{
+				{Name: "paper", NumNodes: 73_639, FeatureDim: 128, FeatureDType: "float32", NumClasses: 349,
+					Splits: []Split{{"train", 62_957}, {"val", 6_488}, {"test", 4_194}}},
+				{Name: "author", NumNodes: 113_465, FeatureDim: 128, FeatureDType: "float32"},
+				{Name: "topic", NumNodes: 5_997},
+			},
+			EdgeTypes: []EdgeTypeInfo{{"author", "writes", "paper", 714_566}, {"paper", "cites", "paper", 541_627},
+				{"paper", "has_topic", "topic", 750_508}},
+			NodeTime: true,
+		}},
 		"open": &Open{Job: "sage", Split: "train", BatchSize: 1024, Fanouts: []int32{15, 10, 5},
 			Shuffle: true, Seed: 0x0123456789abcdef, Rank: 1, WorldSize: 4, Device: "cuda:1"},
+		"open_hetero": &Open{Job: "rgcn", Split: "train", BatchSize: 256, Fanouts: []int32{10, 5},
+			Seed: 11, WorldSize: 1, Device: "cpu", InputType: "paper", EdgeFanouts: []int32{10, -1, 0, 5, 3, 0},
+			Temporal: "last", TimeAttr: "node_time"},
 		"open_resume": &Open{Job: "jöb-ü", Split: "val", BatchSize: 512, Fanouts: []int32{-1, 10},
 			Seed: 7, Rank: 0, WorldSize: 1, DropLast: true, Device: "cpu", FeatureDType: "float16",
 			Slots: 3, StartEpoch: 2, StartBatch: 17},
@@ -81,6 +96,7 @@ func goldens() map[string]Msg {
 		"goodbye":          &Goodbye{Reason: "done"},
 		"goodbye_empty":    &Goodbye{},
 		"seeds":            &Seeds{Count: 140},
+		"seeds_times":      &Seeds{Count: 3, Times: true},
 	}
 }
 
@@ -131,6 +147,10 @@ func badFrames(t testing.TB) map[string]struct {
 	for i := shuffleAt - 3; i < shuffleAt; i++ {
 		badFanout[i] = 0xff
 	}
+	edgeFanout := *open
+	edgeFanout.InputType, edgeFanout.EdgeFanouts = "paper", []int32{-1}
+	badEdgeFanout := mustMarshal(t, &edgeFanout)
+	badEdgeFanout[len(badEdgeFanout)-8] = 0xfe // the last edge fanout (before two empty strings) -1 -> -2
 	bigBatch := *open
 	bigBatch.BatchSize = uint32(DefaultLimits.MaxBatchSize) + 1
 	manyFanouts := *open
@@ -166,6 +186,7 @@ func badFrames(t testing.TB) map[string]struct {
 		"bad_magic":           {frame(TypeHello, append([]byte("GNNX\x01\x00\x00\x00\x00\x00"), str16("")...)), CodeUnsupportedVersion},
 		"bad_bool":            {badBool, CodeBadMessage},
 		"bad_fanout":          {badFanout, CodeBadMessage},
+		"bad_edge_fanout":     {badEdgeFanout, CodeBadMessage},
 		"trailing_bytes":      {setLen(append(append([]byte(nil), hello...), 0)), CodeBadMessage},
 		"string_over_limit":   {mustMarshal(t, &Goodbye{Reason: strings.Repeat("a", DefaultLimits.MaxString+1)}), CodeLimit},
 		"string_past_end":     {frame(TypeGoodbye, []byte{10, 0, 'a'}), CodeBadMessage},
@@ -326,21 +347,31 @@ func TestOpenValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, f := range map[string]func(o *Open){
-		"batch 0":     func(o *Open) { o.BatchSize = 0 },
-		"no fanouts":  func(o *Open) { o.Fanouts = nil },
-		"world 0":     func(o *Open) { o.WorldSize = 0 },
-		"rank>=world": func(o *Open) { o.Rank = 4 },
-		"no split":    func(o *Open) { o.Split = "" },
-		"gpu":         func(o *Open) { o.Device = "gpu" },
-		"cuda:":       func(o *Open) { o.Device = "cuda:" },
-		"cuda:01":     func(o *Open) { o.Device = "cuda:01" },
-		"cuda:-1":     func(o *Open) { o.Device = "cuda:-1" },
+		"batch 0":                         func(o *Open) { o.BatchSize = 0 },
+		"no fanouts":                      func(o *Open) { o.Fanouts = nil },
+		"world 0":                         func(o *Open) { o.WorldSize = 0 },
+		"rank>=world":                     func(o *Open) { o.Rank = 4 },
+		"no split":                        func(o *Open) { o.Split = "" },
+		"gpu":                             func(o *Open) { o.Device = "gpu" },
+		"cuda:":                           func(o *Open) { o.Device = "cuda:" },
+		"cuda:01":                         func(o *Open) { o.Device = "cuda:01" },
+		"cuda:-1":                         func(o *Open) { o.Device = "cuda:-1" },
+		"edge fanouts without input type": func(o *Open) { o.EdgeFanouts = []int32{1, 2, 3} },
+		"edge fanouts not hop-major":      func(o *Open) { o.InputType, o.EdgeFanouts = "paper", []int32{1, 2} },
+		"temporal unknown":                func(o *Open) { o.Temporal, o.TimeAttr = "latest", "node_time" },
+		"temporal without time attr":      func(o *Open) { o.Temporal = "uniform" },
+		"temporal bad time attr":          func(o *Open) { o.Temporal, o.TimeAttr = "last", "time" },
+		"time attr without temporal":      func(o *Open) { o.TimeAttr = "edge_time" },
 	} {
 		o := ok
 		f(&o)
 		if err := o.Validate(); CodeOf(err) != CodeBadRequest {
 			t.Errorf("%s: Validate = %v, want bad_request", name, err)
 		}
+	}
+	het := *goldens()["open_hetero"].(*Open)
+	if err := het.Validate(); err != nil {
+		t.Fatalf("open_hetero: %v", err)
 	}
 	if n, err := ParseDevice("cuda:12"); n != 12 || err != nil {
 		t.Errorf("ParseDevice(cuda:12) = %d, %v", n, err)

@@ -31,6 +31,32 @@ type Dataset struct {
 	FeatureDType string  `ipc:"feature_dtype"` // stored feature dtype, e.g. "float32"
 	NumClasses   uint32  `ipc:"num_classes"`
 	Splits       []Split `ipc:"splits"`
+	// A heterogeneous dataset (protocol 3) lists its node and edge types;
+	// the fields above then hold the totals of nodes and edges, and no
+	// features, classes or splits (those are the node types').
+	NodeTypes []NodeTypeInfo `ipc:"node_types"` // empty for a homogeneous dataset
+	EdgeTypes []EdgeTypeInfo `ipc:"edge_types"` // empty for a homogeneous dataset; the order Open.EdgeFanouts uses
+	NodeTime  bool           `ipc:"node_time"`  // the dataset has node times (temporal sampling possible)
+	EdgeTime  bool           `ipc:"edge_time"`  // the dataset has edge times
+}
+
+// NodeTypeInfo describes one node type of a heterogeneous dataset.
+type NodeTypeInfo struct {
+	Name         string  `ipc:"name"`
+	NumNodes     uint64  `ipc:"num_nodes"`
+	FeatureDim   uint32  `ipc:"feature_dim"`   // 0: the type has no features
+	FeatureDType string  `ipc:"feature_dtype"` // "" without features
+	NumClasses   uint32  `ipc:"num_classes"`   // 0: the type has no labels
+	Splits       []Split `ipc:"splits"`        // seed splits of this type
+}
+
+// EdgeTypeInfo describes one edge type (src, rel, dst) of a heterogeneous
+// dataset: edges from Src nodes to Dst nodes.
+type EdgeTypeInfo struct {
+	Src      string `ipc:"src"`
+	Rel      string `ipc:"rel"`
+	Dst      string `ipc:"dst"`
+	NumEdges uint64 `ipc:"num_edges"`
 }
 
 // Split is a named seed set ("train", "val", "test") and its size in nodes.
@@ -55,6 +81,11 @@ type Open struct {
 	Slots        uint32  `ipc:"slots"`                             // slots in the ring, 0 = daemon default
 	StartEpoch   uint32  `ipc:"start_epoch"`                       // resume point; 0,0 = fresh
 	StartBatch   uint32  `ipc:"start_batch"`
+	// Protocol 3: heterogeneous and temporal sampling.
+	InputType   string  `ipc:"input_type"`              // hetero: node type of the seeds (required); "" for a homogeneous dataset
+	EdgeFanouts []int32 `ipc:"edge_fanouts,atleast=-1"` // hetero: hops x len(EdgeTypes), hop-major in Welcome's edge-type order; empty = Fanouts for every edge type
+	Temporal    string  `ipc:"temporal"`                // "" none, "uniform" or "last" (PyG's temporal_strategy)
+	TimeAttr    string  `ipc:"time_attr"`               // "node_time" or "edge_time" when Temporal is set
 }
 
 // Validate checks the request's semantics (beyond what decoding checks) and
@@ -72,12 +103,30 @@ func (m *Open) Validate() error {
 		return perr(CodeBadRequest, "Open: rank %d >= world_size %d", m.Rank, m.WorldSize)
 	case m.Split == "":
 		return perr(CodeBadRequest, "Open: empty split")
+	case len(m.EdgeFanouts) > 0 && m.InputType == "":
+		return perr(CodeBadRequest, "Open: edge_fanouts without input_type (per-edge-type fanouts are for heterogeneous datasets)")
+	case len(m.EdgeFanouts)%len(m.Fanouts) != 0:
+		return perr(CodeBadRequest, "Open: %d edge_fanouts for %d hops: want hops x edge types, hop-major", len(m.EdgeFanouts), len(m.Fanouts))
+	case m.Temporal != "" && m.Temporal != TemporalUniform && m.Temporal != TemporalLast:
+		return perr(CodeBadRequest, "Open: temporal %q: want %q, %q or \"\"", m.Temporal, TemporalUniform, TemporalLast)
+	case m.Temporal != "" && m.TimeAttr != TimeAttrNode && m.TimeAttr != TimeAttrEdge:
+		return perr(CodeBadRequest, "Open: time_attr %q: temporal sampling needs %q or %q", m.TimeAttr, TimeAttrNode, TimeAttrEdge)
+	case m.Temporal == "" && m.TimeAttr != "":
+		return perr(CodeBadRequest, "Open: time_attr %q without temporal", m.TimeAttr)
 	}
 	if _, err := ParseDevice(m.Device); err != nil {
 		return err
 	}
 	return nil
 }
+
+// Open.Temporal and Open.TimeAttr values.
+const (
+	TemporalUniform = "uniform" // eligible neighbours drawn uniformly
+	TemporalLast    = "last"    // the most recent eligible neighbours
+	TimeAttrNode    = "node_time"
+	TimeAttrEdge    = "edge_time"
+)
 
 // ParseDevice parses "cpu" (returns -1) or "cuda:N" (returns N).
 func ParseDevice(s string) (int, error) {

@@ -16,8 +16,13 @@ const CustomSplit = "custom"
 // ends of the pairs of a "link:custom" split) and every id (0 <= id < num_nodes),
 // copies the ids and closes the descriptor; the memfd may be reused or
 // closed by the client as soon as Opened (or Error) arrives.
+//
+// With Times (protocol 3) the memfd holds Count seed times (int64, PyG's
+// input_time) after the ids: 16*Count bytes in all. For a heterogeneous
+// dataset the ids are of the node type the Open names (Open.InputType).
 type Seeds struct {
 	Count uint64 `ipc:"count"` // node ids in the memfd
+	Times bool   `ipc:"times"` // Count int64 seed times follow the ids
 }
 
 func (*Seeds) Type() Type { return TypeSeeds }

@@ -96,7 +96,7 @@ func TestSchemaTags(t *testing.T) {
 
 // TestFDsFor pins the descriptors each message carries.
 func TestFDsFor(t *testing.T) {
-	want := map[string]int{"opened_shm": 1, "seeds": 1, "grad_registered_shm": 1}
+	want := map[string]int{"opened_shm": 1, "seeds": 1, "seeds_times": 1, "grad_registered_shm": 1}
 	all := goldens()
 	for k, v := range ringGoldens() {
 		all[k] = v

@@ -39,6 +39,9 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
+	if err := ss.checkV3(m); err != nil {
+		return nil, err
+	}
 	cfg := ss.srv.cfg
 	d := ss.srv.src.Data
 	dev, _ := ipc.ParseDevice(m.Device) // Validate checked it

@@ -39,6 +39,7 @@ type session struct {
 	state ipc.State
 
 	custom    []int64  // from a Seeds message (seeds.go), for Open.Split == ipc.CustomSplit
+	times     []int64  // the Seeds message's seed times (Seeds.Times), one per custom id, for a temporal Open
 	seedBytes int64    // memory budget taken by custom
 	req       *request // the Open (open.go), once handled
 	mode      batch.Mode
@@ -217,6 +218,9 @@ func (ss *session) handle(ctx context.Context, m ipc.Msg) error {
 var Version = "dev"
 
 func (ss *session) datasetFacts() ipc.Dataset {
+	if h := ss.srv.src.Hetero; h != nil {
+		return heteroFacts(h)
+	}
 	d := ss.srv.src.Data
 	f := ipc.Dataset{
 		Name: d.Name, NumNodes: uint64(d.Graph.NumNodes), NumEdges: uint64(d.Graph.NumEdges()),
@@ -231,6 +235,33 @@ func (ss *session) datasetFacts() ipc.Dataset {
 		if l, ok := d.LinkSplits[s]; ok {
 			f.Splits = append(f.Splits, ipc.Split{Name: LinkPrefix + s, Size: uint64(l.Len())})
 		}
+	}
+	f.NodeTime, f.EdgeTime = d.NodeTime != nil, d.EdgeTime != nil
+	return f
+}
+
+// heteroFacts describes a heterogeneous dataset (protocol 3): its node
+// types with their features, classes and splits, its edge types in the
+// dataset's order (the order Open.EdgeFanouts uses), and the totals.
+func heteroFacts(h *datasets.Hetero) ipc.Dataset {
+	f := ipc.Dataset{Name: h.Name}
+	for _, t := range h.NodeTypes {
+		info := ipc.NodeTypeInfo{Name: t.Name, NumNodes: uint64(t.NumNodes), NumClasses: uint32(t.NumClasses)}
+		if t.FeatureDim > 0 {
+			info.FeatureDim, info.FeatureDType = uint32(t.FeatureDim), string(t.FeatureDType)
+		}
+		for _, s := range datasets.SplitNames {
+			if ids, ok := t.Splits[s]; ok {
+				info.Splits = append(info.Splits, ipc.Split{Name: s, Size: uint64(len(ids))})
+			}
+		}
+		f.NumNodes += uint64(t.NumNodes)
+		f.NodeTime = f.NodeTime || t.Time != nil
+		f.NodeTypes = append(f.NodeTypes, info)
+	}
+	for _, r := range h.Relations {
+		f.NumEdges += uint64(r.Graph.NumEdges())
+		f.EdgeTypes = append(f.EdgeTypes, ipc.EdgeTypeInfo{Src: r.Src, Rel: r.Rel, Dst: r.Dst, NumEdges: uint64(r.Graph.NumEdges())})
 	}
 	return f
 }

@@ -14,10 +14,15 @@ import (
 
 // Source is the dataset a daemon serves: one copy shared by every trainer.
 // It is read-only after OpenSource and safe for concurrent use.
+//
+// A heterogeneous dataset (Hetero set) has its node types' features, labels
+// and splits and one graph per edge type in Hetero; Data then holds only its
+// Name and Source, and Table is empty.
 type Source struct {
 	Data      *datasets.Data
+	Hetero    *datasets.Hetero
 	Table     gather.Table
-	MaxDegree int64
+	MaxDegree int64 // homogeneous: the graph's largest degree
 	Spec      string
 
 	// store is the feature table in pinned, registered memory when the
@@ -64,6 +69,13 @@ func openSource(spec string, skipChecksums bool, progress datasets.Progress, log
 			return nil, err
 		}
 		opts.Progress = progress
+		if datasets.IsHeteroPreset(opts.Like) {
+			h, err := datasets.GenerateHetero(opts)
+			if err != nil {
+				return nil, err
+			}
+			return heteroSource(spec, h, close, start, log), nil
+		}
 		if mem.generated {
 			opts.AllocFeatures = pinned.Alloc
 		}
@@ -71,7 +83,7 @@ func openSource(spec string, skipChecksums bool, progress datasets.Progress, log
 			return nil, err
 		}
 	} else {
-		o := &datasets.OpenOptions{SkipChecksums: skipChecksums, Progress: progress}
+		o := &datasets.OpenOptions{SkipChecksums: skipChecksums, Progress: progress, AllowHetero: true}
 		if mem.read {
 			o.AllocFeatures, o.FreeFeatures = pinned.Alloc, pinned.Free
 		}
@@ -84,6 +96,9 @@ func openSource(spec string, skipChecksums bool, progress datasets.Progress, log
 			if log != nil {
 				log.Warn(w, "dataset", spec)
 			}
+		}
+		if ds.Hetero != nil {
+			return heteroSource(spec, ds.Hetero, close, start, log), nil
 		}
 	}
 	s := &Source{
@@ -101,6 +116,37 @@ func openSource(spec string, skipChecksums bool, progress datasets.Progress, log
 			"feature_bytes", len(d.Features), "took", time.Since(start).Round(time.Millisecond))
 	}
 	return s, nil
+}
+
+// heteroSource is the Source of a heterogeneous dataset.
+func heteroSource(spec string, h *datasets.Hetero, close func() error, start time.Time, log *slog.Logger) *Source {
+	s := &Source{Data: &datasets.Data{Name: h.Name, Source: h.Source}, Hetero: h, Spec: spec, close: close}
+	if log != nil {
+		var types []string
+		var nodes, edges, bytes int64
+		for _, t := range h.NodeTypes {
+			nodes, bytes = nodes+t.NumNodes, bytes+int64(len(t.Features))
+		}
+		for _, r := range h.Relations {
+			edges += r.Graph.NumEdges()
+			types = append(types, r.EdgeType.String())
+		}
+		log.Info("heterogeneous dataset ready", "dataset", h.Name, "source", spec, "node_types", len(h.NodeTypes),
+			"edge_types", types, "nodes", nodes, "edges", edges, "feature_bytes", bytes, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return s
+}
+
+// IsHeteroSpec reports whether spec (a dataset directory or a synthetic
+// spec, as OpenSource takes) names a heterogeneous dataset, without reading
+// more than a manifest: the GPU path does not serve those yet.
+func IsHeteroSpec(spec string) bool {
+	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
+		opts, err := ParseSynthetic(rest)
+		return err == nil && datasets.IsHeteroPreset(opts.Like)
+	}
+	m, err := datasets.ReadManifest(spec)
+	return err == nil && m.FormatVersion == datasets.FormatVersionHetero
 }
 
 // ParseSynthetic parses the part of a "synthetic:NAME[:SCALE[:SEED]]" spec

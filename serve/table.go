@@ -59,6 +59,9 @@ func (s *Source) DatasetBytes() int64 {
 // table's offset in it (a dataset's rows follow its file's header), or an
 // error saying why the table cannot be shared.
 func (s *Source) TableFD() (fd int, off int64, err error) {
+	if s.Hetero != nil {
+		return -1, 0, errors.New("the dataset is heterogeneous (a feature table per node type): the table socket shares a homogeneous dataset's one table")
+	}
 	fd, off, ok := pinned.SharedFD(s.Data.Features)
 	if !ok {
 		return -1, 0, errors.New("the feature table is not in shared memory (start loaderd with --table-socket, with a synthetic dataset or on the GPU path)")

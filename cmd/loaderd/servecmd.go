@@ -164,7 +164,10 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	serve.Version = version
 	p := newProgress(log, 5*time.Second)
 	open, noGPU, useGPU := serve.OpenSource, "disabled with --gpu=false", false
-	if a.gpu {
+	if a.gpu && serve.IsHeteroSpec(a.dataset) {
+		noGPU = "the dataset is heterogeneous: its batches are served in shared-memory slots (device \"cpu\") only, for now"
+		log.Info("heterogeneous dataset: serving the CPU path only", "dataset", a.dataset)
+	} else if a.gpu {
 		if _, err := serve.ProbeGPU(); err != nil {
 			if a.gpus != "" {
 				return fmt.Errorf("--gpus %s: no usable GPU: %w", a.gpus, err)

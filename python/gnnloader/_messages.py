@@ -24,6 +24,12 @@ class _Msg:
     _CODEC: ClassVar[Codec]
 
 
+TEMPORAL_UNIFORM = "uniform"
+TEMPORAL_LAST = "last"
+TIME_ATTR_NODE = "node_time"
+TIME_ATTR_EDGE = "edge_time"
+
+
 def parse_device(s: str) -> int:
     """Parse "cpu" (-> -1) or "cuda:N" (-> N); ProtocolError(BAD_REQUEST) otherwise."""
     if s == "cpu":
@@ -51,7 +57,35 @@ class Split:
 
 
 @dataclass
+class NodeTypeInfo:
+    """One node type of a heterogeneous dataset (feature_dim 0: no features;
+    num_classes 0: no labels)."""
+
+    name: str = ""
+    num_nodes: int = 0
+    feature_dim: int = 0
+    feature_dtype: str = ""
+    num_classes: int = 0
+    splits: List[Split] = field(default_factory=list)
+
+
+@dataclass
+class EdgeTypeInfo:
+    """One edge type (src, rel, dst) of a heterogeneous dataset; batches name
+    it "src__rel__dst"."""
+
+    src: str = ""
+    rel: str = ""
+    dst: str = ""
+    num_edges: int = 0
+
+
+@dataclass
 class Dataset:
+    """The served dataset. A heterogeneous one lists node_types and edge_types
+    (num_nodes and num_edges are then totals; features, classes and splits
+    are the node types')."""
+
     name: str = ""
     num_nodes: int = 0
     num_edges: int = 0
@@ -59,6 +93,10 @@ class Dataset:
     feature_dtype: str = ""
     num_classes: int = 0
     splits: List[Split] = field(default_factory=list)
+    node_types: List[NodeTypeInfo] = field(default_factory=list)
+    edge_types: List[EdgeTypeInfo] = field(default_factory=list)  # the order Open.edge_fanouts uses
+    node_time: bool = False
+    edge_time: bool = False
 
 
 @dataclass
@@ -88,6 +126,10 @@ class Open(_Msg):
     slots: int = 0  # 0 = daemon default
     start_epoch: int = 0
     start_batch: int = 0
+    input_type: str = ""  # heterogeneous dataset: node type of the seeds
+    edge_fanouts: List[int] = field(default_factory=list)  # hops x edge types, hop-major; [] = fanouts per edge type
+    temporal: str = ""  # "", "uniform" or "last"
+    time_attr: str = ""  # "node_time" or "edge_time" with temporal
 
     def validate(self) -> None:
         """Semantic checks beyond decoding; ProtocolError(BAD_REQUEST) on failure."""
@@ -101,6 +143,20 @@ class Open(_Msg):
             raise ProtocolError(Code.BAD_REQUEST, f"Open: rank {self.rank} >= world_size {self.world_size}")
         if not self.split:
             raise ProtocolError(Code.BAD_REQUEST, "Open: empty split")
+        if self.edge_fanouts and not self.input_type:
+            raise ProtocolError(Code.BAD_REQUEST, "Open: edge_fanouts without input_type "
+                                "(per-edge-type fanouts are for heterogeneous datasets)")
+        if len(self.edge_fanouts) % len(self.fanouts):
+            raise ProtocolError(Code.BAD_REQUEST, f"Open: {len(self.edge_fanouts)} edge_fanouts for "
+                                f"{len(self.fanouts)} hops: want hops x edge types, hop-major")
+        if self.temporal not in ("", TEMPORAL_UNIFORM, TEMPORAL_LAST):
+            raise ProtocolError(Code.BAD_REQUEST, f"Open: temporal {self.temporal!r}: want "
+                                f"{TEMPORAL_UNIFORM!r}, {TEMPORAL_LAST!r} or ''")
+        if self.temporal and self.time_attr not in (TIME_ATTR_NODE, TIME_ATTR_EDGE):
+            raise ProtocolError(Code.BAD_REQUEST, f"Open: time_attr {self.time_attr!r}: temporal sampling "
+                                f"needs {TIME_ATTR_NODE!r} or {TIME_ATTR_EDGE!r}")
+        if not self.temporal and self.time_attr:
+            raise ProtocolError(Code.BAD_REQUEST, f"Open: time_attr {self.time_attr!r} without temporal")
         parse_device(self.device)
 
 
@@ -260,9 +316,11 @@ class Goodbye(_Msg):
 @dataclass
 class Seeds(_Msg):
     """Client -> daemon, after Welcome and before an Open naming CUSTOM_SPLIT:
-    `count` node ids (little-endian int64) in the memfd sent with the frame."""
+    `count` node ids (little-endian int64) in the memfd sent with the frame,
+    followed by `count` seed times (int64) when `times` is set."""
 
     count: int = 0
+    times: bool = False
 
 
 @dataclass
@@ -307,7 +365,8 @@ class AllReduceDone(_Msg):
     seq: int = 0
 
 
-STRUCT_CLASSES: Dict[str, type] = {"Split": Split, "Dataset": Dataset, "Region": Region, "EventIPC": EventIPC}
+STRUCT_CLASSES: Dict[str, type] = {"Split": Split, "NodeTypeInfo": NodeTypeInfo, "EdgeTypeInfo": EdgeTypeInfo,
+                                   "Dataset": Dataset, "Region": Region, "EventIPC": EventIPC}
 BY_TYPE: Dict[int, type] = {}
 
 

@@ -17,7 +17,7 @@ from collections import namedtuple
 Message = namedtuple("Message", "type name const sender fds prefix checked fields")
 
 MAGIC = b"GNNL"
-VERSION = 2
+VERSION = 3
 HEADER_SIZE = 8
 MAX_DIMS = 8
 HANDLE_SIZE = 64
@@ -52,10 +52,28 @@ STRUCTS = {
         {"name": "feature_dtype", "wire": "str", "max": "max_string"},
         {"name": "num_classes", "wire": "u32"},
         {"name": "splits", "wire": "list", "max": "max_list", "min_wire": 10, "elem": {"wire": "struct", "struct": "Split"}},
+        {"name": "node_types", "wire": "list", "max": "max_list", "min_wire": 22, "elem": {"wire": "struct", "struct": "NodeTypeInfo"}},
+        {"name": "edge_types", "wire": "list", "max": "max_list", "min_wire": 14, "elem": {"wire": "struct", "struct": "EdgeTypeInfo"}},
+        {"name": "node_time", "wire": "bool"},
+        {"name": "edge_time", "wire": "bool"},
     ),
     "Split": (
         {"name": "name", "wire": "str", "max": "max_string"},
         {"name": "size", "wire": "u64"},
+    ),
+    "NodeTypeInfo": (
+        {"name": "name", "wire": "str", "max": "max_string"},
+        {"name": "num_nodes", "wire": "u64"},
+        {"name": "feature_dim", "wire": "u32"},
+        {"name": "feature_dtype", "wire": "str", "max": "max_string"},
+        {"name": "num_classes", "wire": "u32"},
+        {"name": "splits", "wire": "list", "max": "max_list", "min_wire": 10, "elem": {"wire": "struct", "struct": "Split"}},
+    ),
+    "EdgeTypeInfo": (
+        {"name": "src", "wire": "str", "max": "max_string"},
+        {"name": "rel", "wire": "str", "max": "max_string"},
+        {"name": "dst", "wire": "str", "max": "max_string"},
+        {"name": "num_edges", "wire": "u64"},
     ),
     "Region": (
         {"name": "name", "wire": "str", "max": "max_string"},
@@ -97,6 +115,10 @@ MESSAGES = (
         {"name": "slots", "wire": "u32"},
         {"name": "start_epoch", "wire": "u32"},
         {"name": "start_batch", "wire": "u32"},
+        {"name": "input_type", "wire": "str", "max": "max_string"},
+        {"name": "edge_fanouts", "wire": "list", "max": "max_list", "min_wire": 4, "elem": {"wire": "i32", "atleast": -1}},
+        {"name": "temporal", "wire": "str", "max": "max_string"},
+        {"name": "time_attr", "wire": "str", "max": "max_string"},
     )),
     Message(4, "Opened", "OPENED", "daemon", "shm", b"", True, (
         {"name": "num_batches", "wire": "u32"},
@@ -139,6 +161,7 @@ MESSAGES = (
     )),
     Message(11, "Seeds", "SEEDS", "client", "one", b"", False, (
         {"name": "count", "wire": "u64"},
+        {"name": "times", "wire": "bool"},
     )),
     Message(12, "RegisterGrad", "REGISTER_GRAD", "client", "none", b"", False, (
         {"name": "job", "wire": "str", "max": "max_string"},

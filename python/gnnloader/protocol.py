@@ -29,8 +29,9 @@ import struct
 from typing import List, Sequence, Tuple
 
 from ._codec import DEFAULT_LIMITS, Code, Limits, ProtocolError, _code_name, _Reader, _Writer
-from ._messages import (BY_TYPE, AllReduce, AllReduceDone, BatchReady, Dataset, EpochEnd, Error, EventIPC,
-                        Goodbye, GradRegistered, Hello, MsgType, Open, Opened, Region, RegisterGrad, Release,
+from ._messages import (BY_TYPE, TEMPORAL_LAST, TEMPORAL_UNIFORM, TIME_ATTR_EDGE, TIME_ATTR_NODE, AllReduce,
+                        AllReduceDone, BatchReady, Dataset, EdgeTypeInfo, EpochEnd, Error, EventIPC, Goodbye,
+                        GradRegistered, Hello, MsgType, NodeTypeInfo, Open, Opened, Region, RegisterGrad, Release,
                         Seeds, Split, StartEpoch, Welcome, _Msg, parse_device)
 from ._schema import (CUSTOM_SPLIT, HANDLE_SIZE, HEADER_SIZE, MAGIC, MAX_DIMS, MAX_FDS, MEMORY_CUDA, MEMORY_SHM,
                       REGION_ALIGN, VERSION)
@@ -39,9 +40,10 @@ __all__ = [
     "MAGIC", "VERSION", "HEADER_SIZE", "MAX_DIMS", "HANDLE_SIZE", "REGION_ALIGN", "MAX_FDS",
     "MEMORY_SHM", "MEMORY_CUDA",
     "Code", "MsgType", "ProtocolError", "Limits", "DEFAULT_LIMITS",
-    "Hello", "Welcome", "Dataset", "Split", "Open", "Opened", "Region", "EventIPC",
+    "Hello", "Welcome", "Dataset", "Split", "NodeTypeInfo", "EdgeTypeInfo", "Open", "Opened", "Region", "EventIPC",
     "StartEpoch", "BatchReady", "Release", "EpochEnd", "Error", "Goodbye", "Seeds", "CUSTOM_SPLIT",
     "RegisterGrad", "GradRegistered", "AllReduce", "AllReduceDone",
+    "TEMPORAL_UNIFORM", "TEMPORAL_LAST", "TIME_ATTR_NODE", "TIME_ATTR_EDGE",
     "marshal", "unmarshal", "fds_for", "send_msg", "recv_msg", "parse_device",
     "Dir", "Phase", "State",
 ]

@@ -61,15 +61,30 @@ def _handle(seed):
 def _goldens():
     regions, slot_bytes = _sample_regions()
     return {
-        "hello": P.Hello(version=2, pid=4242, name="train.py rank 0"),
-        "welcome": P.Welcome(version=2, daemon_version="loaderd 0.1.0", dataset=P.Dataset(
+        "hello": P.Hello(version=3, pid=4242, name="train.py rank 0"),
+        "welcome": P.Welcome(version=3, daemon_version="loaderd 0.1.0", dataset=P.Dataset(
             name="ogbn-products", num_nodes=2449029, num_edges=123718280, feature_dim=100,
             feature_dtype="float32", num_classes=47,
             splits=[P.Split("train", 196615), P.Split("val", 39323), P.Split("test", 2213091)])),
-        "welcome_empty": P.Welcome(version=2),
+        "welcome_empty": P.Welcome(version=3),
+        "welcome_hetero": P.Welcome(version=3, daemon_version="loaderd 0.3.0", dataset=P.Dataset(
+            name="mag-synthetic", num_nodes=193_975, num_edges=2_111_101,
+            node_types=[
+                P.NodeTypeInfo("paper", 73_639, 128, "float32", 349,
+                               [P.Split("train", 62_957), P.Split("val", 6_488), P.Split("test", 4_194)]),
+                P.NodeTypeInfo("author", 113_465, 128, "float32"),
+                P.NodeTypeInfo("topic", 5_997),
+            ],
+            edge_types=[P.EdgeTypeInfo("author", "writes", "paper", 714_566),
+                        P.EdgeTypeInfo("paper", "cites", "paper", 541_627),
+                        P.EdgeTypeInfo("paper", "has_topic", "topic", 750_508)],
+            node_time=True)),
         "open": P.Open(job="sage", split="train", batch_size=1024, fanouts=[15, 10, 5], shuffle=True,
                        seed=0x0123456789ABCDEF, rank=1, world_size=4, drop_last=False, device="cuda:1",
                        feature_dtype="", slots=0, start_epoch=0, start_batch=0),
+        "open_hetero": P.Open(job="rgcn", split="train", batch_size=256, fanouts=[10, 5], seed=11, world_size=1,
+                              device="cpu", input_type="paper", edge_fanouts=[10, -1, 0, 5, 3, 0],
+                              temporal="last", time_attr="node_time"),
         "open_resume": P.Open(job="jöb-ü", split="val", batch_size=512, fanouts=[-1, 10], shuffle=False,
                               seed=7, rank=0, world_size=1, drop_last=True, device="cpu",
                               feature_dtype="float16", slots=3, start_epoch=2, start_batch=17),
@@ -92,6 +107,7 @@ def _goldens():
         "goodbye": P.Goodbye(reason="done"),
         "goodbye_empty": P.Goodbye(reason=""),
         "seeds": P.Seeds(count=140),
+        "seeds_times": P.Seeds(count=3, times=True),
     }
 
 
@@ -167,12 +183,16 @@ class GoldenTest(unittest.TestCase):
         ok = _goldens()["open"]
         ok.validate()
         for change in ({"batch_size": 0}, {"fanouts": []}, {"world_size": 0}, {"rank": 4},
-                       {"split": ""}, {"device": "gpu"}, {"device": "cuda:01"}, {"device": "cuda:"}):
+                       {"split": ""}, {"device": "gpu"}, {"device": "cuda:01"}, {"device": "cuda:"},
+                       {"edge_fanouts": [1, 2, 3]}, {"input_type": "paper", "edge_fanouts": [1, 2]},
+                       {"temporal": "latest", "time_attr": "node_time"}, {"temporal": "uniform"},
+                       {"temporal": "last", "time_attr": "time"}, {"time_attr": "edge_time"}):
             m = P.Open(**{**ok.__dict__, **change})
             with self.subTest(change):
                 with self.assertRaises(P.ProtocolError) as cm:
                     m.validate()
                 self.assertEqual(cm.exception.code, P.Code.BAD_REQUEST)
+        _goldens()["open_hetero"].validate()
         self.assertEqual(P.parse_device("cuda:12"), 12)
         self.assertEqual(P.parse_device("cpu"), -1)
 
