@@ -27,8 +27,9 @@ type request struct {
 	noFeatures bool // FeatureDType "none": batches without x
 	onDevice   bool // sampled on its GPU (sampler.GPU), not by the CPU
 	startEpoch uint32
-	startBatch int          // first batch of startEpoch (a reconnecting trainer resumes)
-	link       *linkRequest // link batches (split "link:..."); seeds are positions of its pairs
+	startBatch int              // first batch of startEpoch (a reconnecting trainer resumes)
+	link       *linkRequest     // link batches (split "link:..."); seeds are positions of its pairs
+	temporal   *temporalRequest // disjoint (and temporal) batches (Open.Temporal); nil: ordinary ones
 }
 
 // rank is the trainer's rank within its job.
@@ -55,6 +56,10 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 			return nil, perrf(ipc.CodeBadRequest, "link batches (split %q) are served on device \"cpu\" only, not %q", m.Split, m.Device)
 		}
 		seeds, ok = positions(int(link.pairs.Len())), true
+	}
+	temporal, err := ss.parseTemporal(m, dev, isLink)
+	if err != nil {
+		return nil, err
 	}
 	if m.Split == ipc.CustomSplit {
 		if seeds, ok = ss.custom, true; seeds == nil {
@@ -94,7 +99,7 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 		job: m.Job, split: m.Split, seeds: seeds, device: dev, slots: slots, noFeatures: noFeatures,
 		epochs: sampler.EpochConfig{BatchSize: int(m.BatchSize), Shuffle: m.Shuffle, Seed: m.Seed,
 			Rank: int(m.Rank), WorldSize: int(m.WorldSize), DropLast: m.DropLast},
-		startEpoch: m.StartEpoch, startBatch: int(m.StartBatch), link: link,
+		startEpoch: m.StartEpoch, startBatch: int(m.StartBatch), link: link, temporal: temporal,
 	}
 	for _, f := range m.Fanouts {
 		r.fanouts = append(r.fanouts, int(f))
@@ -122,15 +127,18 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	// buffers are sized by the graph): a hop of 0 (PyG's "sample nothing")
 	// or custom seeds that repeat a node are sampled by the CPU, the slots
 	// still on the GPU.
-	req.onDevice = req.device >= 0 && ss.srv.gpuSamples(req.device) && !slices.Contains(req.fanouts, 0) &&
+	req.onDevice = req.device >= 0 && ss.srv.gpuSamples(req.device) && !slices.Contains(req.fanouts, 0) && req.temporal == nil &&
 		!(req.split == ipc.CustomSplit && repeats(req.seeds, src.Data.Graph.NumNodes))
 	no := batch.NodeOptions{BatchSize: req.epochs.BatchSize, Fanouts: req.fanouts,
 		Workers: cfg.SamplerThreads, NoFeatures: req.noFeatures, MaxDegree: src.MaxDegree,
 		AddressOrder: req.device < 0 || !ss.srv.gpuPlansSweeps, DeviceSampling: req.onDevice}
 	var mode batch.Mode
-	if req.link != nil {
+	switch {
+	case req.link != nil:
 		mode, err = batch.NewLink(src.Data, req.link.pairs, batch.LinkOptions{Node: no, Neg: req.link.neg, Amount: req.link.amount})
-	} else {
+	case req.temporal != nil:
+		mode, err = newDisjointMode(src, req.temporal, no)
+	default:
 		mode, err = batch.NewNode(src.Data, no)
 	}
 	if errors.Is(err, batch.ErrTooLarge) {
@@ -180,7 +188,7 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 		opened.Regions = append(opened.Regions, reg)
 	}
 	ss.log.Info("trainer connected", "rank", req.rank(), "world_size", req.epochs.WorldSize, "pid", ss.pid, "job", req.job,
-		"split", req.split, "batch_size", req.epochs.BatchSize, "fanouts", req.fanouts, "slots", req.slots, "slot_bytes", layout.SlotBytes,
+		"split", req.split, "temporal", m.Temporal, "time_attr", m.TimeAttr, "batch_size", req.epochs.BatchSize, "fanouts", req.fanouts, "slots", req.slots, "slot_bytes", layout.SlotBytes,
 		"batches_per_epoch", plan.NumBatches())
 	fds := ring.Describe(opened)
 	if err := ss.send(opened, fds...); err != nil {
