@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 
@@ -55,8 +56,14 @@ func disjointBatch(t *testing.T, c *client, src *Source, b *ipc.BatchReady) (nid
 	}
 	nid, sub, eid, in = read("n_id", n), read("batch", n), read("e_id", e), read("input_id", bs)
 	raw := read("edge_index", 2*e)
+	y := read("y", n)
+	rb := src.Data.RowBytes()
+	x := c.region(b.Slot, "x", rb*n)
 	seen := map[[2]int64]bool{}
 	for i, v := range nid {
+		if !bytes.Equal(x[i*rb:(i+1)*rb], src.Data.Row(v)) || y[i] != int64(src.Data.Labels[v]) {
+			t.Fatalf("x or y of node %d (n_id %d) is not its row", i, v)
+		}
 		if i < bs && sub[i] != int64(i) {
 			t.Fatalf("seed %d in subgraph %d", i, sub[i])
 		}

@@ -29,6 +29,7 @@ from . import trust
 from .loader import Loader, LoaderError
 from ._pyg_inputs import (_SPLIT_ALIASES, InputNodes, _Facade, _attr, _check_data, _given_input_id, _ids_as_input_id,  # noqa: F401
                           _plain, _seed_ids, _SplitLoader)
+from ._pyg_temporal import input_times, temporal_request, with_seed_time
 
 __all__ = ["NeighborLoader", "InputNodes", "Remote", "connect", "SOCKET_ENV", "CUSTOM_SPLIT"]
 
@@ -63,9 +64,6 @@ _NO_EFFECT = {
 _UNSUPPORTED_UNLESS = {
     "replace": False,
     "subgraph_type": "directional",
-    "disjoint": False,
-    "temporal_strategy": "uniform",
-    "time_attr": None,
     "weight_attr": None,
     "transform_sampler_output": None,
     "neighbor_sampler": None,
@@ -149,24 +147,32 @@ def _dist_rank_world() -> tuple:
 
 class _SeedsLoader(Loader):
     """A Loader whose seeds are a tensor of node ids sent with a Seeds message
-    (memfd) just before Open."""
+    (memfd) just before Open; ``times_fn`` adds their times (PyG's
+    input_time) after the ids."""
 
-    def __init__(self, socket_path: str, seeds_fn: Callable[[Any], torch.Tensor], **kw: Any):
-        self._seeds_fn = seeds_fn
+    _times_fn: Optional[Callable[[torch.Tensor], torch.Tensor]] = None  # (subclasses may skip __init__)
+
+    def __init__(self, socket_path: str, seeds_fn: Callable[[Any], torch.Tensor],
+                 times_fn: Optional[Callable[[torch.Tensor], torch.Tensor]] = None, **kw: Any):
+        self._seeds_fn, self._times_fn = seeds_fn, times_fn
         super().__init__(socket_path, split=CUSTOM_SPLIT, **kw)
 
     def _open(self, req: p.Open) -> p.Opened:
         if not hasattr(p, "Seeds"):
             raise LoaderError("this gnnloader's protocol module has no Seeds message: input_nodes must be a split name")
         ids = self._seeds_fn(self.dataset).to(torch.int64).contiguous()
+        times = None if self._times_fn is None else self._times_fn(ids).to(torch.int64).contiguous()
         fd = os.memfd_create("gnnloader-seeds", os.MFD_CLOEXEC)
         try:
             data = ids.numpy().astype("<i8", copy=False).tobytes()
+            if times is not None:
+                data += times.numpy().astype("<i8", copy=False).tobytes()
             os.ftruncate(fd, len(data))
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            self._send(p.Seeds(count=ids.numel()), fds=[fd])
+            seeds = p.Seeds(count=ids.numel(), times=True) if times is not None else p.Seeds(count=ids.numel())
+            self._send(seeds, fds=[fd])
         finally:
             os.close(fd)
         try:
@@ -216,11 +222,22 @@ class NeighborLoader(_Facade):
             (``"train"``, ``"valid"``/``"val"``, ``"test"``), a boolean mask
             of length ``num_nodes`` (e.g. ``data.train_mask``) or a tensor of
             node ids. Tensors travel to loaderd once, in a memfd.
-        input_time: PyG's temporal seed times; only None is supported.
-        replace, subgraph_type, disjoint, temporal_strategy, time_attr,
-            weight_attr, transform_sampler_output, neighbor_sampler,
-            directed: PyG's; only their defaults are supported (anything
-            else raises ValueError).
+        input_time: the seeds' times (PyG's; int64, one per input node, which
+            must then be a tensor or mask); needs ``time_attr``. Default:
+            each seed's own ``node_time``. Batches then have ``seed_time``.
+        disjoint: one subgraph per seed (PyG's): batches have ``batch``,
+            each node's subgraph, and ``n_id`` may repeat a node.
+        time_attr: temporal sampling (PyG's; always disjoint): the served
+            dataset's ``"node_time"`` or ``"edge_time"`` (another name is
+            matched, as PyG does, by ``data``'s attribute of that name:
+            node- or edge-level). Every node of a seed's subgraph only
+            reaches neighbours (edges) no later than the seed's time.
+        temporal_strategy: ``"uniform"`` or ``"last"`` (the most recent
+            eligible neighbours), as PyG. Disjoint and temporal batches are
+            served on ``device="cpu"`` only.
+        replace, subgraph_type, weight_attr, transform_sampler_output,
+            neighbor_sampler, directed: PyG's; only their defaults are
+            supported (anything else raises ValueError).
         transform: applied to every batch, as in PyG.
         is_sorted, filter_per_worker: accepted; they change nothing here.
         input_id: PyG's (NodeLoader's) ids for the input nodes, one each:
@@ -273,8 +290,7 @@ class NeighborLoader(_Facade):
                  *, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False, socket: Optional[str] = None,
                  device: Union[None, str, torch.device] = None, seed: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None, **kwargs: Any):
-        pyg_args = dict(replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
-                        temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+        pyg_args = dict(replace=replace, subgraph_type=subgraph_type, weight_attr=weight_attr,
                         transform_sampler_output=transform_sampler_output, neighbor_sampler=neighbor_sampler,
                         directed=directed)
         given_ids = kwargs.pop("input_id", None)  # PyG's NodeLoader argument
@@ -295,8 +311,7 @@ class NeighborLoader(_Facade):
                                      f"(loaderd samples uniformly without replacement, homogeneous graphs)")
             else:
                 raise TypeError(f"gnnloader.NeighborLoader got an unexpected keyword argument {k!r}")
-        if input_time is not None:
-            raise ValueError("gnnloader.NeighborLoader does not support input_time (temporal sampling)")
+        temporal, served_time = temporal_request(disjoint, temporal_strategy, time_attr, input_time, data)
         if isinstance(num_neighbors, dict):
             raise ValueError("num_neighbors as a dict (heterogeneous graphs) is not supported by loaderd")
         fanouts = [int(f) for f in num_neighbors]
@@ -307,6 +322,9 @@ class NeighborLoader(_Facade):
             raise ValueError(f"batch_size should be a positive integer, not {batch_size!r}")
         if isinstance(input_nodes, tuple):
             raise ValueError("input_nodes as (node_type, nodes) is for heterogeneous graphs, which loaderd does not serve")
+        if input_time is not None and isinstance(input_nodes, str):
+            raise ValueError(f"input_time needs input_nodes as a tensor of ids or a mask, not the split name "
+                             f"{input_nodes!r} (loaderd keeps a split's ids, so times cannot be matched to them)")
 
         if isinstance(data, (str, os.PathLike)):
             path = os.fspath(data)
@@ -321,8 +339,9 @@ class NeighborLoader(_Facade):
         self.shuffle = shuffle
         self.drop_last = drop_last
         self.transform = transform
-        self.replace, self.subgraph_type, self.disjoint = replace, _plain(subgraph_type), disjoint
+        self.replace, self.subgraph_type, self.disjoint = replace, _plain(subgraph_type), bool(disjoint) or bool(temporal)
         self.time_attr, self.weight_attr, self.directed = time_attr, weight_attr, directed
+        self.temporal_strategy, self.input_time = temporal_strategy, input_time
         self.is_sorted, self.filter_per_worker = is_sorted, filter_per_worker
         self.neighbor_sampler = neighbor_sampler
 
@@ -343,12 +362,14 @@ class NeighborLoader(_Facade):
             x = _attr(data, "x") if not isinstance(data, (str, os.PathLike, Remote)) else None
             device = x.device if isinstance(x, torch.Tensor) and x.device.type == "cuda" else "cpu"
         common = dict(batch_size=batch_size, fanouts=fanouts, shuffle=shuffle, seed=int(seed), rank=rank,
-                      world_size=world_size, device=str(device), drop_last=drop_last)
+                      world_size=world_size, device=str(device), drop_last=drop_last, temporal=temporal,
+                      time_attr=served_time)
         common.update(loader_kw)
         self.rank, self.world_size, self.seed = rank, world_size, int(seed)
         self._path, self._common = path, common
 
         self._ids: Optional[torch.Tensor] = None  # the input nodes' ids, when not a split name
+        self._times: Optional[torch.Tensor] = None  # their times (input_time), when given
         # PyG's input_id is the position in input_nodes, but the node id for a mask.
         self._by_mask = isinstance(input_nodes, torch.Tensor) and input_nodes.dtype == torch.bool
         # PyG's input_id argument: the ids batches report for the input nodes, one each.
@@ -359,7 +380,12 @@ class NeighborLoader(_Facade):
             def seeds(ds: p.Dataset) -> torch.Tensor:
                 self._ids = _seed_ids(input_nodes, ds.num_nodes)
                 return self._ids
-            self._loader = _SeedsLoader(path, seeds, **common)
+
+            def times(ids: torch.Tensor) -> torch.Tensor:
+                if self._times is None:
+                    self._times = input_times(input_time, ids.numel())
+                return self._times
+            self._loader = _SeedsLoader(path, seeds, times if input_time is not None else None, **common)
         try:
             self._x_1d = _check_data(data, self._loader)
         except ValueError:
@@ -389,6 +415,8 @@ class NeighborLoader(_Facade):
 
     def __iter__(self):
         it = iter(self._loader)
+        if self._times is not None:
+            it = (with_seed_time(b, self._times) for b in it)
         if self._given_ids is not None:
             it = (_given_input_id(b, self._given_ids) for b in it)
         elif self._by_mask:
@@ -422,7 +450,11 @@ class NeighborLoader(_Facade):
             raise ValueError(f"loader(index): position outside the {n} input nodes")
         pos = pos % n
         ids = self._ids[pos]
-        out = self._one_batch(lambda **kw: _SeedsLoader(self._path, lambda ds: ids, **kw), ids.numel())
+        times = None if self._times is None else self._times[pos]
+        out = self._one_batch(lambda **kw: _SeedsLoader(self._path, lambda ds: ids,
+                                                        None if times is None else (lambda _: times), **kw), ids.numel())
+        if times is not None:
+            out.seed_time = times.to(out.n_id.device)
         input_id = self._given_ids[pos] if self._given_ids is not None else ids if self._by_mask else pos
         out.input_id = input_id.to(out.n_id.device)
         return out if self.transform is None else self.transform(out)
