@@ -79,30 +79,32 @@ func NewNode(d *datasets.Data, o NodeOptions) (*Node, error) {
 	if o.BatchSize < 1 {
 		return nil, fmt.Errorf("batch: batch size %d", o.BatchSize)
 	}
-	g := &d.Graph
-	deg := o.MaxDegree
-	if deg == 0 {
-		for v := int64(0); v < g.NumNodes; v++ {
-			deg = max(deg, g.Degree(v))
-		}
-	}
 	m := &Node{data: d, smp: smp, fanouts: append([]int(nil), o.Fanouts...), batch: o.BatchSize, device: o.DeviceSampling}
-	m.MaxNodes, m.MaxEdges = Capacity(o.BatchSize, o.Fanouts, deg, g.NumNodes, g.NumEdges())
+	g := &d.Graph
+	m.MaxNodes, m.MaxEdges = Capacity(o.BatchSize, o.Fanouts, maxDegree(g, o.MaxDegree), g.NumNodes, g.NumEdges())
+	if err := m.declare(o.NoFeatures); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// declare lays out m's regions, scalars and lists for batches of up to
+// m.batch seeds, m.MaxNodes nodes and m.MaxEdges edges (ErrTooLarge when
+// they do not fit the protocol's 32-bit counts).
+func (m *Node) declare(noFeatures bool) error {
+	d := m.data
 	if m.MaxNodes > 1<<31-1 || m.MaxEdges > 1<<31-1 {
-		return nil, fmt.Errorf("%w: batches of up to %d nodes and %d edges; lower the batch size or fanouts", ErrTooLarge, m.MaxNodes, m.MaxEdges)
+		return fmt.Errorf("%w: batches of up to %d nodes and %d edges; lower the batch size or fanouts", ErrTooLarge, m.MaxNodes, m.MaxEdges)
 	}
-	region := func(c counted) func(Region) {
-		return func(r Region) { m.layout.Regions, m.countOf = append(m.layout.Regions, r), append(m.countOf, c) }
-	}
-	node, edge, seed := region(inNodes), region(inEdges), region(inSeeds)
-	if !o.NoFeatures {
+	node, edge, seed := m.region(inNodes), m.region(inEdges), m.region(inSeeds)
+	if !noFeatures {
 		node(Region{Name: "x", DType: string(d.FeatureDType), Shape: []int64{m.MaxNodes, int64(d.FeatureDim)}, Table: "x", IDs: "n_id"})
 	}
 	node(Region{Name: "y", DType: "int64", Shape: []int64{m.MaxNodes}, Table: "y", IDs: "n_id"})
 	node(Region{Name: "n_id", DType: "int64", Shape: []int64{m.MaxNodes}})
 	edge(Region{Name: "edge_index", DType: "int64", Shape: []int64{2, m.MaxEdges}, CountAxis: 1})
 	edge(Region{Name: "e_id", DType: "int64", Shape: []int64{m.MaxEdges}})
-	seed(Region{Name: "input_id", DType: "int64", Shape: []int64{int64(o.BatchSize)}})
+	seed(Region{Name: "input_id", DType: "int64", Shape: []int64{int64(m.batch)}})
 	if d.EdgeAttr != nil && d.EdgeDim > 0 {
 		edge(Region{Name: "edge_attr", DType: string(d.EdgeDType), Shape: []int64{m.MaxEdges, int64(d.EdgeDim)}, Table: "edge_attr", IDs: "e_id"})
 	}
@@ -111,10 +113,12 @@ func NewNode(d *datasets.Data, o NodeOptions) (*Node, error) {
 	}
 	m.layout.Scalars = []string{"batch_size"}
 	m.layout.Lists = []string{"num_sampled_nodes", "num_sampled_edges"}
-	if err := m.layout.Check(); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return m.layout.Check()
+}
+
+// region returns a function that adds a region whose count counts c.
+func (m *Node) region(c counted) func(Region) {
+	return func(r Region) { m.layout.Regions, m.countOf = append(m.layout.Regions, r), append(m.countOf, c) }
 }
 
 // ErrTooLarge is a request whose batches could not be addressed with the
@@ -359,49 +363,4 @@ func int64s(b []byte) []int64 {
 		return nil
 	}
 	return unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), len(b)/8)
-}
-
-// Capacity bounds the nodes and edges of one sampled batch: batchSize seeds
-// and fanouts per hop (-1 = all neighbours, bounded by maxDegree), and never
-// more than the graph's nodes and edges plus what repeated seeds add (each
-// copy of a seed is a node and samples its first hop; every later node is
-// distinct and samples once).
-func Capacity(batchSize int, fanouts []int, maxDegree, numNodes, numEdges int64) (maxNodes, maxEdges int64) {
-	frontier := int64(batchSize)
-	maxNodes = frontier
-	var firstHop int64
-	for i, f := range fanouts {
-		k := int64(f)
-		if f < 0 || k > maxDegree {
-			k = maxDegree
-		}
-		e := satMul(frontier, k)
-		if i == 0 {
-			firstHop = e
-		}
-		maxEdges = satAdd(maxEdges, e)
-		frontier = e
-		maxNodes = satAdd(maxNodes, e)
-	}
-	// Seeds may repeat (custom seeds): every copy is a node of the batch
-	// and samples its own first hop. The nodes after the seeds are distinct
-	// and none of them a seed, and each later hop's edges come from distinct
-	// nodes, so a batch never exceeds these whatever the graph.
-	return min(maxNodes, satAdd(numNodes, int64(batchSize))), min(maxEdges, satAdd(numEdges, firstHop))
-}
-
-const satLimit = int64(1) << 62
-
-func satMul(a, b int64) int64 {
-	if a != 0 && b > satLimit/a {
-		return satLimit
-	}
-	return a * b
-}
-
-func satAdd(a, b int64) int64 {
-	if a > satLimit-b {
-		return satLimit
-	}
-	return a + b
 }

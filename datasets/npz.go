@@ -229,8 +229,8 @@ func ImportNPZ(path string, opts ImportOptions) (*Data, error) {
 			return nil, err
 		}
 	}
-	if opts.EdgeWeights {
-		if err := npzEdgeWeights(z, d, n, indptr, indices); err != nil {
+	if opts.EdgeWeights || z.has(npzEdgeTimeMember) {
+		if err := npzEdgeArrays(z, d, n, indptr, indices, opts.EdgeWeights); err != nil {
 			return nil, err
 		}
 	} else {
@@ -247,6 +247,10 @@ func ImportNPZ(path string, opts ImportOptions) (*Data, error) {
 
 	prog.Begin("features", -1)
 	if err := npzFeatures(z, d); err != nil {
+		return nil, err
+	}
+
+	if err := npzNodeTime(z, d, n); err != nil {
 		return nil, err
 	}
 
@@ -315,39 +319,6 @@ func ImportNPZ(path string, opts ImportOptions) (*Data, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return d, nil
-}
-
-// npzEdgeWeights builds d's graph from the CSR parts with adj_data as
-// edge_weight (float32), in CSR order.
-func npzEdgeWeights(z *npzFile, d *Data, n int64, indptr, indices []int64) error {
-	a, err := z.array("adj_data")
-	if err != nil {
-		return err
-	}
-	if err := a.wantShape(int64(len(indices))); err != nil {
-		return err
-	}
-	w, err := a.floats()
-	if err != nil {
-		return err
-	}
-	pairs := make([]int64, 0, 2*len(indices))
-	for v := int64(0); v < n; v++ {
-		for k := indptr[v]; k < indptr[v+1]; k++ {
-			pairs = append(pairs, v, indices[k])
-		}
-	}
-	g, perm, err := stableCSR(n, pairs)
-	if err != nil {
-		return fmt.Errorf("%s: %w", z.path, err)
-	}
-	d.Graph = g
-	d.EdgeWeight = make([]float32, len(perm))
-	for p, q := range perm {
-		d.EdgeWeight[p] = float32(w[q])
-	}
-	d.Source += " --edge-weights"
-	return nil
 }
 
 // npzInts reads a whole integer member.

@@ -67,6 +67,17 @@
 // type, position). hetero.go states the rules; TestHeteroDifferential
 // checks the parallel implementation against a map-based reference.
 //
+// # Disjoint and temporal sampling
+//
+// NewDisjoint(g, DisjointOptions{...}) samples PyG's disjoint subgraphs, one
+// per seed, into a DisjointBatch (a Batch and PyG's batch vector), and with
+// NodeTime or EdgeTime PyG's temporal sampling (always disjoint): every node
+// of a subgraph only reaches neighbours (node times) or edges (edge times)
+// no later than its seed's time, drawn uniformly or the most recent ones
+// ("last"). Disjoint's documentation has the layout and the rules;
+// TestDisjointDifferential checks it byte for byte against a reference
+// written the way PyG's sampler works (disjoint_ref_test.go).
+//
 // # Epochs
 //
 // NewPlan(seeds, EpochConfig, epoch) reproduces PyTorch's

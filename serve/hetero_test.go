@@ -105,7 +105,7 @@ func TestV3Refusals(t *testing.T) {
 		change func(o *ipc.Open)
 		text   string
 	}{
-		"temporal":                {func(o *ipc.Open) { o.Temporal, o.TimeAttr = "uniform", "node_time" }, "temporal sampling (temporal \"uniform\", time_attr \"node_time\") is not served"},
+		"temporal":                {func(o *ipc.Open) { o.Temporal, o.TimeAttr = "uniform", "node_time" }, "time_attr \"node_time\": dataset cora-synthetic has no node_time"},
 		"input type, homogeneous": {func(o *ipc.Open) { o.InputType = "paper" }, "input_type \"paper\": dataset cora-synthetic is homogeneous"},
 		"edge fanouts alone":      {func(o *ipc.Open) { o.EdgeFanouts = []int32{1, 1} }, "edge_fanouts without input_type"},
 	} {

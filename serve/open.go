@@ -27,10 +27,11 @@ type request struct {
 	noFeatures bool // FeatureDType "none": batches without x
 	onDevice   bool // sampled on its GPU (sampler.GPU), not by the CPU
 	startEpoch uint32
-	startBatch int            // first batch of startEpoch (a reconnecting trainer resumes)
-	link       *linkRequest   // link batches (split "link:..."); seeds are positions of its pairs
-	hetero     *heteroRequest // heterogeneous batches (hetero.go); seeds are ids of its input type
-	maxSeeds   int            // the most seeds a batch has: batch_size, or fewer when the request has fewer
+	startBatch int              // first batch of startEpoch (a reconnecting trainer resumes)
+	link       *linkRequest     // link batches (split "link:..."); seeds are positions of its pairs
+	hetero     *heteroRequest   // heterogeneous batches (hetero.go); seeds are ids of its input type
+	temporal   *temporalRequest // disjoint (and temporal) batches (Open.Temporal); nil: ordinary ones
+	maxSeeds   int              // the most seeds a batch has: batch_size, or fewer when the request has fewer
 }
 
 // rank is the trainer's rank within its job.
@@ -56,6 +57,10 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 	}
 	if isLink {
 		seeds, ok = positions(int(link.pairs.Len())), true
+	}
+	temporal, err := ss.parseTemporal(m, dev, isLink)
+	if err != nil {
+		return nil, err
 	}
 	if m.Split == ipc.CustomSplit {
 		if seeds, ok = ss.custom, true; seeds == nil {
@@ -85,7 +90,7 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.noFeatures, r.link = noFeatures, link
+	r.noFeatures, r.link, r.temporal = noFeatures, link, temporal
 	return r, nil
 }
 
@@ -138,7 +143,8 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	// still on the GPU, and so are link batches (their negatives are drawn
 	// on the CPU).
 	req.onDevice = req.device >= 0 && ss.srv.gpuSamples(req.device) && !slices.Contains(req.fanouts, 0) &&
-		!(req.split == ipc.CustomSplit && repeats(req.seeds, src.Data.Graph.NumNodes)) && req.link == nil && req.hetero == nil
+		!(req.split == ipc.CustomSplit && repeats(req.seeds, src.Data.Graph.NumNodes)) &&
+		req.link == nil && req.hetero == nil && req.temporal == nil
 	// No batch holds more seeds than the request has: a batch_size over
 	// that does not size the slots (nor charge the budget) beyond them.
 	req.maxSeeds = min(req.epochs.BatchSize, len(req.seeds))
@@ -153,6 +159,8 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 			Fanouts: req.hetero.fanouts, Workers: cfg.SamplerThreads, AddressOrder: no.AddressOrder, MaxDegree: src.RelMaxDegree})
 	case req.link != nil:
 		mode, err = batch.NewLink(src.Data, req.link.pairs, batch.LinkOptions{Node: no, Neg: req.link.neg, Amount: req.link.amount})
+	case req.temporal != nil:
+		mode, err = newDisjointMode(src, req.temporal, no)
 	default:
 		mode, err = batch.NewNode(src.Data, no)
 	}
@@ -203,7 +211,7 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 		opened.Regions = append(opened.Regions, reg)
 	}
 	ss.log.Info("trainer connected", "rank", req.rank(), "world_size", req.epochs.WorldSize, "pid", ss.pid, "job", req.job,
-		"split", req.split, "batch_size", req.epochs.BatchSize, "fanouts", req.fanouts, "slots", req.slots, "slot_bytes", layout.SlotBytes,
+		"split", req.split, "temporal", m.Temporal, "time_attr", m.TimeAttr, "batch_size", req.epochs.BatchSize, "fanouts", req.fanouts, "slots", req.slots, "slot_bytes", layout.SlotBytes,
 		"batches_per_epoch", plan.NumBatches())
 	fds := ring.Describe(opened)
 	if err := ss.send(opened, fds...); err != nil {

@@ -245,24 +245,32 @@ class _Facade:
 
 class _SeedsLoader(Loader):
     """A Loader whose seeds are a tensor of node ids sent with a Seeds message
-    (memfd) just before Open."""
+    (memfd) just before Open; ``times_fn`` adds their times (PyG's
+    input_time) after the ids."""
 
-    def __init__(self, socket_path: str, seeds_fn: Callable[[Any], torch.Tensor], **kw: Any):
-        self._seeds_fn = seeds_fn
+    _times_fn: Optional[Callable[[torch.Tensor], torch.Tensor]] = None  # (subclasses may skip __init__)
+
+    def __init__(self, socket_path: str, seeds_fn: Callable[[Any], torch.Tensor],
+                 times_fn: Optional[Callable[[torch.Tensor], torch.Tensor]] = None, **kw: Any):
+        self._seeds_fn, self._times_fn = seeds_fn, times_fn
         super().__init__(socket_path, split=CUSTOM_SPLIT, **kw)
 
     def _open(self, req: p.Open) -> p.Opened:
         if not hasattr(p, "Seeds"):
             raise LoaderError("this gnnloader's protocol module has no Seeds message: input_nodes must be a split name")
         ids = self._seeds_fn(self.dataset).to(torch.int64).contiguous()
+        times = None if self._times_fn is None else self._times_fn(ids).to(torch.int64).contiguous()
         fd = os.memfd_create("gnnloader-seeds", os.MFD_CLOEXEC)
         try:
             data = ids.numpy().astype("<i8", copy=False).tobytes()
+            if times is not None:
+                data += times.numpy().astype("<i8", copy=False).tobytes()
             os.ftruncate(fd, len(data))
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            self._send(p.Seeds(count=ids.numel()), fds=[fd])
+            seeds = p.Seeds(count=ids.numel(), times=True) if times is not None else p.Seeds(count=ids.numel())
+            self._send(seeds, fds=[fd])
         finally:
             os.close(fd)
         try:

@@ -58,7 +58,8 @@ class Loader:
                  rank: int = 0, world_size: int = 1, device: str = "cpu", drop_last: bool = False,
                  slots: int = 0, job: str = "", release: str = "auto", start_epoch: int = 0,
                  start_batch: int = 0, pyg: Optional[bool] = None, timeout: Optional[float] = None,
-                 reconnect: float = 0.0, daemon_uid: Optional[int] = None, input_type: str = ""):
+                 reconnect: float = 0.0, daemon_uid: Optional[int] = None, input_type: str = "",
+                 temporal: str = "", time_attr: str = ""):
         """`reconnect` > 0: when the connection to loaderd is lost (the daemon
         restarted, crashed or said goodbye), keep trying to reconnect for that
         many seconds, with exponential backoff, and resume the epoch after the
@@ -88,6 +89,12 @@ class Loader:
         split is one of its splits) and `fanouts` is a list for every edge
         type or a dict {(src, rel, dst): list} (PyG's num_neighbors); the
         batches are PyG HeteroData or gnnloader.hetero.HeteroBatch.
+
+        `temporal`, `time_attr`: disjoint and temporal sampling (protocol
+        3, docs/protocol.md "Disjoint and temporal batches"): temporal
+        "disjoint" (one subgraph per seed, time_attr ""), or "uniform" /
+        "last" with time_attr "node_time" or "edge_time"; "" (default):
+        ordinary batches.
 
         Arguments the daemon refuses (an unknown split, fanouts or a batch
         size beyond its limits) raise RequestError, a ValueError and a
@@ -122,7 +129,8 @@ class Loader:
         self._request = p.Open(job=job, split=split, batch_size=batch_size, fanouts=list(self._fanouts.hops or []),
                                shuffle=shuffle, seed=seed, rank=rank, world_size=world_size,
                                drop_last=drop_last, device=str(device), slots=slots,
-                               start_epoch=start_epoch, start_batch=start_batch, input_type=input_type)
+                               start_epoch=start_epoch, start_batch=start_batch, input_type=input_type,
+                               temporal=temporal, time_attr=time_attr)
         self._sock = None
         deadline = time.monotonic() + reconnect
         while True:

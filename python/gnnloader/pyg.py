@@ -32,6 +32,7 @@ from ._pyg_inputs import (_SPLIT_ALIASES, CUSTOM_SPLIT, InputNodes, _Facade, _at
                           _data_device, _given_input_id, _ids_as_input_id, _input_type, _plain, _seed_ids, _seed_store,
                           _SeedsLoader, _SplitLoader)
 from .hetero import is_hetero
+from ._pyg_temporal import input_times, temporal_request, with_seed_time
 
 __all__ = ["NeighborLoader", "InputNodes", "Remote", "connect", "SOCKET_ENV", "CUSTOM_SPLIT"]
 
@@ -62,9 +63,6 @@ _NO_EFFECT = {
 _UNSUPPORTED_UNLESS = {
     "replace": False,
     "subgraph_type": "directional",
-    "disjoint": False,
-    "temporal_strategy": "uniform",
-    "time_attr": None,
     "weight_attr": None,
     "transform_sampler_output": None,
     "neighbor_sampler": None,
@@ -122,11 +120,22 @@ class NeighborLoader(_Facade):
             over that type's nodes), or the node type alone when ``data``
             knows its node types; batches are then PyG HeteroData
             (gnnloader.hetero.HeteroBatch without PyG).
-        input_time: PyG's temporal seed times; only None is supported.
-        replace, subgraph_type, disjoint, temporal_strategy, time_attr,
-            weight_attr, transform_sampler_output, neighbor_sampler,
-            directed: PyG's; only their defaults are supported (anything
-            else raises ValueError).
+        input_time: the seeds' times (PyG's; int64, one per input node, which
+            must then be a tensor or mask); needs ``time_attr``. Default:
+            each seed's own ``node_time``. Batches then have ``seed_time``.
+        disjoint: one subgraph per seed (PyG's): batches have ``batch``,
+            each node's subgraph, and ``n_id`` may repeat a node.
+        time_attr: temporal sampling (PyG's; always disjoint): the served
+            dataset's ``"node_time"`` or ``"edge_time"`` (another name is
+            matched, as PyG does, by ``data``'s attribute of that name:
+            node- or edge-level). Every node of a seed's subgraph only
+            reaches neighbours (edges) no later than the seed's time.
+        temporal_strategy: ``"uniform"`` or ``"last"`` (the most recent
+            eligible neighbours), as PyG. Disjoint and temporal batches are
+            served on ``device="cpu"`` only, for homogeneous graphs.
+        replace, subgraph_type, weight_attr, transform_sampler_output,
+            neighbor_sampler, directed: PyG's; only their defaults are
+            supported (anything else raises ValueError).
         transform: applied to every batch, as in PyG.
         is_sorted, filter_per_worker: accepted; they change nothing here.
         input_id: PyG's (NodeLoader's) ids for the input nodes, one each:
@@ -179,8 +188,7 @@ class NeighborLoader(_Facade):
                  *, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False, socket: Optional[str] = None,
                  device: Union[None, str, torch.device] = None, seed: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None, **kwargs: Any):
-        pyg_args = dict(replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
-                        temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+        pyg_args = dict(replace=replace, subgraph_type=subgraph_type, weight_attr=weight_attr,
                         transform_sampler_output=transform_sampler_output, neighbor_sampler=neighbor_sampler,
                         directed=directed)
         given_ids = kwargs.pop("input_id", None)  # PyG's NodeLoader argument
@@ -201,12 +209,16 @@ class NeighborLoader(_Facade):
                                      f"(loaderd samples uniformly without replacement)")
             else:
                 raise TypeError(f"gnnloader.NeighborLoader got an unexpected keyword argument {k!r}")
-        if input_time is not None:
-            raise ValueError("gnnloader.NeighborLoader does not support input_time (temporal sampling)")
+        temporal, served_time = temporal_request(disjoint, temporal_strategy, time_attr, input_time, data)
         fanouts = FanoutSpec.of(num_neighbors)  # ValueError for a bad list or dict
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size should be a positive integer, not {batch_size!r}")
         input_type, input_nodes = _input_type(data, input_nodes)
+        if input_type and temporal:
+            raise ValueError("disjoint and temporal sampling of heterogeneous graphs is not supported by loaderd")
+        if input_time is not None and isinstance(input_nodes, str):
+            raise ValueError(f"input_time needs input_nodes as a tensor of ids or a mask, not the split name "
+                             f"{input_nodes!r} (loaderd keeps a split's ids, so times cannot be matched to them)")
 
         if isinstance(data, (str, os.PathLike)):
             path = os.fspath(data)
@@ -222,8 +234,9 @@ class NeighborLoader(_Facade):
         self.shuffle = shuffle
         self.drop_last = drop_last
         self.transform = transform
-        self.replace, self.subgraph_type, self.disjoint = replace, _plain(subgraph_type), disjoint
+        self.replace, self.subgraph_type, self.disjoint = replace, _plain(subgraph_type), bool(disjoint) or bool(temporal)
         self.time_attr, self.weight_attr, self.directed = time_attr, weight_attr, directed
+        self.temporal_strategy, self.input_time = temporal_strategy, input_time
         self.is_sorted, self.filter_per_worker = is_sorted, filter_per_worker
         self.neighbor_sampler = neighbor_sampler
 
@@ -243,12 +256,14 @@ class NeighborLoader(_Facade):
         if device is None:  # PyG's batches are where data.x is
             device = _data_device(data)
         common = dict(batch_size=batch_size, fanouts=fanouts, shuffle=shuffle, seed=int(seed), rank=rank,
-                      world_size=world_size, device=str(device), drop_last=drop_last, input_type=input_type)
+                      world_size=world_size, device=str(device), drop_last=drop_last, input_type=input_type,
+                      temporal=temporal, time_attr=served_time)
         common.update(loader_kw)
         self.rank, self.world_size, self.seed = rank, world_size, int(seed)
         self._path, self._common = path, common
 
         self._ids: Optional[torch.Tensor] = None  # the input nodes' ids, when not a split name
+        self._times: Optional[torch.Tensor] = None  # their times (input_time), when given
         # PyG's input_id is the position in input_nodes, but the node id for a mask.
         self._by_mask = isinstance(input_nodes, torch.Tensor) and input_nodes.dtype == torch.bool
         # PyG's input_id argument: the ids batches report for the input nodes, one each.
@@ -260,7 +275,12 @@ class NeighborLoader(_Facade):
                 n = node_type_info(ds, input_type).num_nodes if input_type and is_hetero(ds) else ds.num_nodes
                 self._ids = _seed_ids(input_nodes, n)
                 return self._ids
-            self._loader = _SeedsLoader(path, seeds, **common)
+
+            def times(ids: torch.Tensor) -> torch.Tensor:
+                if self._times is None:
+                    self._times = input_times(input_time, ids.numel())
+                return self._times
+            self._loader = _SeedsLoader(path, seeds, times if input_time is not None else None, **common)
         try:
             self._x_1d = _check_data(data, self._loader)
         except ValueError:
@@ -290,6 +310,8 @@ class NeighborLoader(_Facade):
 
     def __iter__(self):
         it, t = iter(self._loader), self.input_type or ""
+        if self._times is not None:
+            it = (with_seed_time(b, self._times) for b in it)
         if self._given_ids is not None:
             it = (_given_input_id(b, self._given_ids, t) for b in it)
         elif self._by_mask:
@@ -323,7 +345,11 @@ class NeighborLoader(_Facade):
             raise ValueError(f"loader(index): position outside the {n} input nodes")
         pos = pos % n
         ids = self._ids[pos]
-        out = self._one_batch(lambda **kw: _SeedsLoader(self._path, lambda ds: ids, **kw), ids.numel())
+        times = None if self._times is None else self._times[pos]
+        out = self._one_batch(lambda **kw: _SeedsLoader(self._path, lambda ds: ids,
+                                                        None if times is None else (lambda _: times), **kw), ids.numel())
+        if times is not None:
+            out.seed_time = times.to(out.n_id.device)
         input_id = self._given_ids[pos] if self._given_ids is not None else ids if self._by_mask else pos
         store = _seed_store(out, self.input_type or "")
         store.input_id = input_id.to(store.n_id.device)

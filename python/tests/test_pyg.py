@@ -86,9 +86,9 @@ class NeighborLoaderTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "replace=True"):
             self.nl(replace=True)
         with self.assertRaisesRegex(ValueError, "input_time"):
-            self.nl(input_time=torch.zeros(2708))
-        with self.assertRaisesRegex(ValueError, "disjoint"):
-            self.nl(disjoint=True)
+            self.nl(input_time=torch.zeros(2708))  # without time_attr, as PyG
+        with self.assertRaisesRegex(ValueError, "weight_attr"):
+            self.nl(weight_attr="w")
         with self.assertRaises(TypeError):
             self.nl(no_such_option=1)
         with self.assertRaisesRegex(ValueError, "heterogeneous"):

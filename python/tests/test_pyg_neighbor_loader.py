@@ -37,8 +37,6 @@ OUT_OF_SCOPE = {
     "test_custom_neighbor_loader": "PyG's (FeatureStore, GraphStore) backends: loaderd is the store",
     "test_pyg_lib_and_torch_sparse_homo_equality": "compares PyG's two C++ samplers (pyg-lib, torch-sparse)",
     "test_weighted_homo_neighbor_loader": "weight_attr (weighted sampling): not implemented, raises ValueError",
-    "test_edge_level_temporal_homo_neighbor_loader": "temporal sampling (time_attr, input_time): not implemented, "
-                                                     "raises ValueError",
     "test_neighbor_loader_with_tensor_frame": "torch_frame TensorFrame attributes: loaderd serves tensors only",
 }
 # The adapted cases, by PyG id.
@@ -49,6 +47,7 @@ ADAPTED = [f"test_homo_neighbor_loader_basic[directional-{d}-{f}]" for d in ("in
     "test_homo_neighbor_loader_sampled_info",
     "test_neighbor_loader_mapping",
     "test_neighbor_loader_input_id",  # PyG's is heterogeneous; its input_id rule, on a homogeneous graph
+    "test_edge_level_temporal_homo_neighbor_loader",
 ]
 
 
@@ -128,8 +127,8 @@ class PyGNeighborLoaderCases(unittest.TestCase):
         return gnnloader.NeighborLoader(data, *args, socket=daemon.socket, **kw)
 
     def test_case_counts(self):
-        self.assertEqual(len(ADAPTED), 11)
-        self.assertEqual(len(OUT_OF_SCOPE), 19)
+        self.assertEqual(len(ADAPTED), 12)
+        self.assertEqual(len(OUT_OF_SCOPE), 18)
         self.assertFalse(set(ADAPTED) & set(OUT_OF_SCOPE))
 
     # -- test_homo_neighbor_loader_basic[directional-*] --------------------------
@@ -253,11 +252,45 @@ class PyGNeighborLoaderCases(unittest.TestCase):
             got = [batch.input_id.tolist() for batch in loader]
         self.assertEqual(got, [[2 * i + 1, 2 * i + 2] for i in range(4)] + [[9]])
 
+    # -- test_edge_level_temporal_homo_neighbor_loader ----------------------------
+
+    def test_edge_level_temporal_homo_neighbor_loader(self):
+        # PyG's graph and edge times; loaderd imports them (npz member
+        # edge_time, in the file's CSR order) and batches carry no
+        # edge_time: data.edge_time[batch.e_id] stands in for it.
+        edge_index = np.array([[0, 1, 1, 2, 2, 3, 3, 4], [1, 0, 2, 1, 3, 2, 4, 3]])
+        edge_time = np.arange(edge_index.shape[1])
+        order = np.lexsort((edge_index[0], edge_index[1]))  # CSR: row dst, sorted by src
+        src, dst, edge_time = edge_index[0][order], edge_index[1][order], edge_time[order]
+        indptr = np.zeros(6, dtype=np.int64)
+        np.add.at(indptr, dst + 1, 1)
+        npz = os.path.join(self.tmp, "edge_time.npz")
+        np.savez(npz, adj_indptr=np.cumsum(indptr), adj_indices=src, adj_shape=np.array([5, 5]),
+                 attr_matrix=np.eye(5, dtype=np.float32), labels=np.arange(5) % 2, edge_time=edge_time)
+        import_npz(npz, os.path.join(self.tmp, "edge_time"))
+        daemon = Daemon(os.path.join(self.tmp, "edge_time"), "--gpu=false")
+        try:
+            data = Data(num_nodes=5, edge_index=torch.from_numpy(np.stack([src, dst])),
+                        edge_time=torch.from_numpy(edge_time))
+            loader = self.nl(data, num_neighbors=[-1, -1], input_time=torch.tensor([4, 4, 4, 4, 4]),
+                             time_attr="edge_time", batch_size=1, daemon=daemon)
+            with loader:
+                batches = 0
+                for batch in loader:
+                    batch_edge_time = data.edge_time[batch.e_id]
+                    self.assertEqual(batch_edge_time.numel(), batch.num_edges)
+                    if batch_edge_time.numel() > 0:
+                        self.assertLessEqual(int(batch_edge_time.max()), 4)
+                    batches += 1
+                self.assertEqual(batches, 5)
+        finally:
+            daemon.stop()
+
     # -- out of scope: the options raise ValueError ------------------------------
 
     def test_out_of_scope_options_raise(self):
-        for kw in (dict(weight_attr="edge_weight"), dict(time_attr="edge_time", input_time=torch.tensor([4])),
-                   dict(subgraph_type="induced"), dict(directed=False), dict(replace=True), dict(disjoint=True)):
+        for kw in (dict(weight_attr="edge_weight"), dict(subgraph_type="induced"), dict(directed=False),
+                   dict(replace=True)):
             with self.subTest(kw=kw):
                 with self.assertRaises(ValueError):
                     self.nl(self.rand, num_neighbors=[1] * 2, batch_size=1, **kw)
