@@ -84,7 +84,7 @@ type Open struct {
 	// Protocol 3: heterogeneous and temporal sampling.
 	InputType   string  `ipc:"input_type"`              // hetero: node type of the seeds (required); "" for a homogeneous dataset
 	EdgeFanouts []int32 `ipc:"edge_fanouts,atleast=-1"` // hetero: hops x len(EdgeTypes), hop-major in Welcome's edge-type order; empty = Fanouts for every edge type
-	Temporal    string  `ipc:"temporal"`                // "" none, "uniform" or "last" (PyG's temporal_strategy)
+	Temporal    string  `ipc:"temporal"`                // "" none, "uniform" or "last" (PyG's temporal_strategy), "disjoint" (no times)
 	TimeAttr    string  `ipc:"time_attr"`               // "node_time" or "edge_time" when Temporal is set
 }
 
@@ -107,12 +107,12 @@ func (m *Open) Validate() error {
 		return perr(CodeBadRequest, "Open: edge_fanouts without input_type (per-edge-type fanouts are for heterogeneous datasets)")
 	case len(m.EdgeFanouts)%len(m.Fanouts) != 0:
 		return perr(CodeBadRequest, "Open: %d edge_fanouts for %d hops: want hops x edge types, hop-major", len(m.EdgeFanouts), len(m.Fanouts))
-	case m.Temporal != "" && m.Temporal != TemporalUniform && m.Temporal != TemporalLast:
-		return perr(CodeBadRequest, "Open: temporal %q: want %q, %q or \"\"", m.Temporal, TemporalUniform, TemporalLast)
-	case m.Temporal != "" && m.TimeAttr != TimeAttrNode && m.TimeAttr != TimeAttrEdge:
+	case m.Temporal != "" && m.Temporal != TemporalUniform && m.Temporal != TemporalLast && m.Temporal != TemporalDisjoint:
+		return perr(CodeBadRequest, "Open: temporal %q: want %q, %q, %q or \"\"", m.Temporal, TemporalUniform, TemporalLast, TemporalDisjoint)
+	case (m.Temporal == TemporalUniform || m.Temporal == TemporalLast) && m.TimeAttr != TimeAttrNode && m.TimeAttr != TimeAttrEdge:
 		return perr(CodeBadRequest, "Open: time_attr %q: temporal sampling needs %q or %q", m.TimeAttr, TimeAttrNode, TimeAttrEdge)
-	case m.Temporal == "" && m.TimeAttr != "":
-		return perr(CodeBadRequest, "Open: time_attr %q without temporal", m.TimeAttr)
+	case (m.Temporal == "" || m.Temporal == TemporalDisjoint) && m.TimeAttr != "":
+		return perr(CodeBadRequest, "Open: time_attr %q without temporal sampling (temporal %q)", m.TimeAttr, m.Temporal)
 	}
 	if _, err := ParseDevice(m.Device); err != nil {
 		return err
@@ -124,8 +124,11 @@ func (m *Open) Validate() error {
 const (
 	TemporalUniform = "uniform" // eligible neighbours drawn uniformly
 	TemporalLast    = "last"    // the most recent eligible neighbours
-	TimeAttrNode    = "node_time"
-	TimeAttrEdge    = "edge_time"
+	// TemporalDisjoint is disjoint subgraphs without times (PyG's
+	// disjoint=True): time_attr stays empty.
+	TemporalDisjoint = "disjoint"
+	TimeAttrNode     = "node_time"
+	TimeAttrEdge     = "edge_time"
 )
 
 // ParseDevice parses "cpu" (returns -1) or "cuda:N" (returns N).

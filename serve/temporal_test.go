@@ -169,7 +169,6 @@ func TestTemporalSeedTimes(t *testing.T) {
 // TestDisjoint: temporal "disjoint" on a dataset without times: one
 // subgraph per seed, a node reached by several.
 func TestDisjoint(t *testing.T) {
-	skipWithoutDisjoint(t)
 	srv, src := testServer(t, Config{})
 	c := dial(t, srv)
 	o := openReq()
@@ -222,7 +221,6 @@ func TestTemporalRefused(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.name == "times with disjoint" {
-				skipWithoutDisjoint(t)
 			}
 			cl := dial(t, c.srv)
 			cl.hello()
@@ -243,16 +241,4 @@ func TestTemporalRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.expectError(ipc.CodeBadRequest, "cannot read 3 times")
-}
-
-// skipWithoutDisjoint skips a test of temporal "disjoint" while
-// ipc.Open.Validate refuses it (asked of the ipc owner in
-// /work/notes/v3-spec.md).
-func skipWithoutDisjoint(t *testing.T) {
-	t.Helper()
-	o := openReq()
-	o.Temporal = "disjoint"
-	if err := o.Validate(); err != nil {
-		t.Skipf("ipc.Open.Validate refuses temporal \"disjoint\" (%v): waiting for the ipc change", err)
-	}
 }

@@ -26,6 +26,7 @@ class _Msg:
 
 TEMPORAL_UNIFORM = "uniform"
 TEMPORAL_LAST = "last"
+TEMPORAL_DISJOINT = "disjoint"  # disjoint subgraphs without times (PyG's disjoint=True)
 TIME_ATTR_NODE = "node_time"
 TIME_ATTR_EDGE = "edge_time"
 
@@ -128,7 +129,7 @@ class Open(_Msg):
     start_batch: int = 0
     input_type: str = ""  # heterogeneous dataset: node type of the seeds
     edge_fanouts: List[int] = field(default_factory=list)  # hops x edge types, hop-major; [] = fanouts per edge type
-    temporal: str = ""  # "", "uniform" or "last"
+    temporal: str = ""  # "", "uniform" or "last", or "disjoint" (no times)
     time_attr: str = ""  # "node_time" or "edge_time" with temporal
 
     def validate(self) -> None:
@@ -149,14 +150,15 @@ class Open(_Msg):
         if len(self.edge_fanouts) % len(self.fanouts):
             raise ProtocolError(Code.BAD_REQUEST, f"Open: {len(self.edge_fanouts)} edge_fanouts for "
                                 f"{len(self.fanouts)} hops: want hops x edge types, hop-major")
-        if self.temporal not in ("", TEMPORAL_UNIFORM, TEMPORAL_LAST):
+        if self.temporal not in ("", TEMPORAL_UNIFORM, TEMPORAL_LAST, TEMPORAL_DISJOINT):
             raise ProtocolError(Code.BAD_REQUEST, f"Open: temporal {self.temporal!r}: want "
-                                f"{TEMPORAL_UNIFORM!r}, {TEMPORAL_LAST!r} or ''")
-        if self.temporal and self.time_attr not in (TIME_ATTR_NODE, TIME_ATTR_EDGE):
+                                f"{TEMPORAL_UNIFORM!r}, {TEMPORAL_LAST!r}, {TEMPORAL_DISJOINT!r} or ''")
+        if self.temporal in (TEMPORAL_UNIFORM, TEMPORAL_LAST) and self.time_attr not in (TIME_ATTR_NODE, TIME_ATTR_EDGE):
             raise ProtocolError(Code.BAD_REQUEST, f"Open: time_attr {self.time_attr!r}: temporal sampling "
                                 f"needs {TIME_ATTR_NODE!r} or {TIME_ATTR_EDGE!r}")
-        if not self.temporal and self.time_attr:
-            raise ProtocolError(Code.BAD_REQUEST, f"Open: time_attr {self.time_attr!r} without temporal")
+        if self.temporal in ("", TEMPORAL_DISJOINT) and self.time_attr:
+            raise ProtocolError(Code.BAD_REQUEST, f"Open: time_attr {self.time_attr!r} without temporal sampling "
+                                f"(temporal {self.temporal!r})")
         parse_device(self.device)
 
 

@@ -29,7 +29,7 @@ import struct
 from typing import List, Sequence, Tuple
 
 from ._codec import DEFAULT_LIMITS, Code, Limits, ProtocolError, _code_name, _Reader, _Writer
-from ._messages import (BY_TYPE, TEMPORAL_LAST, TEMPORAL_UNIFORM, TIME_ATTR_EDGE, TIME_ATTR_NODE, AllReduce,
+from ._messages import (BY_TYPE, TEMPORAL_DISJOINT, TEMPORAL_LAST, TEMPORAL_UNIFORM, TIME_ATTR_EDGE, TIME_ATTR_NODE, AllReduce,
                         AllReduceDone, BatchReady, Dataset, EdgeTypeInfo, EpochEnd, Error, EventIPC, Goodbye,
                         GradRegistered, Hello, MsgType, NodeTypeInfo, Open, Opened, Region, RegisterGrad, Release,
                         Seeds, Split, StartEpoch, Welcome, _Msg, parse_device)
@@ -43,7 +43,7 @@ __all__ = [
     "Hello", "Welcome", "Dataset", "Split", "NodeTypeInfo", "EdgeTypeInfo", "Open", "Opened", "Region", "EventIPC",
     "StartEpoch", "BatchReady", "Release", "EpochEnd", "Error", "Goodbye", "Seeds", "CUSTOM_SPLIT",
     "RegisterGrad", "GradRegistered", "AllReduce", "AllReduceDone",
-    "TEMPORAL_UNIFORM", "TEMPORAL_LAST", "TIME_ATTR_NODE", "TIME_ATTR_EDGE",
+    "TEMPORAL_UNIFORM", "TEMPORAL_LAST", "TEMPORAL_DISJOINT", "TIME_ATTR_NODE", "TIME_ATTR_EDGE",
     "marshal", "unmarshal", "fds_for", "send_msg", "recv_msg", "parse_device",
     "Dir", "Phase", "State",
 ]

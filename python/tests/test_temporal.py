@@ -82,15 +82,8 @@ class TemporalTest(unittest.TestCase):
         return gnnloader.NeighborLoader(self.daemon.socket, *args, **kw)
 
     def disjoint_nl(self, *args, **kw):
-        """A disjoint loader without times; skips while the protocol's
-        Open.Validate still refuses temporal "disjoint" (asked of the ipc
-        owner in notes/v3-spec.md)."""
-        try:
-            return self.nl(*args, disjoint=True, **kw)
-        except gnnloader.RequestError as e:
-            if 'temporal "disjoint"' in str(e):
-                self.skipTest(f"the protocol does not take temporal \"disjoint\" yet: {e}")
-            raise
+        """A disjoint loader without times (Open temporal "disjoint")."""
+        return self.nl(*args, disjoint=True, **kw)
 
     def check_disjoint(self, b, seeds):
         """What every disjoint batch satisfies."""
