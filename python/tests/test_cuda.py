@@ -110,10 +110,9 @@ class CudaLoaderTest(unittest.TestCase):
             x0 = first.x.clone()
             for device, kw, code in [("cuda:7", {}, "bad_request"), (f"cuda:{n}", {}, "bad_request"),
                                      ("cuda:1", {}, "bad_request"),
-                                     # 16 slots of ~100 MB: over --gpu-slot-memory 1GiB
-                                     ("cuda:0", dict(slots=16, batch_size=100_000, fanouts=[5]), "busy"),
-                                     # batches bounded by the whole graph: over the host memory budget
-                                     ("cuda:0", dict(slots=16, batch_size=100_000, fanouts=[-1, -1]), "limit")]:
+                                     # a batch_size over the split's ~9,800 seeds is sized by the split:
+                                     # 16 slots of ~200 MB for [15, 10, 5], over --gpu-slot-memory 1GiB
+                                     ("cuda:0", dict(slots=16, batch_size=100_000, fanouts=[15, 10, 5]), "busy")]:
                 with self.assertRaises(gnnloader.LoaderError) as cm:
                     self.loader(device, **kw)
                 self.assertEqual(cm.exception.code, code, str(cm.exception))
