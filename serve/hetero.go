@@ -15,7 +15,9 @@ import (
 func (ss *session) checkV3(m *ipc.Open) error {
 	src := ss.srv.src
 	switch {
-	case ss.times != nil && m.Temporal == "" && (m.Split == ipc.CustomSplit || strings.HasPrefix(m.Split, LinkPrefix)):
+	case ss.times != nil && m.Split != ipc.CustomSplit:
+		return perrf(ipc.CodeBadRequest, "the Seeds message carried seed times, which go with split %q (the seeds they time), not %q", ipc.CustomSplit, m.Split)
+	case ss.times != nil && m.Temporal == "":
 		return perrf(ipc.CodeBadRequest, "the Seeds message carried seed times, which only temporal sampling uses: set temporal, or send the seeds without times")
 	case src.Hetero == nil && m.InputType != "":
 		return perrf(ipc.CodeBadRequest, "input_type %q: dataset %s is homogeneous (it has no node types); leave input_type empty", m.InputType, src.Data.Name)

@@ -161,8 +161,8 @@ func TestSeedsTimes(t *testing.T) {
 	}
 	c.expectError(ipc.CodeBadRequest, "cannot read 4 times")
 
-	// An Open without temporal would drop the times.
-	for _, split := range []string{ipc.CustomSplit, "link:custom"} {
+	// An Open without temporal, or of another split, would drop the times.
+	for _, split := range []string{ipc.CustomSplit, "link:custom", "train"} {
 		c = dial(t, srv)
 		c.hello()
 		if err := c.conn.WriteMsg(&ipc.Seeds{Count: 4, Times: true}, fd); err != nil {
