@@ -58,7 +58,7 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 	if isLink {
 		seeds, ok = positions(int(link.pairs.Len())), true
 	}
-	temporal, err := ss.parseTemporal(m, dev, isLink)
+	temporal, err := ss.parseTemporal(m, isLink)
 	if err != nil {
 		return nil, err
 	}

@@ -18,14 +18,12 @@ type temporalRequest struct {
 // parseTemporal checks Open.Temporal and Open.TimeAttr (their grammar
 // checked by Open.Validate) against the dataset, the device, the split and
 // the custom seeds; nil for a request of ordinary (non-disjoint) batches.
-func (ss *session) parseTemporal(m *ipc.Open, dev int, isLink bool) (*temporalRequest, error) {
+func (ss *session) parseTemporal(m *ipc.Open, isLink bool) (*temporalRequest, error) {
 	if m.Temporal == "" {
 		return nil, nil // checkV3 refused seed times this Open would drop
 	}
 	d := ss.srv.src.Data
 	switch {
-	case dev >= 0:
-		return nil, perrf(ipc.CodeBadRequest, "temporal %q (disjoint subgraphs) is served on device \"cpu\" only, not %q: the GPU sampler samples neither disjoint nor temporal subgraphs", m.Temporal, m.Device)
 	case isLink:
 		return nil, perrf(ipc.CodeBadRequest, "temporal %q with link split %q is not supported yet: link batches are sampled without disjoint subgraphs or times", m.Temporal, m.Split)
 	case m.InputType != "":

@@ -209,7 +209,6 @@ func TestTemporalRefused(t *testing.T) {
 		open  func(o *ipc.Open)
 		want  string
 	}{
-		{"cuda", timed, nil, nil, func(o *ipc.Open) { o.Temporal, o.TimeAttr, o.Device = ipc.TemporalUniform, ipc.TimeAttrNode, "cuda:0" }, `device "cpu" only`},
 		{"link split", timed, []int64{1, 2}, nil, func(o *ipc.Open) {
 			o.Temporal, o.TimeAttr, o.Split = ipc.TemporalUniform, ipc.TimeAttrNode, "link:custom"
 		}, "not supported yet"},

@@ -132,7 +132,8 @@ class NeighborLoader(_Facade):
             reaches neighbours (edges) no later than the seed's time.
         temporal_strategy: ``"uniform"`` or ``"last"`` (the most recent
             eligible neighbours), as PyG. Disjoint and temporal batches are
-            served on ``device="cpu"`` only, for homogeneous graphs.
+            served for homogeneous graphs, on any device (sampled by the
+            CPU).
         replace, subgraph_type, weight_attr, transform_sampler_output,
             neighbor_sampler, directed: PyG's; only their defaults are
             supported (anything else raises ValueError).

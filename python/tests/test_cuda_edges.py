@@ -35,7 +35,7 @@ class CudaEdgesTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="gnnloader-cuda-edges-")
         cls.data = os.path.join(cls.tmp, "citation2")
         out = subprocess.run([LOADERD, "gen", "--like", "citation2", "--scale", "0.002", "--seed", "4",
-                              "--edge-dim", "3", "--edge-dtype", "int64", "--edge-weights", "--out", cls.data],
+                              "--edge-dim", "3", "--edge-dtype", "int64", "--edge-weights", "--time", "--out", cls.data],
                              capture_output=True, text=True)
         if out.returncode != 0:
             raise RuntimeError(out.stderr)
@@ -68,6 +68,14 @@ class CudaEdgesTest(unittest.TestCase):
                                                               device=dev, seed=3),
                          ["x", "edge_index", "e_id", "edge_attr", "edge_weight"])
         print(f"\n{n} batches with edge_attr/edge_weight on cuda:0 equal to the CPU path's", file=sys.stderr)
+
+    def test_disjoint_and_temporal_on_cuda(self):
+        for kw in (dict(disjoint=True), dict(time_attr="node_time"), dict(time_attr="node_time", temporal_strategy="last")):
+            with self.subTest(**kw):
+                n = self.compare(lambda dev: gnnloader.NeighborLoader(self.daemon.socket, [5, 3], "train", batch_size=64,
+                                                                      device=dev, seed=3, **kw),
+                                 ["x", "edge_index", "batch", "edge_attr"])
+                print(f"\n{n} {kw} batches on cuda:0 equal to the CPU path's", file=sys.stderr)
 
     def test_link_batches_on_cuda(self):
         for neg in ("binary", "triplet"):
