@@ -19,6 +19,8 @@ func (ss *session) checkV3(m *ipc.Open) error {
 		return perrf(ipc.CodeBadRequest, "the Seeds message carried seed times, which go with split %q (the seeds they time), not %q", ipc.CustomSplit, m.Split)
 	case ss.times != nil && m.Temporal == "":
 		return perrf(ipc.CodeBadRequest, "the Seeds message carried seed times, which only temporal sampling uses: set temporal, or send the seeds without times")
+	case src.Hetero != nil && m.Temporal != "":
+		return perrf(ipc.CodeBadRequest, "temporal %q: temporal and disjoint sampling of heterogeneous datasets is not supported yet", m.Temporal)
 	case src.Hetero == nil && m.InputType != "":
 		return perrf(ipc.CodeBadRequest, "input_type %q: dataset %s is homogeneous (it has no node types); leave input_type empty", m.InputType, src.Data.Name)
 	}

@@ -221,6 +221,8 @@ func TestHeteroRefusals(t *testing.T) {
 		"link split":           {func(o *ipc.Open) { o.Split = "link:train" }, "link batches on a heterogeneous dataset are not supported"},
 		"feature dtype":        {func(o *ipc.Open) { o.FeatureDType = "float16" }, "feature_dtype \"float16\": heterogeneous batches carry each node type's stored dtype"},
 		"custom without seeds": {func(o *ipc.Open) { o.Split = ipc.CustomSplit }, "split \"custom\" needs a Seeds message before Open"},
+		"temporal":             {func(o *ipc.Open) { o.Temporal, o.TimeAttr = ipc.TemporalUniform, ipc.TimeAttrNode }, "temporal and disjoint sampling of heterogeneous datasets is not supported yet"},
+		"disjoint":             {func(o *ipc.Open) { o.Temporal = ipc.TemporalDisjoint }, "temporal and disjoint sampling of heterogeneous datasets is not supported yet"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := dial(t, srv)

@@ -22,11 +22,11 @@ def temporal_request(disjoint: bool, temporal_strategy: str, time_attr: Optional
     if input_time is not None and time_attr is None:
         raise ValueError("Received conflicting 'input_time' and 'time_attr' arguments: 'input_time' is set "
                          "while 'time_attr' is not set.")  # PyG's message
-    if temporal_strategy not in STRATEGIES:
-        raise ValueError(f"temporal_strategy must be 'uniform' or 'last' (PyG's), not {temporal_strategy!r}")
     if time_attr is None:
         # PyG ignores temporal_strategy without a time attribute.
         return (DISJOINT, "") if bool(disjoint) else ("", "")
+    if temporal_strategy not in STRATEGIES:
+        raise ValueError(f"temporal_strategy must be 'uniform' or 'last' (PyG's), not {temporal_strategy!r}")
     return temporal_strategy, served_time_attr(time_attr, data)
 
 

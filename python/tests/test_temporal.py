@@ -221,6 +221,9 @@ class TemporalTest(unittest.TestCase):
             self.nl([2], input_nodes=torch.arange(3), input_time=torch.tensor([1, 2, 3]))
         with self.assertRaisesRegex(ValueError, "temporal_strategy"):
             self.nl([2], time_attr="node_time", temporal_strategy="latest")
+        # Without time_attr PyG ignores temporal_strategy, and so does gnnloader.
+        with self.nl([2], temporal_strategy="latest") as ignored:
+            self.assertFalse(ignored.disjoint)
         with self.assertRaisesRegex(ValueError, "split name"):
             self.nl([2], input_nodes="train", time_attr="node_time", input_time=torch.tensor([1]))
         with self.assertRaisesRegex(ValueError, "3 entries for 2 input nodes"):
