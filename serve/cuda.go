@@ -201,10 +201,8 @@ func (s *Server) EnableGPU(cfg GPUConfig) error {
 		return errors.New("serve: the GPU path needs the tables in registered pinned memory (OpenSourcePinned)")
 	}
 	store := s.src.store // the node features, or the first table by name
-	for _, name := range slices.Sorted(maps.Keys(s.src.stores)) {
-		if store == nil {
-			store = s.src.stores[name]
-		}
+	if names := slices.Sorted(maps.Keys(s.src.stores)); store == nil && len(names) > 0 {
+		store = s.src.stores[names[0]]
 	}
 	if store == nil {
 		return errors.New("serve: the GPU path needs a feature table to gather, and the dataset has none")

@@ -89,9 +89,10 @@ func (b *gpuBackend) planGroups(l *batch.Layout) ([]groupPlan, error) {
 		return &groups[len(groups)-1]
 	}
 	for k, reg := range l.Regions {
+		_, isLabels := labels[reg.Table]
 		switch {
 		case reg.Table == "":
-		case labels[reg.Table] != nil || reg.Table == "y":
+		case isLabels:
 			g := find(l.Index(reg.IDs), true)
 			g.y, g.labels = k, reg.Table
 		case b.src.stores[reg.Table] != nil:
