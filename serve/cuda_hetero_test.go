@@ -119,27 +119,9 @@ func TestGPUMetricsHetero(t *testing.T) {
 	if _, ok := c.recv().(*ipc.BatchReady); !ok {
 		t.Fatal("no batch")
 	}
-	metrics := func() map[string]float64 {
-		mfs, err := srv.Registry().Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]float64{}
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				if g := m.GetGauge(); g != nil {
-					got[mf.GetName()] += g.GetValue()
-				}
-				if c := m.GetCounter(); c != nil {
-					got[mf.GetName()] += c.GetValue()
-				}
-			}
-		}
-		return got
-	}
 	// The sweep counters are read without waiting for the fill's stream.
-	waitFor(t, func() bool { return metrics()["gnnloader_gpu_pcie_read_bytes_total"] > 0 })
-	got := metrics()
+	waitFor(t, func() bool { return metricSums(t, srv)["gnnloader_gpu_pcie_read_bytes_total"] > 0 })
+	got := metricSums(t, srv)
 	var pinned int
 	for _, st := range src.stores {
 		pinned += len(st.Rows)

@@ -282,18 +282,7 @@ func TestGPUMetrics(t *testing.T) {
 	if _, ok := c.recv().(*ipc.Opened); !ok {
 		t.Fatal("no Opened")
 	}
-	mfs, err := srv.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			if g := m.GetGauge(); g != nil {
-				got[mf.GetName()] += g.GetValue()
-			}
-		}
-	}
+	got := metricSums(t, srv)
 	for _, name := range []string{"gnnloader_gpu_slot_bytes", "gnnloader_pinned_bytes", "gnnloader_gpu_memory_used_bytes"} {
 		if got[name] <= 0 {
 			t.Errorf("%s = %v, want > 0 (metrics: %v)", name, got[name], got)
@@ -305,4 +294,26 @@ func TestGPUMetrics(t *testing.T) {
 	if _, ok := got["gnnloader_gpu_utilization_ratio"]; !ok {
 		t.Error("no GPU utilisation metric")
 	}
+}
+
+// metricSums gathers srv's metrics: per name, the sum of its gauges' and
+// counters' values over their labels.
+func metricSums(t *testing.T, srv *Server) map[string]float64 {
+	t.Helper()
+	mfs, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if g := m.GetGauge(); g != nil {
+				got[mf.GetName()] += g.GetValue()
+			}
+			if c := m.GetCounter(); c != nil {
+				got[mf.GetName()] += c.GetValue()
+			}
+		}
+	}
+	return got
 }
