@@ -51,7 +51,24 @@ def batch_info(batch) -> BatchInfo:
     return info
 
 
-class Batch:
+class _Info:
+    """``epoch``, ``index`` and ``slot`` of a batch as read-only attributes
+    (:func:`batch_info`), for gnnloader's own batch classes."""
+
+    @property
+    def epoch(self) -> int:
+        return batch_info(self).epoch
+
+    @property
+    def index(self) -> int:
+        return batch_info(self).index
+
+    @property
+    def slot(self) -> int:
+        return batch_info(self).slot
+
+
+class Batch(_Info):
     """One sampled mini-batch, with the fields of PyG's NeighborLoader output:
     one attribute per region of the daemon's batch layout (x, y, n_id,
     edge_index, e_id, input_id, ...), per scalar (batch_size) and per list
@@ -89,18 +106,6 @@ class Batch:
         def show(v):
             return f"[{', '.join(map(str, v.shape))}]" if isinstance(v, torch.Tensor) else repr(v)
         return f"Batch({', '.join(f'{k}={show(getattr(self, k))}' for k in self.keys())})"
-
-    @property
-    def epoch(self) -> int:
-        return batch_info(self).epoch
-
-    @property
-    def index(self) -> int:
-        return batch_info(self).index
-
-    @property
-    def slot(self) -> int:
-        return batch_info(self).slot
 
     @property
     def num_nodes(self) -> int:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import torch
 
-from .batch import _DTYPES, batch_info
+from .batch import _DTYPES, _Info
 
 __all__ = ["HeteroBatch", "NodeStore", "EdgeStore", "HeteroLayout", "EdgeType", "edge_type_str"]
 
@@ -106,7 +106,7 @@ class EdgeStore(_Store):
         return 0 if ei is None else int(ei.size(1))
 
 
-class HeteroBatch:
+class HeteroBatch(_Info):
     """A heterogeneous mini-batch, when PyG is not installed: the access
     patterns of PyG's HeteroData. ``batch[node_type]`` and
     ``batch[src, rel, dst]`` (also ``batch[rel]`` and ``batch[src, dst]``
@@ -257,18 +257,6 @@ class HeteroBatch:
         parts += [f"{t}={s!r}" for t, s in self._nodes.items()]
         parts += [f"({', '.join(e)})={s!r}" for e, s in self._edges.items()]
         return "HeteroBatch(\n  " + ",\n  ".join(parts) + "\n)"
-
-    @property
-    def epoch(self) -> int:
-        return batch_info(self).epoch
-
-    @property
-    def index(self) -> int:
-        return batch_info(self).index
-
-    @property
-    def slot(self) -> int:
-        return batch_info(self).slot
 
 
 def pyg_hetero_data() -> Optional[type]:
