@@ -326,3 +326,50 @@ func TestHeteroBudget(t *testing.T) {
 	c2.send(&o)
 	c2.expectError(ipc.CodeLimit, "exceed the whole memory budget")
 }
+
+// TestHeteroHostileFanouts: edge_fanouts a client sizes to hurt (every
+// edge type at 2^31-1 or -1 over the most hops, batch_size at its limit)
+// size nothing from the numbers themselves: the batch capacity is bounded
+// by the graph and the seeds, and the memory budget refuses what exceeds
+// it before anything is allocated. With a budget of 1 MiB both are
+// refused; with 256 MiB they are served within it; the daemon serves an
+// ordinary request either way.
+func TestHeteroHostileFanouts(t *testing.T) {
+	for _, budget := range []int64{1 << 20, 256 << 20} {
+		srv, src := magServer(t, Config{MemoryBudget: budget})
+		E := len(src.Hetero.Relations)
+		for _, f := range []int32{1<<31 - 1, -1} {
+			c := dial(t, srv)
+			c.hello()
+			o := heteroOpen()
+			o.BatchSize = uint32(ipc.DefaultLimits.MaxBatchSize)
+			o.Fanouts = slices.Repeat([]int32{1}, ipc.DefaultLimits.MaxFanouts)
+			o.EdgeFanouts = slices.Repeat([]int32{f}, E*ipc.DefaultLimits.MaxFanouts)
+			c.send(&o)
+			if budget == 1<<20 {
+				c.expectError(ipc.CodeLimit, "memory budget")
+				continue
+			}
+			if _, ok := c.recv().(*ipc.Opened); !ok {
+				t.Fatalf("fanouts %d: no Opened under a %d-byte budget", f, budget)
+			}
+			srv.mu.Lock()
+			used := srv.budgetUsed
+			srv.mu.Unlock()
+			if used > budget {
+				t.Fatalf("fanouts %d: %d bytes charged over a budget of %d", f, used, budget)
+			}
+			c.conn.Close()
+			waitFor(t, func() bool { return srv.Trainers() == 0 })
+		}
+		if budget == 1<<20 {
+			continue // an ordinary request does not fit 1 MiB either
+		}
+		c := dial(t, srv)
+		c.handshake(heteroOpen())
+		c.send(&ipc.StartEpoch{Epoch: 0})
+		if _, ok := c.recv().(*ipc.BatchReady); !ok {
+			t.Fatal("no batch after the hostile requests")
+		}
+	}
+}
