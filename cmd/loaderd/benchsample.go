@@ -9,6 +9,7 @@ import (
 
 	"github.com/gnnloader/gnnloader/datasets"
 	"github.com/gnnloader/gnnloader/internal/bench/samplerbench"
+	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/serve"
 )
 
@@ -47,8 +48,8 @@ func benchGraph(spec string, e *env) (*datasets.Data, func(), error) {
 
 func benchSample(ctx context.Context, e *env, args []string) error {
 	var (
-		spec, split, fanouts string
-		cfg                  samplerbench.Config
+		spec, split, fanouts, device string
+		cfg                          samplerbench.Config
 	)
 	fs := benchFlags(e, "sample", "loaderd bench sample --dataset synthetic:papers100M:1:1 --duration 10s", func(fs *flag.FlagSet) {
 		fs.StringVar(&spec, "dataset", "synthetic:papers100M:0.01:1", "dataset directory or synthetic:NAME[:SCALE[:SEED]] (graph only)")
@@ -58,6 +59,8 @@ func benchSample(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&cfg.Workers, "workers", 0, "cores of the all-cores runs (0 = GOMAXPROCS)")
 		fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "time per run")
 		fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the shuffle and the sampling")
+		fs.StringVar(&device, "device", "cpu", "cpu, or cuda:N: the GPU sampler alone on that device (CUDA events)")
+		fs.IntVar(&cfg.Batches, "batches", 0, "batches per run (0: --duration decides on the CPU, 500 on a GPU)")
 	})
 	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 {
 		if err == nil {
@@ -69,6 +72,10 @@ func benchSample(ctx context.Context, e *env, args []string) error {
 	if cfg.Fanouts, err = parseFanouts(fanouts); err != nil {
 		return usageError{err.Error()}
 	}
+	dev, err := ipc.ParseDevice(device)
+	if err != nil {
+		return usageError{"--device: " + err.Error()}
+	}
 	d, done, err := benchGraph(spec, e)
 	if err != nil {
 		return err
@@ -77,6 +84,10 @@ func benchSample(ctx context.Context, e *env, args []string) error {
 	seeds := d.Splits[split]
 	if len(seeds) == 0 {
 		return fmt.Errorf("dataset %s has no seeds in split %q", d.Name, split)
+	}
+	if dev >= 0 {
+		_, err = samplerbench.RunGPU(ctx, &d.Graph, seeds, cfg, dev, e.stdout)
+		return err
 	}
 	_, err = samplerbench.Run(ctx, &d.Graph, seeds, cfg, e.stdout)
 	return err

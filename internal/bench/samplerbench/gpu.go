@@ -1,0 +1,211 @@
+package samplerbench
+
+// The GPU sampler (sampler.GPU) on its own: batches enqueued back to back
+// on one stream, nothing else on the device, timed with CUDA events.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+	"unsafe"
+
+	"github.com/gnnloader/gnnloader/cudaext"
+	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/sampler"
+)
+
+// GPURow is one measured GPU run.
+type GPURow struct {
+	Name           string
+	BatchSize      int
+	Batches        int
+	GPUPerBatch    time.Duration // device time a batch (events around the run / batches)
+	LaunchPerBatch time.Duration // host time to enqueue a batch's kernels
+	NodesPerBatch  float64
+	EdgesPerBatch  float64
+}
+
+// RunGPU samples cfg.Batches batches (0 means 500) of the epoch's seeds on
+// device dev with the GPU sampler, back to back on one stream, twice: at
+// cfg.BatchSize seeds and at one seed a batch (the same kernels with almost
+// no work: what the launches cost on their own). It prints a table to w.
+func RunGPU(ctx context.Context, g *datasets.Graph, seeds []int64, cfg Config, dev int, w io.Writer) ([]GPURow, error) {
+	if cfg.Fanouts == nil {
+		cfg.Fanouts = []int{15, 10, 5}
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 1024
+	}
+	if cfg.Batches == 0 {
+		cfg.Batches = 500
+	}
+	if len(seeds) == 0 {
+		return nil, errors.New("sampler: bench needs seeds")
+	}
+	if err := cudaext.Init(); err != nil {
+		return nil, err
+	}
+	d, err := cudaext.GetDevice(dev)
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.RetainPrimaryContext()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Release()
+	var maxDeg int64
+	for v := int64(0); v < g.NumNodes; v++ {
+		maxDeg = max(maxDeg, g.Degree(v))
+	}
+	var rows []GPURow
+	err = c.Do(func() error {
+		dg, err := sampler.NewDeviceGraph(g)
+		if err != nil {
+			return err
+		}
+		defer dg.Close()
+		for _, bs := range []int{cfg.BatchSize, 1} {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			row, err := gpuRun(c, g, dg, seeds, cfg, bs, maxDeg)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, row)
+		}
+		return nil
+	})
+	writeGPU(w, g, cfg, rows)
+	return rows, err
+}
+
+func gpuRun(c *cudaext.Context, g *datasets.Graph, dg *sampler.DeviceGraph, seeds []int64, cfg Config, batch int, maxDeg int64) (row GPURow, err error) {
+	row = GPURow{Name: fmt.Sprintf("GPU, %d seeds a batch", batch), BatchSize: batch, Batches: cfg.Batches}
+	plan, err := sampler.NewPlan(seeds, sampler.EpochConfig{BatchSize: batch, Shuffle: true, Seed: cfg.Seed}, 0)
+	if err != nil {
+		return row, err
+	}
+	gs, err := sampler.NewGPU(c, dg, cfg.Fanouts, batch, maxDeg)
+	if err != nil {
+		return row, err
+	}
+	defer gs.Close()
+	var ptrs []cudaext.DevicePtr
+	defer func() {
+		for _, p := range ptrs {
+			cudaext.MemFree(p)
+		}
+	}()
+	alloc := func(n int64) cudaext.DevicePtr {
+		if err != nil {
+			return 0
+		}
+		var p cudaext.DevicePtr
+		if p, err = cudaext.MemAlloc(max(n, 16)); err == nil {
+			ptrs = append(ptrs, p)
+		}
+		return p
+	}
+	H := len(cfg.Fanouts)
+	out := sampler.DeviceOut{NID: alloc(8 * gs.MaxNodes()), EdgeIndex: alloc(16 * gs.MaxEdges()), EID: alloc(8 * gs.MaxEdges()),
+		Counts: alloc(8 * int64(sampler.CountsLen(H)))}
+	// Every batch's seeds in device memory before the clock starts.
+	nb := min(cfg.Batches, plan.NumBatches())
+	all := make([]int64, 0, nb*batch)
+	at := make([]int, nb+1)
+	for i := range nb {
+		all = append(all, plan.Batch(i)...)
+		at[i+1] = len(all)
+	}
+	seedsDev := alloc(8 * int64(len(all)))
+	if err != nil {
+		return row, err
+	}
+	st, err := cudaext.NewStream()
+	if err != nil {
+		return row, err
+	}
+	defer st.Destroy()
+	if err := cudaext.CopyFromHost(seedsDev, unsafe.Slice((*byte)(unsafe.Pointer(&all[0])), 8*len(all)), st); err != nil {
+		return row, err
+	}
+	start, err := cudaext.NewEvent(cudaext.EventDefault)
+	if err != nil {
+		return row, err
+	}
+	defer start.Destroy()
+	end, err := cudaext.NewEvent(cudaext.EventDefault)
+	if err != nil {
+		return row, err
+	}
+	defer end.Destroy()
+	sample := func(i int) error {
+		k := i % nb
+		return gs.Sample(st, seedsDev+cudaext.DevicePtr(8*at[k]), at[k+1]-at[k], plan.Key(k), out)
+	}
+	for i := range min(nb, 20) { // warm-up
+		if err := sample(i); err != nil {
+			return row, err
+		}
+	}
+	if err := st.Synchronize(); err != nil {
+		return row, err
+	}
+	if err := start.Record(st); err != nil {
+		return row, err
+	}
+	t0 := time.Now()
+	for i := range cfg.Batches {
+		if err := sample(i); err != nil {
+			return row, err
+		}
+	}
+	launch := time.Since(t0)
+	if err := end.Record(st); err != nil {
+		return row, err
+	}
+	if err := end.Synchronize(); err != nil {
+		return row, err
+	}
+	gpu, err := cudaext.Elapsed(start, end)
+	if err != nil {
+		return row, err
+	}
+	row.GPUPerBatch = gpu / time.Duration(cfg.Batches)
+	row.LaunchPerBatch = launch / time.Duration(cfg.Batches)
+	// Sizes, from the counts of the first few batches.
+	counts := make([]int64, sampler.CountsLen(H))
+	var nodes, edges int64
+	m := min(nb, 16)
+	for i := range m {
+		if err := sample(i); err != nil {
+			return row, err
+		}
+		if err := cudaext.CopyToHost(unsafe.Slice((*byte)(unsafe.Pointer(&counts[0])), 8*len(counts)), out.Counts, st); err != nil {
+			return row, err
+		}
+		nodes += counts[0]
+		edges += counts[1]
+	}
+	row.NodesPerBatch, row.EdgesPerBatch = float64(nodes)/float64(m), float64(edges)/float64(m)
+	return row, nil
+}
+
+func writeGPU(w io.Writer, g *datasets.Graph, cfg Config, rows []GPURow) {
+	if w == nil {
+		return
+	}
+	fmt.Fprintf(w, "GPU sampler, alone on the device: %d nodes, %d edges, fanouts %v, %d batches back to back on one stream\n",
+		g.NumNodes, g.NumEdges(), cfg.Fanouts, cfg.Batches)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tGPU ms/batch\tlaunch ms/batch\tnodes/batch\tedges/batch\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.0f\t%.0f\t\n", r.Name, r.GPUPerBatch.Seconds()*1e3, r.LaunchPerBatch.Seconds()*1e3, r.NodesPerBatch, r.EdgesPerBatch)
+	}
+	tw.Flush()
+}
