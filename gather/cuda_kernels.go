@@ -193,15 +193,21 @@ func (g *CUDA) launchSweep(parts []SweepPart, align uint64, ix staged) error {
 	for k, p := range parts {
 		bases[k] = uint64(p.Dst.Device)
 	}
+	return g.launchSweepTo(bases, align, ix)
+}
+
+// launchSweepTo enqueues the sweep kernel over ix (rows, their count or
+// nDev, first and extras) delivering to the parts at bases.
+func (g *CUDA) launchSweepTo(bases [8]uint64, align uint64, ix staged) error {
 	rb := int64(g.tab.RowBytes)
 	wide, shift := g.shape(rb, align)
 	block := cudaext.Dim3{X: uint32(g.block)}
 	if wide {
 		const name = "gnn_sweep16"
 		return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, 0, g.stream,
-			g.dev, rb, ix.rows, ix.n, ix.first, ix.extras, bases, int32(shift))
+			g.dev, rb, ix.rows, ix.n, ix.nDev, ix.first, ix.extras, bases, int32(shift))
 	}
 	const name = "gnn_sweep_any"
 	return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, g.shared(name), g.stream,
-		g.dev, rb, ix.rows, ix.n, ix.first, ix.extras, bases, int32(shift), g.mode())
+		g.dev, rb, ix.rows, ix.n, ix.nDev, ix.first, ix.extras, bases, int32(shift), g.mode())
 }

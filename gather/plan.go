@@ -15,11 +15,11 @@ import (
 // are already in device memory (their slots' n_id, copied there with the
 // rest of their structure), so the CPU neither sorts nor merges them: the GPU
 // marks them in a bitmap over the table's rows, compacts the bitmap into the
-// distinct rows in ascending order (with each row's rank), reads those rows
-// once from the pinned table in address order into a dense staging table in
-// device memory, and assembles every batch's rows from there. Rows held in a
-// device cache (CUDAOptions.Cache) are not read over PCIe at all: the
-// assembly copies them from the cache.
+// distinct rows in ascending order (with each row's rank), lists each row's
+// deliveries (batch and position) and reads the rows once each from the
+// pinned table in address order straight into every batch that wants them.
+// Rows held in a device cache (CUDAOptions.Cache) are not read over PCIe at
+// all: the assembly copies them from the cache, with the labels.
 
 // DevicePart is one batch of a sweep planned on the GPU.
 type DevicePart struct {
@@ -41,7 +41,8 @@ type DevicePart struct {
 const MaxDeviceParts = 8
 
 // planKernels are plan.fatbin's entry points.
-var planKernels = []string{"gnn_mark", "gnn_unmark", "gnn_word_counts", "gnn_scan_blocks", "gnn_compact", "gnn_assemble", "gnn_labels"}
+var planKernels = []string{"gnn_mark", "gnn_unmark", "gnn_word_counts", "gnn_scan_blocks", "gnn_compact",
+	"gnn_count_deliveries", "gnn_place_deliveries", "gnn_deliver", "gnn_assemble", "gnn_labels"}
 
 const (
 	wordsPerBlock = 1024 // plan.cu WORDS_PER_BLOCK
@@ -53,20 +54,26 @@ const (
 type planBuffers struct {
 	bitmap, wordBase, blockSums, unique cudaext.DevicePtr
 	stats                               cudaext.DevicePtr // plan.cu STAT_*: lookups, cache hits, rows read
-	rows, staging                       cudaext.DevicePtr
-	words, blocks                       int64
-	capRows                             int64 // rows and staging hold this many rows
+	cursor                              cudaext.DevicePtr // the next free word of extras
+	// Per distinct row (capRows of them): its id, its number of
+	// deliveries, its only delivery or where its list is; the lists (2 *
+	// capIDs words: a list is one word more than its length, which is at
+	// least 2).
+	rows, cnt, first, extras cudaext.DevicePtr
+	words, blocks            int64
+	capRows, capIDs          int64
 }
 
 func (b *planBuffers) free() error {
 	var errs []error
-	for _, p := range []*cudaext.DevicePtr{&b.bitmap, &b.wordBase, &b.blockSums, &b.unique, &b.stats, &b.rows, &b.staging} {
+	for _, p := range []*cudaext.DevicePtr{&b.bitmap, &b.wordBase, &b.blockSums, &b.unique, &b.stats, &b.cursor,
+		&b.rows, &b.cnt, &b.first, &b.extras} {
 		if *p != 0 {
 			errs = append(errs, cudaext.MemFree(*p))
 			*p = 0
 		}
 	}
-	b.capRows = 0
+	b.capRows, b.capIDs = 0, 0
 	return errors.Join(errs...)
 }
 
@@ -101,7 +108,8 @@ func (g *CUDA) ensurePlan(rows int64) error {
 		for _, a := range []struct {
 			p *cudaext.DevicePtr
 			n int64
-		}{{&b.bitmap, 4 * b.words}, {&b.wordBase, 4 * b.words}, {&b.blockSums, 4 * b.blocks}, {&b.unique, 16}, {&b.stats, 32}} {
+		}{{&b.bitmap, 4 * b.words}, {&b.wordBase, 4 * b.words}, {&b.blockSums, 4 * b.blocks}, {&b.unique, 16}, {&b.stats, 32},
+			{&b.cursor, 16}} {
 			if *a.p, err = cudaext.MemAlloc(max(a.n, 16)); err != nil {
 				b.free()
 				return fmt.Errorf("gather: sweep planning memory: %w", err)
@@ -114,27 +122,36 @@ func (g *CUDA) ensurePlan(rows int64) error {
 			return err
 		}
 	}
+	// Distinct rows are at most the ids and the table's rows; the lists'
+	// words at most twice the ids.
+	ids := rows
 	rows = min(rows, g.tab.NumRows)
-	if rows <= b.capRows {
+	if rows <= b.capRows && ids <= b.capIDs {
 		return nil
 	}
 	if err := g.stream.Synchronize(); err != nil {
 		return err
 	}
-	for _, p := range []*cudaext.DevicePtr{&b.rows, &b.staging} {
+	rows, ids = max(rows, b.capRows), max(ids, b.capIDs)
+	per := []*cudaext.DevicePtr{&b.rows, &b.cnt, &b.first, &b.extras}
+	for _, p := range per {
 		if *p != 0 {
 			cudaext.MemFree(*p)
 			*p = 0
 		}
 	}
-	b.capRows = 0
-	var err error
-	if b.rows, err = cudaext.MemAlloc(4 * rows); err == nil {
-		b.staging, err = cudaext.MemAlloc(max(rows*int64(g.tab.RowBytes), 16))
+	b.capRows, b.capIDs = 0, 0
+	for i, p := range per {
+		n := 4 * rows
+		if i == len(per)-1 {
+			n = 8 * ids // extras
+		}
+		var err error
+		if *p, err = cudaext.MemAlloc(max(n, 16)); err != nil {
+			return fmt.Errorf("gather: the plan of a sweep of %d ids on the GPU: %w", ids, err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("gather: a staging table of %d rows for sweeps planned on the GPU: %w", rows, err)
-	}
+	b.capIDs = ids
 	b.capRows = rows
 	return nil
 }
@@ -153,9 +170,13 @@ func (g *CUDA) SweepOnDevice(ctx context.Context, parts []DevicePart) error {
 	}
 	rb := int64(g.tab.RowBytes)
 	var total int64
+	withX := 0
 	for j, p := range parts {
-		if p.N < 0 || p.N > 0 && p.IDs == 0 {
+		if p.N < 0 || p.N > 0 && p.IDs == 0 || p.N >= 1<<partShift {
 			return fmt.Errorf("gather: part %d: %d ids at %#x", j, p.N, p.IDs)
+		}
+		if p.X != 0 {
+			withX++
 		}
 		if p.X != 0 && p.XBytes != 0 && p.XBytes < p.N*rb {
 			return fmt.Errorf("gather: part %d: destination holds %d bytes, want %d rows x %d bytes", j, p.XBytes, p.N, rb)
@@ -164,6 +185,9 @@ func (g *CUDA) SweepOnDevice(ctx context.Context, parts []DevicePart) error {
 			return fmt.Errorf("gather: part %d asks for labels, and the backend has none (CUDAOptions.Labels)", j)
 		}
 		total += p.N
+	}
+	if withX != 0 && withX != len(parts) {
+		return fmt.Errorf("gather: %d of a sweep's %d parts want rows: all or none", withX, len(parts))
 	}
 	if total == 0 {
 		return nil
@@ -216,25 +240,65 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 		if err := g.fn["gnn_compact"].Launch(nb, wide, 0, g.stream, b.bitmap, b.words, b.blockSums, b.wordBase, b.rows); err != nil {
 			return err
 		}
+		// Each distinct row's deliveries.
+		if err := cudaext.MemsetD32Async(b.cnt, 0, b.capRows, g.stream); err != nil {
+			return err
+		}
+		if err := cudaext.MemsetD32Async(b.cursor, 0, 1, g.stream); err != nil {
+			return err
+		}
+		for _, p := range parts {
+			if err := g.fn["gnn_count_deliveries"].Launch(flat(p.N), wide, 0, g.stream, p.IDs, p.N, p.NDev, b.bitmap, b.wordBase,
+				slot, b.cnt); err != nil {
+				return err
+			}
+		}
+		if err := g.fn["gnn_place_deliveries"].Launch(flat(b.capRows), wide, 0, g.stream, b.unique, b.cnt, b.first, b.extras,
+			b.cursor); err != nil {
+			return err
+		}
+		for j, p := range parts {
+			if err := g.fn["gnn_deliver"].Launch(flat(p.N), wide, 0, g.stream, p.IDs, p.N, p.NDev, b.bitmap, b.wordBase, slot,
+				uint32(j), b.cnt, b.first, b.extras); err != nil {
+				return err
+			}
+		}
 	}
 	if err := g.timeSweep(1); err != nil {
 		return err
 	}
 	if needRows {
-		if err := g.launchGather(Dest{Device: b.staging}, staged{rows: b.rows, n: b.capRows, nDev: b.unique}); err != nil {
+		var bases [8]uint64
+		align := uint64(0)
+		for j, p := range parts {
+			bases[j] = uint64(p.X)
+			align |= bases[j]
+		}
+		if err := g.launchSweepTo(bases, align, staged{rows: b.rows, n: b.capRows, nDev: b.unique, first: b.first, extras: b.extras}); err != nil {
 			return err
 		}
 	}
 	if err := g.timeSweep(2); err != nil {
 		return err
 	}
-	// One group of G lanes a row (G a power of two, at most a warp, no more
-	// than the row's 16-byte chunks).
-	gshift := min(5, bits.Len64(uint64(max((rb+15)/16, 1))-1))
+	// The cached rows and the labels. One group of G lanes a row (G a
+	// power of two, at most a warp, no more than the row's 16-byte chunks);
+	// one lane an id when only labels are left.
 	for _, p := range parts {
+		x := p.X
+		if cache == nil {
+			x = 0
+		}
+		if x == 0 && p.Y == 0 {
+			continue
+		}
+		gshift := 0
+		if x != 0 {
+			gshift = min(5, bits.Len64(uint64(max((rb+15)/16, 1))-1))
+		}
 		grid := cudaext.Dim3{X: uint32(max(1, min((p.N<<gshift+255)/256, int64(8*g.sms))))}
-		if err := g.fn["gnn_assemble"].Launch(grid, wide, 0, g.stream, p.IDs, p.N, p.NDev, p.X, p.Y, b.bitmap, b.wordBase, b.staging,
-			slot, rowsOf, rb, g.opts.Labels, int32(gshift)); err != nil {
+		if err := g.fn["gnn_assemble"].Launch(grid, wide, 0, g.stream, p.IDs, p.N, p.NDev, x, p.Y, b.bitmap, b.wordBase,
+			cudaext.DevicePtr(0), slot, rowsOf, rb, g.opts.Labels, int32(gshift)); err != nil {
 			return err
 		}
 	}

@@ -98,7 +98,8 @@ func TestSweepOnDeviceMatchesCPU(t *testing.T) {
 						return nil
 					})
 				}
-				for round, sizes := range [][]int{{30_000, 20_000, 1}, {0, 5000}, {900, 10, 1, 3000, 77, 640, 2, 45_000}} {
+				for round, sizes := range [][]int{{30_000, 20_000, 1}, {0, 5000}, {900, 10, 1, 3000, 77, 640, 2, 45_000},
+					{70_000, 70_000, 70_000, 70_000}} { // more ids than the table has rows
 					checkSweepOnDevice(t, c, g, table, labels, slotOf, cacheRows, rb, sizes, r, round)
 				}
 			})

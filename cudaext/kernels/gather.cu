@@ -115,11 +115,13 @@ __device__ __forceinline__ const uint32_t *deliveries(const uint32_t &f, const u
 }
 
 // gnn_sweep16: one pass over sorted unique rows; row rows[u] is read once and
-// written to each of its deliveries.
+// written to each of its deliveries. When n_dev is not null the count is
+// *n_dev (a sweep planned on the GPU) and n is its capacity.
 extern "C" __global__ void __launch_bounds__(1024)
 gnn_sweep16(const uint8_t *__restrict__ table, int64_t row_bytes,
-            const uint32_t *__restrict__ rows, int64_t n, const uint32_t *__restrict__ first,
-            const uint32_t *__restrict__ extras, Bases bases, int gshift) {
+            const uint32_t *__restrict__ rows, int64_t n, const uint32_t *__restrict__ n_dev,
+            const uint32_t *__restrict__ first, const uint32_t *__restrict__ extras, Bases bases, int gshift) {
+	if (n_dev && (int64_t)*n_dev < n) n = *n_dev;
 	const int G = 1 << gshift;
 	const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	const int lane = (int)(tid & (G - 1));
@@ -203,9 +205,11 @@ gnn_gather_any(const uint8_t *__restrict__ table, int64_t row_bytes,
 
 extern "C" __global__ void __launch_bounds__(1024)
 gnn_sweep_any(const uint8_t *__restrict__ table, int64_t row_bytes,
-              const uint32_t *__restrict__ rows, int64_t n, const uint32_t *__restrict__ first,
-              const uint32_t *__restrict__ extras, Bases bases, int wshift, int mode) {
+              const uint32_t *__restrict__ rows, int64_t n, const uint32_t *__restrict__ n_dev,
+              const uint32_t *__restrict__ first, const uint32_t *__restrict__ extras, Bases bases, int wshift,
+              int mode) {
 	extern __shared__ __align__(16) uint8_t sbuf[];
+	if (n_dev && (int64_t)*n_dev < n) n = *n_dev;
 	const int warp = threadIdx.x / GNN_WARP, lane = threadIdx.x % GNN_WARP;
 	const int64_t nwarps = (int64_t)gridDim.x * (blockDim.x / GNN_WARP);
 	for (int64_t u = (int64_t)blockIdx.x * (blockDim.x / GNN_WARP) + warp; u < n; u += nwarps) {

@@ -12,10 +12,18 @@
 //   gnn_compact     the distinct rows in ascending order (rows[]), and per
 //                   bitmap word the rank of its first set bit (word_base[]):
 //                   rank(id) = word_base[id>>5] + popc(word & below(id))
-//   (gather.cu's gnn_gather16 / gnn_gather_any then read rows[] from pinned
-//   host memory, in address order, into a dense device staging table)
-//   gnn_assemble    per id of a batch, its row from the staging table (or the
-//                   cache) into the batch's x, and its label into y
+//   gnn_count_deliveries  per id of a batch not in the cache, one more
+//                   delivery of its row: cnt[rank(id)]++
+//   gnn_place_deliveries  per distinct row: a row with one delivery keeps it
+//                   in first[rank]; a shared row gets a list in extras
+//                   (first[rank] = SHARED_ROW | offset, extras[offset] = its
+//                   count), cnt[rank] reset to 0 as the list's cursor
+//   gnn_deliver     per id of a batch not in the cache, its delivery
+//                   (part << PART_SHIFT | position) into first[] or its list
+//   (gather.cu's gnn_sweep16 / gnn_sweep_any then read rows[] once each from
+//   pinned host memory, in address order, straight to every delivery)
+//   gnn_assemble    per id of a batch, its row from the cache into the
+//                   batch's x, and its label into y
 //   gnn_unmark      clear the bitmap words the sweep set
 //
 // Every kernel is a grid-stride loop; counts a kernel cannot know from its
@@ -196,10 +204,99 @@ __device__ __forceinline__ void copy_row(uint8_t *__restrict__ dst, const uint8_
 	}
 }
 
+// rank_of is the rank of marked row id among the sweep's distinct rows.
+__device__ __forceinline__ uint32_t rank_of(const uint32_t *__restrict__ bitmap, const uint32_t *__restrict__ word_base,
+                                            int64_t id) {
+	return word_base[id >> 5] + __popc(bitmap[id >> 5] & below_mask((uint32_t)(id & 31)));
+}
+
+#define PART_SHIFT 28          // gather.cu: a sweep delivery is part << 28 | position
+#define SHARED_ROW 0x80000000u // gather.cu: in first[u], the row's deliveries are in extras
+
+// gnn_count_deliveries: cnt[rank(id)]++ for every id of one batch that the
+// cache does not hold (cnt zeroed before the sweep's first batch).
+extern "C" __global__ void __launch_bounds__(1024)
+gnn_count_deliveries(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restrict__ n_dev,
+                     const uint32_t *__restrict__ bitmap, const uint32_t *__restrict__ word_base,
+                     const int32_t *__restrict__ cache_slot, uint32_t *__restrict__ cnt) {
+	n = count(n, n_dev);
+	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+		const int64_t id = ids[i];
+		if (cache_slot && cache_slot[id] >= 0) continue;
+		atomicAdd(&cnt[rank_of(bitmap, word_base, id)], 1u);
+	}
+}
+
+// gnn_place_deliveries: for each distinct row r < *unique with cnt[r]
+// deliveries: one, first[r] = 0 until gnn_deliver writes it; several, a list
+// of cnt[r] + 1 words of extras at an offset taken from *cursor (one atomic
+// a warp), first[r] = SHARED_ROW | offset, extras[offset] = cnt[r], and
+// cnt[r] = 0 (the list's cursor for gnn_deliver).
+extern "C" __global__ void __launch_bounds__(256)
+gnn_place_deliveries(const uint32_t *__restrict__ unique, uint32_t *__restrict__ cnt, uint32_t *__restrict__ first,
+                     uint32_t *__restrict__ extras, uint32_t *__restrict__ cursor) {
+	const int64_t n = *unique;
+	const int lane = threadIdx.x & 31;
+	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+	// (i - lane) is the warp's first row: the loop runs the same number of
+	// times on every lane, so the shuffles see the whole warp.
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i - lane < n; i += stride) {
+		const uint32_t c = i < n ? cnt[i] : 0;
+		const uint32_t need = c > 1 ? c + 1 : 0;
+		uint32_t x = need; // inclusive prefix over the warp
+#pragma unroll
+		for (int d = 1; d < 32; d <<= 1) {
+			const uint32_t y = __shfl_up_sync(0xffffffffu, x, d);
+			if (lane >= d) x += y;
+		}
+		const uint32_t total = __shfl_sync(0xffffffffu, x, 31);
+		uint32_t base = 0;
+		if (lane == 0 && total) base = atomicAdd(cursor, total);
+		base = __shfl_sync(0xffffffffu, base, 0);
+		if (i < n) {
+			if (need) {
+				const uint32_t off = base + x - need;
+				first[i] = SHARED_ROW | off;
+				extras[off] = c;
+				cnt[i] = 0;
+			} else {
+				first[i] = 0;
+			}
+		}
+	}
+}
+
+// gnn_deliver: for every id of one batch (position p of part `part`) that
+// the cache does not hold, its delivery part << PART_SHIFT | p: into
+// first[rank] when the row has only that one, else into the next word of
+// its list.
+extern "C" __global__ void __launch_bounds__(1024)
+gnn_deliver(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restrict__ n_dev,
+            const uint32_t *__restrict__ bitmap, const uint32_t *__restrict__ word_base,
+            const int32_t *__restrict__ cache_slot, uint32_t part, uint32_t *__restrict__ cnt,
+            uint32_t *__restrict__ first, uint32_t *__restrict__ extras) {
+	n = count(n, n_dev);
+	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+		const int64_t id = ids[i];
+		if (cache_slot && cache_slot[id] >= 0) continue;
+		const uint32_t r = rank_of(bitmap, word_base, id);
+		const uint32_t d = part << PART_SHIFT | (uint32_t)i;
+		const uint32_t f = first[r];
+		if (f & SHARED_ROW) {
+			extras[(f & ~SHARED_ROW) + 1 + atomicAdd(&cnt[r], 1u)] = d;
+		} else {
+			first[r] = d;
+		}
+	}
+}
+
 // gnn_assemble: for every id of one batch (position p), x[p] = its row from
-// the staging table (rank(id)) or from the cache (cache_slot[id] >= 0), and
-// y[p] = labels[id] widened to int64 (when y and labels are not null; x may
-// be null too). G = 1 << gshift lanes move one row.
+// the cache (cache_slot[id] >= 0) or, when staging is not null, from the
+// staging table (rank(id)); y[p] = labels[id] widened to int64 (when y and
+// labels are not null; x may be null too). G = 1 << gshift lanes move one
+// row.
 extern "C" __global__ void __launch_bounds__(1024)
 gnn_assemble(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restrict__ n_dev, uint8_t *__restrict__ x,
              int64_t *__restrict__ y, const uint32_t *__restrict__ bitmap, const uint32_t *__restrict__ word_base,
@@ -217,12 +314,12 @@ gnn_assemble(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restri
 			const uint8_t *src;
 			if (s >= 0) {
 				src = cache + (int64_t)s * row_bytes;
+			} else if (staging) {
+				src = staging + (int64_t)rank_of(bitmap, word_base, id) * row_bytes;
 			} else {
-				const uint32_t w = bitmap[id >> 5];
-				const uint32_t r = word_base[id >> 5] + __popc(w & below_mask((uint32_t)(id & 31)));
-				src = staging + (int64_t)r * row_bytes;
+				src = nullptr; // delivered by the sweep
 			}
-			copy_row(x + p * row_bytes, src, row_bytes, lane, G);
+			if (src) copy_row(x + p * row_bytes, src, row_bytes, lane, G);
 		}
 		if (y && labels && lane == 0) y[p] = (int64_t)labels[id];
 	}
