@@ -237,12 +237,17 @@ func openHetero(dir string, m *Manifest, opts *OpenOptions, ds *Dataset) error {
 		if c.dim > 0 {
 			o.alignValues = FeatureAlign
 		}
+		if strings.HasSuffix(c.role, ":features") { // a node type's features: where the caller wants them
+			o.alloc, o.free = opts.AllocFeatures, opts.FreeFeatures
+		}
 		wg.Go(func() { images[i], errs[i] = readImage(filepath.Join(dir, f.Name), o) })
 	}
 	wg.Wait()
-	for _, im := range images {
+	owned := map[*image]bool{} // in the caller's memory (OpenOptions.AllocFeatures)
+	for i, im := range images {
 		if im != nil {
 			ds.images = append(ds.images, im)
+			owned[im] = opts.AllocFeatures != nil && strings.HasSuffix(cols[i].role, ":features")
 		}
 	}
 	vals := map[string][]byte{}
@@ -284,7 +289,11 @@ func openHetero(dir string, m *Manifest, opts *OpenOptions, ds *Dataset) error {
 		return fmt.Errorf("dataset %s: %w", dir, err)
 	}
 	for _, im := range ds.images {
-		_ = unix.Mprotect(im.mem, unix.PROT_READ)
+		if owned[im] {
+			im.free = nil // the caller's now, as Open's node features are
+		} else {
+			_ = unix.Mprotect(im.mem, unix.PROT_READ)
+		}
 	}
 	ds.Hetero = h
 	ds.Name, ds.Source = m.Name, m.Source

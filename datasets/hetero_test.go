@@ -237,3 +237,84 @@ func TestGenMagUndirected(t *testing.T) {
 		t.Fatalf("writes %v, rev_writes %v", w != nil, rev != nil)
 	}
 }
+
+// TestHeteroOpenAllocFeatures: a heterogeneous dataset's node features go
+// into the caller's memory (OpenOptions.AllocFeatures, as the GPU path
+// pins them), one allocation a node type with features, rows on a
+// FeatureAlign boundary, left to the caller after Close; a failed Open
+// gives every allocation back.
+func TestHeteroOpenAllocFeatures(t *testing.T) {
+	h, err := GenerateHetero(GenOptions{Like: "mag", Scale: 0.001, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "mag")
+	if err := WriteHetero(context.Background(), dir, h, nil); err != nil {
+		t.Fatal(err)
+	}
+	var allocated, freed [][]byte
+	opts := &OpenOptions{AllowHetero: true,
+		AllocFeatures: func(n int64) ([]byte, error) {
+			b, err := allocAnon(n)
+			allocated = append(allocated, b)
+			return b, err
+		},
+		FreeFeatures: func(b []byte) error {
+			freed = append(freed, b)
+			return freeAnon(b)
+		},
+	}
+	ds, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withFeatures := 0
+	for i, want := range h.NodeTypes {
+		got := ds.Hetero.NodeTypes[i]
+		if !slices.Equal(got.Features, want.Features) {
+			t.Fatalf("node type %s: features differ", want.Name)
+		}
+		if len(got.Features) == 0 {
+			continue
+		}
+		withFeatures++
+		p := uintptrOf(&got.Features[0])
+		inside := false
+		for _, mem := range allocated {
+			if p >= uintptrOf(&mem[0]) && p+uintptr(len(got.Features)) <= uintptrOf(&mem[0])+uintptr(len(mem)) {
+				inside = true
+			}
+		}
+		if !inside || p%FeatureAlign != 0 {
+			t.Fatalf("node type %s: features at %#x, not on a FeatureAlign boundary inside an allocation", want.Name, p)
+		}
+	}
+	if withFeatures == 0 || len(allocated) != withFeatures {
+		t.Fatalf("%d allocations for %d node types with features", len(allocated), withFeatures)
+	}
+	ds.Close()
+	if len(freed) != 0 {
+		t.Fatal("Close freed the caller's memory")
+	}
+	for _, mem := range allocated {
+		freeAnon(mem)
+	}
+
+	// A corrupt file: every allocation is given back.
+	m, err := ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := m.Files[len(m.Files)-1]
+	p := filepath.Join(dir, f.Name)
+	b, _ := os.ReadFile(p)
+	b[len(b)/2] ^= 1
+	os.WriteFile(p, b, 0o644)
+	allocated, freed = nil, nil
+	if _, err := Open(dir, opts); err == nil {
+		t.Fatal("a corrupt file was opened")
+	}
+	if len(allocated) == 0 || len(freed) != len(allocated) {
+		t.Fatalf("%d allocated, %d freed", len(allocated), len(freed))
+	}
+}

@@ -25,7 +25,8 @@ type OpenOptions struct {
 	// Progress counts the bytes read (stage "verify" when hashing, "read"
 	// otherwise).
 	Progress Progress
-	// AllocFeatures, when set, allocates the memory features.arrow is read
+	// AllocFeatures, when set, allocates the memory features.arrow (or each
+	// node type's features of a heterogeneous dataset) is read
 	// into (for example pinned.Alloc, so that the GPU path registers the
 	// rows where they lie instead of copying them); FreeFeatures must be
 	// set with it. Open asks for the file's size plus FeatureAlign bytes
