@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -133,15 +134,23 @@ func (s *Source) pinTables() error {
 	if s.store != nil {
 		s.stores["x"] = s.store
 	}
+	var copied int64
+	defer func() {
+		if copied > 1<<28 { // the originals of generated tables: garbage the runtime would keep resident
+			debug.FreeOSMemory()
+		}
+	}()
 	for name, t := range s.tables() {
 		if name == "x" {
 			continue
 		}
 		// Read straight into pinned.Alloc memory (a dataset directory's
-		// edge tables): registered where they lie. Otherwise copied once.
+		// edge tables and node types' features): registered where they
+		// lie. Otherwise copied once.
 		st, err := pinned.FromAlloc(t.Rows, t.RowBytes, t.NumRows, nil)
 		if err != nil {
 			st, err = pinned.Load(t.Rows, t.RowBytes, t.NumRows, nil)
+			copied += int64(len(t.Rows))
 		}
 		if err == nil && !st.Registered() {
 			st.Close()
