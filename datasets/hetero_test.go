@@ -252,18 +252,8 @@ func TestHeteroOpenAllocFeatures(t *testing.T) {
 	if err := WriteHetero(context.Background(), dir, h, nil); err != nil {
 		t.Fatal(err)
 	}
-	var allocated, freed [][]byte
-	opts := &OpenOptions{AllowHetero: true,
-		AllocFeatures: func(n int64) ([]byte, error) {
-			b, err := allocAnon(n)
-			allocated = append(allocated, b)
-			return b, err
-		},
-		FreeFeatures: func(b []byte) error {
-			freed = append(freed, b)
-			return freeAnon(b)
-		},
-	}
+	rec := &recordingAlloc{}
+	opts := &OpenOptions{AllowHetero: true, AllocFeatures: rec.alloc, FreeFeatures: rec.free}
 	ds, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +270,7 @@ func TestHeteroOpenAllocFeatures(t *testing.T) {
 		withFeatures++
 		p := uintptrOf(&got.Features[0])
 		inside := false
-		for _, mem := range allocated {
+		for _, mem := range rec.allocated {
 			if p >= uintptrOf(&mem[0]) && p+uintptr(len(got.Features)) <= uintptrOf(&mem[0])+uintptr(len(mem)) {
 				inside = true
 			}
@@ -289,14 +279,14 @@ func TestHeteroOpenAllocFeatures(t *testing.T) {
 			t.Fatalf("node type %s: features at %#x, not on a FeatureAlign boundary inside an allocation", want.Name, p)
 		}
 	}
-	if withFeatures == 0 || len(allocated) != withFeatures {
-		t.Fatalf("%d allocations for %d node types with features", len(allocated), withFeatures)
+	if withFeatures == 0 || len(rec.allocated) != withFeatures {
+		t.Fatalf("%d allocations for %d node types with features", len(rec.allocated), withFeatures)
 	}
 	ds.Close()
-	if len(freed) != 0 {
+	if len(rec.freed) != 0 {
 		t.Fatal("Close freed the caller's memory")
 	}
-	for _, mem := range allocated {
+	for _, mem := range rec.allocated {
 		freeAnon(mem)
 	}
 
@@ -310,11 +300,11 @@ func TestHeteroOpenAllocFeatures(t *testing.T) {
 	b, _ := os.ReadFile(p)
 	b[len(b)/2] ^= 1
 	os.WriteFile(p, b, 0o644)
-	allocated, freed = nil, nil
+	rec.allocated, rec.freed = nil, nil
 	if _, err := Open(dir, opts); err == nil {
 		t.Fatal("a corrupt file was opened")
 	}
-	if len(allocated) == 0 || len(freed) != len(allocated) {
-		t.Fatalf("%d allocated, %d freed", len(allocated), len(freed))
+	if len(rec.allocated) == 0 || len(rec.freed) != len(rec.allocated) {
+		t.Fatalf("%d allocated, %d freed", len(rec.allocated), len(rec.freed))
 	}
 }

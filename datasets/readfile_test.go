@@ -71,6 +71,21 @@ func TestOpenNoFeatures(t *testing.T) {
 	}
 }
 
+// recordingAlloc is an AllocFeatures / FreeFeatures pair over anonymous
+// memory that records every call.
+type recordingAlloc struct{ allocated, freed [][]byte }
+
+func (r *recordingAlloc) alloc(n int64) ([]byte, error) {
+	b, err := allocAnon(n)
+	r.allocated = append(r.allocated, b)
+	return b, err
+}
+
+func (r *recordingAlloc) free(b []byte) error {
+	r.freed = append(r.freed, b)
+	return freeAnon(b)
+}
+
 // TestOpenAllocFeatures: features go into the caller's memory, rows on a
 // FeatureAlign boundary; a failed Open gives the memory back, a successful
 // one leaves it to the caller even after Close.
@@ -80,33 +95,23 @@ func TestOpenAllocFeatures(t *testing.T) {
 	if err := Write(dir, d, nil); err != nil {
 		t.Fatal(err)
 	}
-	var allocated, freed [][]byte
-	opts := &OpenOptions{
-		AllocFeatures: func(n int64) ([]byte, error) {
-			b, err := allocAnon(n)
-			allocated = append(allocated, b)
-			return b, err
-		},
-		FreeFeatures: func(b []byte) error {
-			freed = append(freed, b)
-			return freeAnon(b)
-		},
-	}
+	rec := &recordingAlloc{}
+	opts := &OpenOptions{AllocFeatures: rec.alloc, FreeFeatures: rec.free}
 	ds, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameData(t, d, &ds.Data)
-	if len(allocated) != 1 {
-		t.Fatalf("%d allocations", len(allocated))
+	if len(rec.allocated) != 1 {
+		t.Fatalf("%d allocations", len(rec.allocated))
 	}
-	mem, p := allocated[0], uintptrOf(&ds.Features[0])
+	mem, p := rec.allocated[0], uintptrOf(&ds.Features[0])
 	if p < uintptrOf(&mem[0]) || p+uintptr(len(ds.Features)) > uintptrOf(&mem[0])+uintptr(len(mem)) || p%FeatureAlign != 0 {
 		t.Fatalf("features at %#x, allocation at %#x+%d", p, uintptrOf(&mem[0]), len(mem))
 	}
 	feats := ds.Features
 	ds.Close()
-	if len(freed) != 0 {
+	if len(rec.freed) != 0 {
 		t.Fatal("Close freed the caller's memory")
 	}
 	if !bytes.Equal(feats, d.Features) {
@@ -121,12 +126,12 @@ func TestOpenAllocFeatures(t *testing.T) {
 	b, _ := os.ReadFile(p2)
 	b[len(b)/2] ^= 1
 	os.WriteFile(p2, b, 0o644)
-	allocated = nil
+	rec.allocated = nil
 	if _, err = Open(dir, opts); err == nil || !strings.Contains(err.Error(), "checksum mismatch") {
 		t.Fatalf("got %v", err)
 	}
-	if len(allocated) != 1 || len(freed) != 1 || &freed[0][0] != &allocated[0][0] {
-		t.Fatalf("%d allocated, %d freed", len(allocated), len(freed))
+	if len(rec.allocated) != 1 || len(rec.freed) != 1 || &rec.freed[0][0] != &rec.allocated[0][0] {
+		t.Fatalf("%d allocated, %d freed", len(rec.allocated), len(rec.freed))
 	}
 	if _, err := Open(dir, &OpenOptions{AllocFeatures: opts.AllocFeatures}); err == nil {
 		t.Fatal("AllocFeatures without FreeFeatures accepted")
