@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
@@ -23,7 +22,7 @@ import torch
 from . import protocol as p
 from ._pyg_inputs import _Facade
 from .loader import Loader
-from .pyg import (CUSTOM_SPLIT, Remote, _IGNORED, _NO_EFFECT, _SPLIT_ALIASES, _SeedsLoader, _attr, _check_data,
+from .pyg import (CUSTOM_SPLIT, Remote, _SPLIT_ALIASES, _SeedsLoader, _attr, _check_data, _check_pyg_kwargs,
                   _dist_rank_world, _plain)
 
 __all__ = ["LinkNeighborLoader", "NegativeSampling", "LINK_PREFIX"]
@@ -222,24 +221,8 @@ class LinkNeighborLoader(_Facade):
                         temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
                         transform_sampler_output=transform_sampler_output, neighbor_sampler=neighbor_sampler,
                         directed=directed)
-        loader_kw = {k: kwargs.pop(k) for k in ("slots", "job", "release", "start_epoch", "start_batch", "pyg",
-                                                     "timeout", "reconnect", "daemon_uid") if k in kwargs}
-        for k in ("dataset", "collate_fn"):
-            if k == "dataset" or kwargs.get(k) is None:
-                kwargs.pop(k, None)
-        for k, v in list(kwargs.items()) + list(pyg_args.items()):
-            if k in _IGNORED:
-                default, why = _IGNORED[k]
-                if v != default:
-                    warnings.warn(f"gnnloader.LinkNeighborLoader ignores {k}={v!r}: {why}", stacklevel=2)
-            elif k in _NO_EFFECT:
-                continue
-            elif k in _UNSUPPORTED_UNLESS:
-                if _plain(v) != _UNSUPPORTED_UNLESS[k]:
-                    raise ValueError(f"gnnloader.LinkNeighborLoader does not support {k}={_plain(v)!r} "
-                                     f"(loaderd samples uniformly without replacement, homogeneous graphs)")
-            else:
-                raise TypeError(f"gnnloader.LinkNeighborLoader got an unexpected keyword argument {k!r}")
+        loader_kw = _check_pyg_kwargs("LinkNeighborLoader", kwargs, pyg_args, _UNSUPPORTED_UNLESS,
+                                      "loaderd samples uniformly without replacement, homogeneous graphs")
         if edge_label_time is not None:
             raise ValueError("gnnloader.LinkNeighborLoader does not support edge_label_time (temporal sampling)")
         if isinstance(num_neighbors, dict):

@@ -59,6 +59,36 @@ _NO_EFFECT = {
     "is_sorted": "loaderd's CSR is always sorted",
     "filter_per_worker": "there are no trainer-side workers",
 }
+# Loader's own keyword arguments, which the PyG-style loaders pass through.
+_LOADER_KWARGS = ("slots", "job", "release", "start_epoch", "start_batch", "pyg", "timeout", "reconnect", "daemon_uid")
+
+
+def _check_pyg_kwargs(loader: str, kwargs: Dict[str, Any], pyg_args: Dict[str, Any], unsupported: Dict[str, Any],
+                      why: str) -> Dict[str, Any]:
+    """Takes Loader's own keyword arguments out of kwargs and returns them, and checks every other PyG
+    argument (kwargs and pyg_args): a DataLoader option in _IGNORED with a value other than its default
+    warns, one in _NO_EFFECT passes, one in unsupported with a value other than the one given there
+    raises ValueError (why says what loaderd does instead), and anything else raises TypeError, as
+    an unexpected keyword argument does. `loader` names the class in the messages."""
+    loader_kw = {k: kwargs.pop(k) for k in _LOADER_KWARGS if k in kwargs}
+    for k in ("dataset", "collate_fn"):  # PyTorch Lightning passes these back; PyG drops them
+        if k == "dataset" or kwargs.get(k) is None:
+            kwargs.pop(k, None)
+    for k, v in list(kwargs.items()) + list(pyg_args.items()):
+        if k in _IGNORED:
+            default, reason = _IGNORED[k]
+            if v != default:
+                warnings.warn(f"gnnloader.{loader} ignores {k}={v!r}: {reason}", stacklevel=3)
+        elif k in _NO_EFFECT:
+            continue
+        elif k in unsupported:
+            if _plain(v) != unsupported[k]:
+                raise ValueError(f"gnnloader.{loader} does not support {k}={_plain(v)!r} ({why})")
+        else:
+            raise TypeError(f"gnnloader.{loader} got an unexpected keyword argument {k!r}")
+    return loader_kw
+
+
 # PyG options whose non-default values loaderd does not implement (default).
 _UNSUPPORTED_UNLESS = {
     "replace": False,
@@ -193,23 +223,8 @@ class NeighborLoader(_Facade):
                         transform_sampler_output=transform_sampler_output, neighbor_sampler=neighbor_sampler,
                         directed=directed)
         given_ids = kwargs.pop("input_id", None)  # PyG's NodeLoader argument
-        loader_kw = {k: kwargs.pop(k) for k in ("slots", "job", "release", "start_epoch", "start_batch", "pyg",
-                                                     "timeout", "reconnect", "daemon_uid")
-                     if k in kwargs}
-        for k in ("dataset", "collate_fn"):  # PyTorch Lightning passes these back; PyG drops them
-            if k == "dataset" or kwargs.get(k) is None:
-                kwargs.pop(k, None)
-        for k, v in list(kwargs.items()) + list(pyg_args.items()):
-            if k in _IGNORED:
-                default, why = _IGNORED[k]
-                if v != default:
-                    warnings.warn(f"gnnloader.NeighborLoader ignores {k}={v!r}: {why}", stacklevel=2)
-            elif k in _UNSUPPORTED_UNLESS:
-                if _plain(v) != _UNSUPPORTED_UNLESS[k]:
-                    raise ValueError(f"gnnloader.NeighborLoader does not support {k}={_plain(v)!r} "
-                                     f"(loaderd samples uniformly without replacement)")
-            else:
-                raise TypeError(f"gnnloader.NeighborLoader got an unexpected keyword argument {k!r}")
+        loader_kw = _check_pyg_kwargs("NeighborLoader", kwargs, pyg_args, _UNSUPPORTED_UNLESS,
+                                      "loaderd samples uniformly without replacement")
         temporal, served_time = temporal_request(disjoint, temporal_strategy, time_attr, input_time, data)
         fanouts = FanoutSpec.of(num_neighbors)  # ValueError for a bad list or dict
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
