@@ -24,13 +24,10 @@ The four messages are ``gnnloader.protocol``'s (from ipc's message table);
 
 from __future__ import annotations
 
-import array
 import mmap
 import os
-import socket
-import struct
 import threading
-from typing import List, Optional, Tuple
+from typing import Optional
 
 from . import protocol as P
 from . import trust
@@ -68,30 +65,6 @@ def decode(frame: bytes, limits: P.Limits = P.DEFAULT_LIMITS):
     """The message of one complete frame: a gradient message, or any
     ``gnnloader.protocol`` message (Welcome, Error, Goodbye)."""
     return P.unmarshal(frame, limits)
-
-
-def _recv_frame(sock: socket.socket) -> Tuple[bytes, List[int]]:
-    """One frame and the descriptors that came with it."""
-    fds: List[int] = []
-    buf = bytearray()
-    need = 4
-    while len(buf) < need:
-        data, anc, _, _ = sock.recvmsg(need - len(buf), socket.CMSG_SPACE(P.MAX_FDS * 4))
-        for level, kind, cdata in anc:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                a = array.array("i")
-                a.frombytes(cdata[: len(cdata) - len(cdata) % 4])
-                fds.extend(a)
-        if not data:
-            for fd in fds:
-                os.close(fd)
-            raise EOFError("loaderd closed the gradient connection")
-        buf += data
-        if need == 4 and len(buf) >= 4:
-            need = 4 + struct.unpack_from("<I", buf)[0]
-            if need - 4 > P.DEFAULT_LIMITS.max_frame:
-                raise P.ProtocolError(P.Code.LIMIT, f"frame of {need} bytes")
-    return bytes(buf), fds
 
 
 class GradClient:
@@ -154,8 +127,13 @@ class GradClient:
             self._mem = None
 
     def _recv(self):
-        frame, fds = _recv_frame(self.sock)
-        m = decode(frame)
+        # The client's frame reader: limits before allocating, close-on-exec
+        # descriptors, none left open on an error, the count the message
+        # carries checked.
+        try:
+            m, fds = P.recv_msg(self.sock)
+        except EOFError:
+            raise EOFError("loaderd closed the gradient connection") from None
         if isinstance(m, P.Error):
             for fd in fds:
                 os.close(fd)
