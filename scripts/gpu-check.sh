@@ -88,7 +88,7 @@ if [ -x .gpu/bin/loaderd ]; then
 	# With PyG installed (the GPU machines have it; CI does not), the drop-in
 	# tests and the reddit-like example run against real torch_geometric Data.
 	if python3 -c 'import torch_geometric' 2> /dev/null; then
-		step "python PyG drop-in (torch_geometric installed)" bash -c "cd '$root/python/tests' && LOADERD='$root/.gpu/bin/loaderd' PYTHONUNBUFFERED=1 python3 -m unittest -v test_pyg test_pyg_neighbor_loader test_reddit_like test_hetero test_hetero_batch"
+		step "python PyG drop-in (torch_geometric installed)" bash -c "cd '$root/python/tests' && LOADERD='$root/.gpu/bin/loaderd' PYTHONUNBUFFERED=1 python3 -m unittest -v test_pyg test_pyg_neighbor_loader test_pyg_parity test_reddit_like test_hetero test_hetero_batch"
 	else
 		note "python PyG drop-in                      skipped: torch_geometric is not installed"
 	fi

@@ -1,0 +1,188 @@
+"""bench_train.py's measurement helpers: the daemon's counters and memory,
+GPU memory, cudaHostRegister through torch's libcudart, per-step timers, and
+the pinned H2D memcpy bandwidth (the PCIe bound)."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+
+import torch
+
+
+# -- measurement helpers -------------------------------------------------------
+
+def scrape(url):
+    """The daemon's counters (Prometheus text) as {name: value}."""
+    if not url:
+        return {}
+    try:
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+    except Exception as e:  # noqa: BLE001
+        print(f"metrics: {e}", file=sys.stderr)
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = re.match(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)$", line)
+        if m and (m.group(2) is None or m.group(1).startswith(("gnnloader_batches_served_total", "gnnloader_gpu_"))):
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+    return out
+
+
+def daemon_stage_ms(before, after):
+    """Per-batch daemon stage times between two scrapes."""
+    def d(k):
+        return after.get(k, 0.0) - before.get(k, 0.0)
+    n = max(d("gnnloader_sample_seconds_count"), 1)
+    g = max(d("gnnloader_gather_seconds_count"), 1)
+    return {"sample_ms": 1e3 * d("gnnloader_sample_seconds_sum") / n,
+            "gather_fill_ms": 1e3 * d("gnnloader_gather_seconds_sum") / g,
+            "slot_wait_ms": 1e3 * d("gnnloader_slot_wait_seconds_sum") / g,
+            "gather_bytes": d("gnnloader_gather_bytes_total"),
+            "swept_batches": d("gnnloader_swept_batches_total"), "filled_batches": d("gnnloader_gather_seconds_count"),
+            "rows_looked_up": d("gnnloader_gpu_rows_looked_up_total"),
+            "cache_hit_bytes": d("gnnloader_gpu_cache_hit_bytes_total"),
+            "pcie_read_bytes": d("gnnloader_gpu_pcie_read_bytes_total")}
+
+
+def proc_mem(pid):
+    """VmRSS, VmHWM, RssAnon, RssShmem, VmPin of a process (bytes)."""
+    out = {}
+    if not pid:
+        return out
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "VmPin", "VmLck"):
+                    out[k] = int(v.split()[0]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def gpu_apps():
+    """Per-process GPU memory from nvidia-smi (MiB), {pid: MiB}."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=20)
+        return {int(a): int(b) for a, b in (l.split(",") for l in r.stdout.strip().splitlines() if "," in l)}
+    except Exception:  # noqa: BLE001
+        return {}
+
+
+def gpu_free(dev):
+    if dev.type != "cuda":
+        return 0
+    torch.cuda.synchronize(dev)
+    return torch.cuda.mem_get_info(dev)[0]
+
+
+_CUDART = None
+
+
+def _cudart():
+    """The CUDA runtime library torch has loaded (ctypes), or None."""
+    global _CUDART
+    if _CUDART is None:
+        import ctypes
+        paths = []
+        try:
+            with open("/proc/self/maps") as f:
+                paths = sorted({ln.split()[-1] for ln in f if "libcudart.so" in ln})
+        except OSError:
+            pass
+        for path in paths:
+            try:
+                lib = ctypes.CDLL(path)
+                lib.cudaHostRegister.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+                lib.cudaHostUnregister.argtypes = [ctypes.c_void_p]
+                _CUDART = lib
+                break
+            except (OSError, AttributeError):
+                continue
+        if _CUDART is None:
+            _CUDART = False
+    return _CUDART or None
+
+
+def host_register(ptr, nbytes, read_only=False):
+    """cudaHostRegister (ctypes on torch's libcudart); True when it worked.
+    A failure's error is cleared (cudaGetLastError) so torch's next launch
+    check does not see it."""
+    lib = _cudart()
+    if lib is None:
+        print("cudaHostRegister: no libcudart mapped", file=sys.stderr)
+        return False
+    flags = 0x08 if read_only else 0  # cudaHostRegisterReadOnly
+    rc = lib.cudaHostRegister(ptr, nbytes, flags)
+    if rc != 0:
+        lib.cudaGetLastError()
+        print(f"cudaHostRegister({nbytes} bytes, flags {flags}) failed: error {rc}", file=sys.stderr)
+        return False
+    return True
+
+
+def host_unregister(ptr):
+    lib = _cudart()
+    if lib is not None and lib.cudaHostUnregister(ptr) != 0:
+        lib.cudaGetLastError()
+
+
+class Timer:
+    """Per-step CUDA-event (or wall, on the CPU) time of the training step."""
+
+    def __init__(self, dev):
+        self.cuda = dev.type == "cuda"
+        self.pairs, self.cpu = [], []
+
+    def start(self):
+        if self.cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            return e
+        return time.perf_counter()
+
+    def stop(self, s):
+        if self.cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            self.pairs.append((s, e))
+        else:
+            self.cpu.append(1e3 * (time.perf_counter() - s))
+
+    def ms(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+            return [a.elapsed_time(b) for a, b in self.pairs]
+        return self.cpu
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def pcie_bound(dev, nbytes=1 << 30, reps=5):
+    """Pinned H2D memcpy bandwidth (GB/s)."""
+    if dev.type != "cuda":
+        return None
+    h = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    d = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    d.copy_(h, non_blocking=True)
+    torch.cuda.synchronize()
+    best = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        d.copy_(h, non_blocking=True)
+        b.record()
+        b.synchronize()
+        best.append(nbytes / (a.elapsed_time(b) / 1e3) / 1e9)
+    del h, d
+    best.sort()
+    return best[len(best) // 2]

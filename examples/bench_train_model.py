@@ -1,0 +1,145 @@
+"""bench_train.py's model and training loop: GraphSAGE (PyG's SAGEConv in
+plain torch, layers trimmed to the hops they need) and one timed epoch over a
+feed, then accuracy on the valid split."""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn.functional as F
+
+from bench_train_measure import Timer, sync
+
+
+# -- model --------------------------------------------------------------------
+
+class SAGEConv(torch.nn.Module):
+    """GraphSAGE mean aggregation with root weight (PyG's SAGEConv), computing
+    only the first n_out rows (the nodes the next layer needs)."""
+
+    def __init__(self, in_dim, out_dim):
+        super().__init__()
+        self.lin_l = torch.nn.Linear(in_dim, out_dim)
+        self.lin_r = torch.nn.Linear(in_dim, out_dim, bias=False)
+
+    def forward(self, x, edge_index, n_out):
+        src, dst = edge_index[0], edge_index[1]
+        agg = torch.zeros(n_out, x.size(1), dtype=x.dtype, device=x.device)
+        agg.index_add_(0, dst, x.index_select(0, src))
+        deg = torch.zeros(n_out, dtype=x.dtype, device=x.device)
+        deg.index_add_(0, dst, torch.ones_like(dst, dtype=x.dtype))
+        agg = agg / deg.clamp(min=1).unsqueeze(1)
+        return self.lin_l(agg) + self.lin_r(x[:n_out])
+
+
+class SAGE(torch.nn.Module):
+    def __init__(self, in_dim, hidden, out_dim, layers=3, dropout=0.5):
+        super().__init__()
+        dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
+        self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.dropout = dropout
+
+    def forward(self, x, edge_index, nodes, edges):
+        """nodes/edges: sampled nodes and edges per hop (seeds first); layer l
+        reads hops 0..L-l and writes hops 0..L-l-1."""
+        L = len(self.convs)
+        for l, conv in enumerate(self.convs):
+            n_in = sum(nodes[: L + 1 - l])
+            n_out = sum(nodes[: L - l])
+            e = sum(edges[: L - l])
+            x = conv(x[:n_in], edge_index[:, :e], n_out)
+            if l < L - 1:
+                x = F.relu(x)
+                x = F.dropout(x, p=self.dropout, training=self.training)
+        return x
+
+
+# -- one run -------------------------------------------------------------------
+
+def run_epoch(args, feed, dev, model=None, opt=None, touch_only=False, max_batches=0):
+    """One pass over feed; returns timing figures (and trains when model).
+    With --train-stream high the whole pass (the waits for each batch
+    included) runs on a high-priority CUDA stream, so the GPU's block
+    scheduler prefers the training's kernels to loaderd's."""
+    if dev.type == "cuda" and args.train_stream == "high":
+        try:  # out-of-range priorities are clamped to the highest (torch >= 2.1)
+            st = torch.cuda.Stream(dev, priority=-100)
+        except (RuntimeError, ValueError):
+            st = torch.cuda.Stream(dev, priority=-1)
+        with torch.cuda.stream(st):
+            return _run_epoch(args, feed, dev, model, opt, touch_only, max_batches)
+    return _run_epoch(args, feed, dev, model, opt, touch_only, max_batches)
+
+
+def _run_epoch(args, feed, dev, model, opt, touch_only, max_batches):
+    timer = Timer(dev)
+    acc = torch.zeros((), device=dev)
+    loss_sum = torch.zeros((), device=dev)
+    nodes_total = batches = 0
+    partial = False
+    t0 = time.perf_counter()
+    for x, ei, y, bs, nodes, edges, nn in feed:
+        s = timer.start()
+        if touch_only:
+            acc += x.sum()
+        else:
+            opt.zero_grad(set_to_none=True)
+            out = model(x, ei, nodes, edges)
+            loss = F.cross_entropy(out, y[:bs])
+            loss.backward()
+            opt.step()
+            loss_sum += loss.detach()
+        timer.stop(s)
+        nodes_total += nn
+        batches += 1
+        if max_batches and batches >= max_batches:
+            break
+        if args.hard_end and time.time() > args.hard_end:
+            partial = True
+            break
+    sync(dev)
+    wall = time.perf_counter() - t0
+    steps = timer.ms()
+    r = {"batches": batches, "wall_s": wall, "batches_per_s": batches / wall, "ms_per_batch": 1e3 * wall / max(batches, 1),
+         "step_ms": sum(steps) / max(len(steps), 1), "nodes_per_batch": nodes_total / max(batches, 1)}
+    if partial:
+        r["partial"] = "stopped at the time limit"
+    if not touch_only:
+        r["mean_loss"] = float(loss_sum) / max(batches, 1)
+    return r
+
+
+@torch.no_grad()
+def evaluate(args, model, make_feed, dev):
+    model.eval()
+    feed = make_feed("valid", False, args.eval_seed)
+    correct = total = 0
+    try:
+        for x, ei, y, bs, nodes, edges, _ in feed:
+            out = model(x, ei, nodes, edges)
+            correct += int((out.argmax(dim=-1) == y[:bs]).sum())
+            total += bs
+    finally:
+        feed.close()
+    model.train()
+    return correct / max(total, 1)
+
+
+def train_variant(args, name, make_feed, dev, info, evaluate_after=True):
+    torch.manual_seed(args.seed)
+    if dev.type == "cuda":
+        torch.cuda.manual_seed(args.seed)
+    model = SAGE(info["feature_dim"], args.hidden, info["num_classes"], layers=len(args.fanouts)).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    feed = make_feed("train", True, args.seed)
+    try:
+        r = run_epoch(args, feed, dev, model, opt, max_batches=args.max_batches)
+        if hasattr(feed, "gather_ms") and feed.gather_ms:
+            r["cpu_gather_ms"] = sum(feed.gather_ms) / len(feed.gather_ms)
+    finally:
+        feed.close()
+    if evaluate_after and not args.no_eval and not (args.hard_end and time.time() > args.hard_end):
+        t = time.perf_counter()
+        r["valid_acc"] = evaluate(args, model, make_feed, dev)
+        r["eval_s"] = time.perf_counter() - t
+    return r

@@ -1,0 +1,116 @@
+"""bench_train.py --render: the issue-6 table (markdown) from the JSON files
+bench_train.py writes (scripts/bench-train.sh prints it at the end)."""
+from __future__ import annotations
+
+import json
+
+
+def render(paths):
+    """The issue-6 table (markdown) from bench JSON files and meta.json."""
+    runs, meta = {}, {}
+    for path in paths:
+        try:
+            with open(path) as f:
+                d = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"<!-- {path}: {e} -->")
+            continue
+        if "meta" in d:
+            meta = d["meta"]
+            continue
+        runs.update(d.get("variants", {}))
+        for k in ("dataset", "row_bytes", "gpu", "table"):
+            if k in d and k not in meta:
+                meta[k] = d[k]
+    f1 = lambda v, n=1: "-" if v is None else f"{v:.{n}f}"  # noqa: E731
+    gb = lambda b: "-" if b is None else f"{b / 1e9:.2f} GB"  # noqa: E731
+    ds = meta.get("dataset", {})
+    print(f"dataset: {ds.get('num_nodes')} nodes, {ds.get('num_edges')} stored edges, "
+          f"{ds.get('batches')} train batches of 1024; build {f1(meta.get('build_s'))} s; "
+          f"GPU {meta.get('gpu', '-')}")
+    pc = runs.get("pcie", {}).get("GBps")
+    rb = meta.get("row_bytes", 512)
+    print()
+    print("| run | epoch s | batches | batches/s | ms/batch | sample ms | gather ms | train ms | overlap | "
+          "feature GB/s | valid acc |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, r in runs.items():
+        if name == "pcie" or "batches" not in r:
+            if "error" in r or "skipped" in r:
+                print(f"| {name} | {r.get('error') or r.get('skipped')} |||||||||| ")
+            continue
+        d = r.get("daemon", {})
+        samp = d.get("sample_ms")
+        if name.endswith("cpu"):
+            gat = r.get("cpu_gather_ms")
+        elif name.endswith("resident") or name.endswith("train_only"):
+            gat = None
+        else:
+            gat = d.get("gather_fill_ms")
+        train = None if name.endswith("loader") else r.get("step_ms")
+        stages = [v for v in (samp, gat, train) if v]
+        ov = (sum(stages) - r["ms_per_batch"]) / sum(stages) if stages else None
+        part = " (partial)" if r.get("partial") or r["batches"] < ds.get("batches", 0) else ""
+        print(f"| {name}{part} | {f1(r['wall_s'])} | {r['batches']} | {f1(r['batches_per_s'])} | {f1(r['ms_per_batch'])} | "
+              f"{f1(samp)} | {f1(gat)} | {f1(train)} | {'-' if ov is None else f'{100 * ov:.0f}%'} | "
+              f"{f1(r.get('feature_GBps'))} | {f1(r.get('valid_acc', None) and 100 * r['valid_acc'])} |")
+    lo, ld, res, cpu, tro = (runs.get(k, {}) for k in ("loader", "loaderd", "resident", "cpu", "train_only"))
+    print()
+    if pc and lo.get("batches"):
+        byts = lo["nodes_per_batch"] * rb * lo["batches"]
+        bound = byts / (pc * 1e9)
+        print(f"- PCIe bound: {byts / 1e9:.1f} GB of feature rows in {lo['batches']} batches / {pc:.1f} GB/s pinned "
+              f"memcpy = {bound:.1f} s; loader only {lo['wall_s']:.1f} s = {100 * bound / lo['wall_s']:.0f}% of the bound "
+              f"(target 90%)")
+    if ld.get("wall_s") and res.get("wall_s"):
+        print(f"- loaderd epoch / resident epoch = {ld['wall_s'] / res['wall_s']:.2f} (target <= 1.05)")
+    if ld.get("wall_s") and tro.get("wall_s"):
+        print(f"- loaderd epoch / training-only epoch = {ld['wall_s'] / tro['wall_s']:.2f} (target <= 1.10); "
+              f"training only {tro['ms_per_batch']:.2f} ms a batch ({tro['step_ms']:.2f} ms of GPU time a step)")
+    if ld.get("wall_s") and cpu.get("wall_s"):
+        print(f"- CPU-gather epoch / loaderd epoch = {cpu['wall_s'] / ld['wall_s']:.2f} (target >= 3)")
+    if ld.get("valid_acc") is not None and res.get("valid_acc") is not None:
+        print(f"- valid accuracy: loaderd {100 * ld['valid_acc']:.2f}%, resident {100 * res['valid_acc']:.2f}% "
+              f"(difference {100 * (ld['valid_acc'] - res['valid_acc']):+.2f} points; chance "
+              f"{100 / max(ds.get('num_classes', 1), 1):.2f}%)")
+    labels = sorted({k.split(":", 1)[0] for k in runs if ":" in k})
+    for lab in labels:
+        for v in ("loader", "loaderd"):
+            o, base = runs.get(f"{lab}:{v}", {}), runs.get(v, {})
+            if o.get("ms_per_batch") and base.get("ms_per_batch"):
+                print(f"- (d) {lab} {v}: {o['ms_per_batch']:.1f} ms/batch over {o['batches']} batches, against "
+                      f"{base['ms_per_batch']:.1f} in the main run ({o['ms_per_batch'] / base['ms_per_batch']:.2f}x)")
+    ca = runs.get("cache:loader", {})
+    cd = ca.get("daemon", {})
+    if ca.get("feature_GBps") and cd.get("rows_looked_up"):
+        hit = cd.get("cache_hit_bytes", 0) / (cd["rows_looked_up"] * rb)
+        base = lo.get("feature_GBps")
+        line = (f"- GPU cache ({meta.get('cache', '20%')} of the feature bytes): {100 * hit:.1f}% of rows looked up were "
+                f"hits; {cd.get('cache_hit_bytes', 0) / 1e9:.1f} GB from the cache, {cd.get('pcie_read_bytes', 0) / 1e9:.1f} GB "
+                f"over PCIe; loader only delivered {ca['feature_GBps']:.1f} GB/s")
+        if base:
+            line += f" = {ca['feature_GBps'] / base:.2f}x the no-cache loader's {base:.1f} GB/s (target >= 1.5x)"
+        if pc:
+            line += f"; PCIe ceiling {pc:.1f} GB/s"
+        print(line)
+    for name, r in runs.items():
+        d = r.get("daemon", {}) if isinstance(r, dict) else {}
+        if d.get("filled_batches"):
+            print(f"- {name}: {d.get('swept_batches', 0):.0f} of {d['filled_batches']:.0f} batches filled in multi-batch sweeps")
+    if res.get("table_to_gpu"):
+        t = res["table_to_gpu"]
+        print(f"- resident: table to GPU in {f1(t.get('register_s', 0), 1)} s register + {f1(t.get('copy_s'), 1)} s copy")
+    m1, m2 = lo.get("daemon_mem_1", {}), lo.get("daemon_mem_2", {})
+    dsb = meta.get("table", {}).get("dataset_bytes")
+    if m1:
+        line = f"- daemon memory: RSS {gb(m1.get('VmRSS'))} with 1 trainer"
+        if m2:
+            line += f", {gb(m2.get('VmRSS'))} with 2"
+        if dsb:
+            line += f"; dataset {gb(dsb)} ({100 * m1.get('VmRSS', 0) / dsb - 100:+.1f}% / "                     f"{100 * m2.get('VmRSS', 0) / dsb - 100 if m2 else float('nan'):+.1f}%)"
+        print(line + f"; peak RSS {gb(meta.get('daemon_hwm') or runs.get('loader', {}).get('daemon_mem', {}).get('VmHWM'))}; "
+              f"pinned {gb(meta.get('pinned_bytes'))}")
+    if lo.get("gpu_bytes_added") is not None:
+        print(f"- GPU memory per trainer: {gb(lo.get('gpu_bytes_added'))} added by the first trainer, "
+              f"{gb(lo.get('second_gpu_bytes_added'))} by a second; slots {gb(lo.get('slot_bytes'))}; "
+              f"per process (nvidia-smi, MiB): {lo.get('gpu_apps_MiB')}")

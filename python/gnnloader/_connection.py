@@ -1,0 +1,162 @@
+"""The connection under a Loader: the handshake, Open and the slot memory it
+maps (shared memory or CUDA slots), frames sent and received, reconnecting
+and shutting down. Loader (gnnloader.loader) derives from _Connection and
+sets its state in Loader.__init__."""
+
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import os
+import time
+from typing import List, Sequence
+
+from . import protocol as p
+from . import trust
+from ._hetero_args import resolve_open
+from .errors import LoaderError, _buffered_last_words, _last_words
+from .hetero import HeteroLayout, is_hetero
+
+# Error codes after which a loader with reconnect > 0 tries again: the
+# connection broke, could not be made, or the daemon is shutting down.
+_RECONNECTABLE = ("closed", "connect", "goodbye", "shutting_down")
+
+
+class _Connection:
+    """Loader's connection to loaderd (see Loader for the attributes it uses)."""
+
+    def _connect(self, req: p.Open) -> None:
+        """Connect, handshake and open the slot ring."""
+        if self._default_dir is not None:
+            trust.check_socket_dir(self._default_dir)  # again: it may have changed since
+        hint = "" if self._default_dir is None else \
+            f" (the default socket: start loaderd, or pass a socket path or set ${trust.SOCKET_ENV})"
+        self._sock = trust.connect(self.socket_path, self._timeout, self._trusted, hint=hint)
+        self._send(p.Hello(pid=os.getpid(), name=f"gnnloader rank {req.rank}"))
+        welcome = self._recv()
+        if not isinstance(welcome, p.Welcome):
+            raise LoaderError(f"daemon answered Hello with {type(welcome).__name__}")
+        self.dataset = welcome.dataset
+        self.daemon_version = welcome.daemon_version
+        self.opened = self._open(resolve_open(req, self.dataset, self._fanouts))
+
+    def _reconnect(self, epoch: int, next_index: int) -> None:
+        """Re-establish the connection and resume `epoch` at `next_index`."""
+        self._drop_connection()
+        deadline = time.monotonic() + self._reconnect_for
+        backoff = 0.02
+        req = dataclasses.replace(self._request, start_epoch=epoch, start_batch=next_index)
+        while True:
+            try:
+                self._connect(req)
+                self.reconnects += 1
+                return
+            except LoaderError as e:
+                self._drop_connection()
+                if e.code not in _RECONNECTABLE or time.monotonic() + backoff > deadline:
+                    raise LoaderError(f"lost loaderd and could not reconnect within {self._reconnect_for:g} s: {e}",
+                                      code=e.code) from e
+                time.sleep(backoff)
+                backoff = min(2 * backoff, 1.0)
+
+    def _close_cuda(self):
+        """Close the CUDA slots' handles and events, if any (best effort:
+        the connection they belong to is gone or going)."""
+        if self._cuda is not None:
+            try:
+                self._cuda.close()
+            except Exception:
+                pass
+            self._cuda = None
+
+    def _drop_connection(self) -> None:
+        """Forget the connection and its slots (tensors still viewing an old
+        shared-memory slot keep its mapping alive)."""
+        self._held.clear()
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        self._close_cuda()
+        self._mem = None
+
+    # -- connection ---------------------------------------------------------
+
+    def _send(self, msg, fds: Sequence[int] = ()) -> None:
+        try:
+            p.send_msg(self._sock, msg, fds)
+        except OSError as e:
+            raise self._lost(e) from e
+
+    def _recv(self):
+        try:
+            msg, fds = p.recv_msg(self._sock)
+        except EOFError:
+            raise LoaderError("loaderd closed the connection", code="closed") from None
+        except OSError as e:
+            raise self._lost(e) from e
+        if fds:
+            self._fds = fds
+        last = _last_words(msg)
+        if last is not None:
+            raise last
+        return msg
+
+    def _lost(self, cause: OSError) -> LoaderError:
+        """The error for a send or receive that failed with `cause`. When the
+        daemon closed the connection (EPIPE, ECONNRESET) its last frames may
+        still wait, unread, in this socket's receive buffer: a daemon that
+        stops sends Goodbye and closes, and a Release written meanwhile meets
+        the closed socket before the Goodbye is read. The daemon's Goodbye or
+        Error found there is the error; otherwise the broken connection is."""
+        if isinstance(cause, (BrokenPipeError, ConnectionResetError)) and self._sock is not None:
+            last = _buffered_last_words(self._sock)
+            if last is not None:
+                return last
+        return LoaderError(f"connection to loaderd lost: {cause}", code="closed")
+
+    def _open(self, req: p.Open) -> p.Opened:
+        self._fds: List[int] = []
+        self._send(req)
+        opened = self._recv()
+        if not isinstance(opened, p.Opened):
+            raise LoaderError(f"daemon answered Open with {type(opened).__name__}")
+        self._regions = {r.name: r for r in opened.regions}
+        self._hetero = HeteroLayout(self.dataset, req.input_type, len(req.fanouts), self._hetero_cls) \
+            if is_hetero(self.dataset) else None
+        if opened.memory == p.MEMORY_CUDA:
+            from .cuda import CudaRuntimeError, CudaSlots
+            try:
+                self._cuda = CudaSlots(opened, self.device)
+            except CudaRuntimeError as e:
+                raise LoaderError(f"CUDA slots on cuda:{opened.cuda_device}: {e}", code="cuda") from e
+            return opened
+        if opened.memory != p.MEMORY_SHM:
+            raise LoaderError(f"slot memory {opened.memory!r} is not supported by this client")
+        fd = self._fds[0]
+        try:
+            self._mem = mmap.mmap(fd, opened.slots * opened.slot_bytes, mmap.MAP_SHARED,
+                                  mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        self._regions = {r.name: r for r in opened.regions}
+        return opened
+
+    # -- lifetime -----------------------------------------------------------
+
+    def _shutdown(self, goodbye: bool) -> None:
+        self._closed = True
+        if self._sock is None:
+            return
+        if goodbye:
+            try:
+                p.send_msg(self._sock, p.Goodbye(reason="client closed"))
+            except OSError:
+                pass
+        self._sock.close()
+        self._close_cuda()
+        if self._mem is not None:
+            try:
+                self._mem.close()
+            except BufferError:
+                pass  # tensors still view it; unmapped when they are freed
+            self._mem = None
