@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -72,17 +73,25 @@ func TestOpenNoFeatures(t *testing.T) {
 }
 
 // recordingAlloc is an AllocFeatures / FreeFeatures pair over anonymous
-// memory that records every call.
-type recordingAlloc struct{ allocated, freed [][]byte }
+// memory that records every call. Open may call it from several goroutines
+// at once (files are read in parallel), as it may pinned.Alloc.
+type recordingAlloc struct {
+	mu               sync.Mutex
+	allocated, freed [][]byte
+}
 
 func (r *recordingAlloc) alloc(n int64) ([]byte, error) {
 	b, err := allocAnon(n)
+	r.mu.Lock()
 	r.allocated = append(r.allocated, b)
+	r.mu.Unlock()
 	return b, err
 }
 
 func (r *recordingAlloc) free(b []byte) error {
+	r.mu.Lock()
 	r.freed = append(r.freed, b)
+	r.mu.Unlock()
 	return freeAnon(b)
 }
 
