@@ -225,6 +225,9 @@ func (g *CUDA) Close() error {
 			}
 		}
 		errs = append(errs, g.plan.free(), g.mod.Unload())
+		// The table's memory is the caller's and may be unmapped next: keep
+		// no slice of it (see serve.Source.Close).
+		g.tab.Rows = nil
 		if g.stream != nil && !g.borrowed {
 			errs = append(errs, g.stream.Destroy())
 		}

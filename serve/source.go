@@ -256,7 +256,23 @@ func ParseSynthetic(s string) (datasets.GenOptions, error) {
 }
 
 // Close releases the dataset's mappings.
-func (s *Source) Close() error { return s.close() }
+func (s *Source) Close() error {
+	err := s.close()
+	// The tables may lie in memory just unmapped (pinned stores, a dataset's
+	// images): no slice may point there once the address range can be the
+	// Go heap's again, for a Source still reachable would then hold a
+	// pointer into it ("found bad pointer in Go heap").
+	s.Table.Rows = nil
+	if d := s.Data; d != nil {
+		d.Features, d.EdgeAttr, d.EdgeWeight = nil, nil, nil
+	}
+	if h := s.Hetero; h != nil {
+		for _, nt := range h.NodeTypes {
+			nt.Features = nil
+		}
+	}
+	return err
+}
 
 // DropEdgeFeatures serves the source without its edge features: batches
 // then have no edge_attr or edge_weight regions (a trainer that does not use
