@@ -41,14 +41,13 @@ func Alloc(n int64) ([]byte, error) {
 		return mem[:n:n], nil
 	}
 	// Over-map by one huge page, then trim the head and tail so the start is aligned.
-	raw, err := unix.Mmap(-1, 0, int(size+HugePage), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	raw, err := mmapAnon(uintptr(size+HugePage), unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
 		return nil, fmt.Errorf("pinned: mmap %d bytes: %w", size+HugePage, err)
 	}
 	base := uintptr(unsafe.Pointer(&raw[0]))
 	head := int((HugePage - base%HugePage) % HugePage)
-	// The head and tail go back with raw munmap calls: x/sys/unix's Munmap
-	// only takes whole mappings it made.
+	// The head and tail go back at once: only the aligned middle is kept.
 	if head > 0 {
 		if err := munmap(base, uintptr(head)); err != nil {
 			return nil, fmt.Errorf("pinned: munmap head: %w", err)
@@ -105,6 +104,23 @@ func Free(b []byte) error {
 	}
 	defer closeShared(p)
 	return munmap(p, uintptr(len(mem)))
+}
+
+// mmapAnon maps n bytes of private anonymous memory (MAP_NORESERVE) with
+// the mmap system call itself. Not unix.Mmap: x/sys/unix keeps every
+// mapping it made in a table until its own Munmap, which only takes whole
+// mappings, so a mapping trimmed or freed here would stay referenced there
+// after munmap, and the garbage collector would find that stale slice
+// pointing into the Go heap once the heap reuses the address range ("found
+// bad pointer in Go heap").
+func mmapAnon(n uintptr, prot uintptr) ([]byte, error) {
+	p, _, e := unix.Syscall6(unix.SYS_MMAP, 0, n, prot, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE, ^uintptr(0), 0)
+	if e != 0 {
+		return nil, e
+	}
+	// Not Go memory: convert the address without vet's uintptr-to-pointer
+	// pattern, which is meant for Go memory.
+	return unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&p))), n), nil
 }
 
 func munmap(addr, n uintptr) error {

@@ -58,7 +58,7 @@ func allocShared(size int64) ([]byte, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("pinned: ftruncate memfd to %d bytes: %w", size, err)
 	}
-	res, err := unix.Mmap(-1, 0, int(size+HugePage), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	res, err := mmapAnon(uintptr(size+HugePage), unix.PROT_NONE)
 	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("pinned: reserve %d bytes: %w", size+HugePage, err)
