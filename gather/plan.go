@@ -60,6 +60,9 @@ type planBuffers struct {
 	rows, cnt, first, extras cudaext.DevicePtr
 	words, blocks            int64
 	capRows, capIDs          int64
+	// dirty: a sweep failed between marking and unmarking, so the bitmap
+	// may hold its bits; the next sweep clears it first.
+	dirty bool
 }
 
 func (b *planBuffers) free() error {
@@ -187,6 +190,9 @@ func (g *CUDA) SweepOnDevice(ctx context.Context, parts []DevicePart) error {
 	if withX != 0 && withX != len(parts) {
 		return fmt.Errorf("gather: %d of a sweep's %d parts want rows: all or none", withX, len(parts))
 	}
+	if total >= 1<<30 { // the delivery lists' offsets share a word with the shared-row bit
+		return fmt.Errorf("gather: a sweep of %d ids (at most %d)", total, 1<<30-1)
+	}
 	if total == 0 {
 		return nil
 	}
@@ -222,7 +228,14 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 	if err := g.timeSweep(0); err != nil {
 		return err
 	}
+	if b.dirty {
+		if err := cudaext.MemsetD32Async(b.bitmap, 0, b.words, g.stream); err != nil {
+			return err
+		}
+		b.dirty = false
+	}
 	if needRows {
+		b.dirty = true // until the unmark below is enqueued
 		for _, p := range parts {
 			if err := g.fn["gnn_mark"].Launch(flat(p.N), wide, 0, g.stream, p.IDs, p.N, p.NDev, b.bitmap, slot, b.stats); err != nil {
 				return err
@@ -306,6 +319,7 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 				return err
 			}
 		}
+		b.dirty = false
 	}
 	return g.timeSweep(3)
 }

@@ -27,7 +27,7 @@ type PlanStats struct {
 	HitBytes, ReadBytes uint64
 	// GPU time of the sweeps timed so far (CUDAOptions.Timing), by phase:
 	// planning (marking, counting, compacting), reading the rows over PCIe
-	// into the staging table, and assembling the batches.
+	// straight into the batches, and the assembly (cached rows, labels).
 	Timed                            uint64
 	PlanTime, ReadTime, AssembleTime time.Duration
 	// SampleTime is the GPU time of sampling on the GPU (the daemon adds

@@ -330,6 +330,9 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 		for j := range bs {
 			ids, n := r.RegionAt(slots[j], grp.ids)
 			at := dbs[j].CountIndex(grp.ids)
+			if at < 0 { // the sweep would read its count from before the batch's counts
+				return fmt.Errorf("serve: region %d of a GPU-sampled batch has no count", grp.ids)
+			}
 			parts[j] = gather.DevicePart{IDs: ids, N: n / 8, NDev: counts + cudaext.DevicePtr(j*8*d.clen+8*at)}
 			if grp.y >= 0 {
 				parts[j].Y, _ = r.RegionAt(slots[j], grp.y)
