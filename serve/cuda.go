@@ -151,6 +151,12 @@ func (s *Source) pinTables() error {
 		if err != nil {
 			st, err = pinned.Load(t.Rows, t.RowBytes, t.NumRows, nil)
 			copied += int64(len(t.Rows))
+			if err == nil {
+				// An original in pinned.Alloc memory that FromAlloc would not
+				// take is the Source's to free; Go memory is not (Free says
+				// so, and that is fine).
+				_ = pinned.Free(t.Rows)
+			}
 		}
 		if err == nil && !st.Registered() {
 			st.Close()

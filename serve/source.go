@@ -270,6 +270,8 @@ func (s *Source) Close() error {
 		for _, nt := range h.NodeTypes {
 			nt.Features = nil
 		}
+		// Its labels, splits, times and graphs lie in the dataset's images.
+		s.Hetero = nil
 	}
 	return err
 }
