@@ -98,6 +98,8 @@ class GradClient:
         self.sock.sendall(encode(RegisterGrad(job, rank, world_size, device, nbytes)))
         reg, fds = self._recv()
         if not isinstance(reg, GradRegistered):
+            for fd in fds:
+                os.close(fd)
             raise AllReduceError(f"expected GradRegistered, got {reg}")
         self.registered = reg
         self.links = list(reg.links)
