@@ -162,13 +162,8 @@ func (d *Disjoint) Fanouts() []int { return slices.Clone(d.fanouts) }
 func (d *Disjoint) Sample(seeds, times []int64, key uint64, out *DisjointBatch) error {
 	out.Reset()
 	n := d.g.NumNodes
-	for i, v := range seeds {
-		if v < 0 || v >= n {
-			return fmt.Errorf("sampler: seed %d (position %d) out of range [0, %d)", v, i, n)
-		}
-	}
-	if len(seeds) > math.MaxInt32 {
-		return ErrTooLarge
+	if err := checkSeeds(seeds, n); err != nil {
+		return err
 	}
 	switch {
 	case !d.Temporal() && times != nil:

@@ -3,7 +3,6 @@ package sampler
 import (
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -164,13 +163,8 @@ func (s *HeteroSampler) Sample(input int, seeds []int64, key uint64, out *Hetero
 		return fmt.Errorf("sampler: input node type %d of %d", input, len(s.types))
 	}
 	n := s.types[input]
-	for i, v := range seeds {
-		if v < 0 || v >= n {
-			return fmt.Errorf("sampler: seed %d (position %d) out of range [0, %d)", v, i, n)
-		}
-	}
-	if len(seeds) > math.MaxInt32 {
-		return ErrTooLarge
+	if err := checkSeeds(seeds, n); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	var sc *hscratch

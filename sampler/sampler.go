@@ -145,13 +145,9 @@ func (b *Batch) Reset() {
 // NumEdges is the total number of sampled edges.
 func (b *Batch) NumEdges() int { return len(b.Src) }
 
-// Sample samples the neighbourhood of seeds into out (which it resets
-// first). key seeds the random choices: the same graph, fanouts, seeds and
-// key give the same bytes whatever Options.Workers, GOMAXPROCS or the
-// scheduling. Seeds must be node ids of the graph.
-func (s *Sampler) Sample(seeds []int64, key uint64, out *Batch) error {
-	out.Reset()
-	n := s.g.NumNodes
+// checkSeeds reports a seed outside [0, n), or more seeds than a batch's
+// int32 positions hold.
+func checkSeeds(seeds []int64, n int64) error {
 	for i, v := range seeds {
 		if v < 0 || v >= n {
 			return fmt.Errorf("sampler: seed %d (position %d) out of range [0, %d)", v, i, n)
@@ -159,6 +155,19 @@ func (s *Sampler) Sample(seeds []int64, key uint64, out *Batch) error {
 	}
 	if len(seeds) > math.MaxInt32 {
 		return ErrTooLarge
+	}
+	return nil
+}
+
+// Sample samples the neighbourhood of seeds into out (which it resets
+// first). key seeds the random choices: the same graph, fanouts, seeds and
+// key give the same bytes whatever Options.Workers, GOMAXPROCS or the
+// scheduling. Seeds must be node ids of the graph.
+func (s *Sampler) Sample(seeds []int64, key uint64, out *Batch) error {
+	out.Reset()
+	n := s.g.NumNodes
+	if err := checkSeeds(seeds, n); err != nil {
+		return err
 	}
 	sc := s.getScratch()
 	defer s.putScratch(sc)
