@@ -176,23 +176,10 @@ func (b *DisjointBatch) Rows(r int) ([]int64, []int32) {
 // WriteStructure implements Batch: n_id, edge_index widened to int64, e_id,
 // input_id and batch, in pieces on up to workers goroutines.
 func (b *DisjointBatch) WriteStructure(region func(r int) []byte, workers int) {
-	var nid, ei, eid, in, sub []int64
-	for r, reg := range b.m.node.layout.Regions {
-		switch reg.Name {
-		case "n_id":
-			nid = int64s(region(r))
-		case "edge_index":
-			ei = int64s(region(r))
-		case "e_id":
-			eid = int64s(region(r))
-		case "input_id":
-			in = int64s(region(r))
-		case "batch":
-			sub = int64s(region(r))
-		}
-	}
+	l := &b.m.node.layout
+	sub := int64Region(l, region, "batch")
 	seeds := b.S.NumSampledNodes[0]
-	if in != nil {
+	if in := int64Region(l, region, "input_id"); in != nil {
 		pos := b.inputs
 		if len(pos) != seeds {
 			pos = nil
@@ -200,7 +187,7 @@ func (b *DisjointBatch) WriteStructure(region func(r int) []byte, workers int) {
 		writeInputs(in, pos, seeds)
 	}
 	var p pieces
-	p.addSampled(&b.S.Batch, nid, ei, eid)
+	p.addSampled(&b.S.Batch, l, region)
 	n := len(b.S.Subgraph)
 	for lo := 0; lo < n; lo += 4 * piece {
 		hi := min(lo+4*piece, n)

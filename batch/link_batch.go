@@ -122,19 +122,12 @@ func (b *LinkBatch) Rows(r int) ([]int64, []int32) {
 
 // WriteStructure implements Batch.
 func (b *LinkBatch) WriteStructure(region func(r int) []byte, workers int) {
-	var nid, ei, eid []int64
 	B, L := len(b.Pos), b.Local
 	for r, reg := range b.m.layout.Regions {
 		if reg.Table != "" {
 			continue
 		}
 		switch reg.Name {
-		case "n_id":
-			nid = int64s(region(r))
-		case "edge_index":
-			ei = int64s(region(r))
-		case "e_id":
-			eid = int64s(region(r))
 		case "input_id":
 			copy(int64s(region(r)), b.Pos)
 		case "edge_label_index":
@@ -150,7 +143,7 @@ func (b *LinkBatch) WriteStructure(region func(r int) []byte, workers int) {
 		}
 	}
 	var p pieces
-	p.addSampled(&b.S, nid, ei, eid)
+	p.addSampled(&b.S, &b.m.layout, region)
 	p.run(workers)
 }
 

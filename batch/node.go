@@ -253,30 +253,27 @@ func (b *NodeBatch) WriteStructure(region func(r int) []byte, workers int) {
 	if b.m.device {
 		return // written on the GPU
 	}
-	var nid, ei, eid, in []int64
-	for r, reg := range b.m.layout.Regions {
-		switch reg.Name {
-		case "n_id":
-			nid = int64s(region(r))
-		case "edge_index":
-			ei = int64s(region(r))
-		case "e_id":
-			eid = int64s(region(r))
-		case "input_id":
-			in = int64s(region(r))
-		}
-	}
-	if in != nil {
+	l := &b.m.layout
+	if in := int64Region(l, region, "input_id"); in != nil {
 		writeInputs(in, b.InputIDs(), b.S.NumSampledNodes[0])
 	}
 	var p pieces
-	p.addSampled(&b.S, nid, ei, eid)
+	p.addSampled(&b.S, l, region)
 	p.run(workers)
 }
 
+// int64Region is region name of layout l as int64s, nil when l has none.
+func int64Region(l *Layout, region func(r int) []byte, name string) []int64 {
+	if r := l.Index(name); r >= 0 {
+		return int64s(region(r))
+	}
+	return nil
+}
+
 // addSampled adds the pieces that write a sampled neighbourhood's n_id,
-// edge_index (widened to int64) and e_id.
-func (p *pieces) addSampled(s *sampler.Batch, nid, ei, eid []int64) {
+// edge_index (widened to int64) and e_id into the regions of layout l.
+func (p *pieces) addSampled(s *sampler.Batch, l *Layout, region func(r int) []byte) {
+	nid, ei, eid := int64Region(l, region, "n_id"), int64Region(l, region, "edge_index"), int64Region(l, region, "e_id")
 	n, e := len(s.NID), len(s.Src)
 	for lo := 0; lo < n; lo += 4 * piece {
 		hi := min(lo+4*piece, n)
