@@ -4,27 +4,10 @@ package serve
 // from their pinned copies) and with link batches.
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/gnnloader/gnnloader/cudaext/cudatest"
-	"github.com/gnnloader/gnnloader/datasets"
 )
-
-// edgeDataset writes a small dataset with int64 edge_attr (3 columns), edge
-// weights and link splits, and returns its directory.
-func edgeDataset(t *testing.T) string {
-	t.Helper()
-	d, err := datasets.Generate(datasets.GenOptions{Like: "cora", Scale: 0.3, Seed: 5, EdgeDim: 3, EdgeDType: datasets.Int64, EdgeWeights: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "cora-edges")
-	if err := datasets.Write(dir, d, nil); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // TestCUDAEdgeFeaturesMatchCPU: on every way of filling GPU slots, a
 // dataset's edge_attr and edge_weight come through CUDA slots byte for byte

@@ -13,10 +13,10 @@ import (
 	"github.com/gnnloader/gnnloader/ipc"
 )
 
-// TestEdgeFeaturesFollowEID: a dataset with edge_attr (int64, 3 columns)
-// and edge_weight serves both on the CPU path, row j of each being edge
-// e_id[j]'s; a dataset without them has neither region.
-func TestEdgeFeaturesFollowEID(t *testing.T) {
+// edgeData writes a small dataset with int64 edge_attr (3 columns), edge
+// weights and link splits, and returns it and its directory.
+func edgeData(t *testing.T) (*datasets.Data, string) {
+	t.Helper()
 	d, err := datasets.Generate(datasets.GenOptions{Like: "cora", Scale: 0.3, Seed: 5, EdgeDim: 3, EdgeDType: datasets.Int64, EdgeWeights: true})
 	if err != nil {
 		t.Fatal(err)
@@ -25,6 +25,21 @@ func TestEdgeFeaturesFollowEID(t *testing.T) {
 	if err := datasets.Write(dir, d, nil); err != nil {
 		t.Fatal(err)
 	}
+	return d, dir
+}
+
+// edgeDataset is edgeData's directory.
+func edgeDataset(t *testing.T) string {
+	t.Helper()
+	_, dir := edgeData(t)
+	return dir
+}
+
+// TestEdgeFeaturesFollowEID: a dataset with edge_attr (int64, 3 columns)
+// and edge_weight serves both on the CPU path, row j of each being edge
+// e_id[j]'s; a dataset without them has neither region.
+func TestEdgeFeaturesFollowEID(t *testing.T) {
+	d, dir := edgeData(t)
 	src, err := OpenSource(dir, false, nil, nil)
 	if err != nil {
 		t.Fatal(err)
