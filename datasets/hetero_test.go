@@ -290,11 +290,35 @@ func TestHeteroOpenAllocFeatures(t *testing.T) {
 		freeAnon(mem)
 	}
 
-	// A corrupt file: every allocation is given back.
+	// A manifest (with its checksum fixed up) that claims a node type's
+	// features are 1 TiB: refused before anything that size is asked for.
 	m, err := ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	good, _ := os.ReadFile(filepath.Join(dir, ManifestName))
+	for i := range m.Files {
+		if strings.HasSuffix(m.Files[i].Role, ":features") {
+			m.Files[i].Bytes = 1 << 40
+			break
+		}
+	}
+	rewriteManifest(t, dir, m)
+	rec.allocated, rec.freed = nil, nil
+	if _, err := Open(dir, opts); err == nil {
+		t.Fatal("a manifest claiming 1 TiB of features was opened")
+	}
+	for _, mem := range rec.allocated {
+		if len(mem) >= 1<<40 {
+			t.Fatalf("asked the allocator for %d bytes", len(mem))
+		}
+	}
+	if len(rec.freed) != len(rec.allocated) {
+		t.Fatalf("%d allocated, %d freed", len(rec.allocated), len(rec.freed))
+	}
+	writeRawManifest(t, dir, good)
+
+	// A corrupt file: every allocation is given back.
 	f := m.Files[len(m.Files)-1]
 	p := filepath.Join(dir, f.Name)
 	b, _ := os.ReadFile(p)
