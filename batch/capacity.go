@@ -7,9 +7,7 @@ import "github.com/gnnloader/gnnloader/datasets"
 // maxDegree is deg, or when 0 the largest degree of g.
 func maxDegree(g *datasets.Graph, deg int64) int64 {
 	if deg == 0 {
-		for v := int64(0); v < g.NumNodes; v++ {
-			deg = max(deg, g.Degree(v))
-		}
+		deg = g.MaxDegree()
 	}
 	return deg
 }

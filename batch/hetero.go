@@ -151,10 +151,7 @@ func NewHetero(h *datasets.Hetero, o HeteroOptions) (*Hetero, error) {
 func HeteroMaxDegrees(h *datasets.Hetero) []int64 {
 	deg := make([]int64, len(h.Relations))
 	for i, r := range h.Relations {
-		g := &r.Graph
-		for v := int64(0); v < g.NumNodes; v++ {
-			deg[i] = max(deg[i], g.Degree(v))
-		}
+		deg[i] = r.Graph.MaxDegree()
 	}
 	return deg
 }

@@ -111,6 +111,15 @@ func (g *Graph) NumEdges() int64 {
 // Degree is the number of stored neighbours of v.
 func (g *Graph) Degree(v int64) int64 { return g.Indptr[v+1] - g.Indptr[v] }
 
+// MaxDegree is the largest row of the CSR (0 for a graph without nodes).
+func (g *Graph) MaxDegree() int64 {
+	var m int64
+	for v := int64(0); v < g.NumNodes; v++ {
+		m = max(m, g.Degree(v))
+	}
+	return m
+}
+
 // Neighbor returns the i-th entry of the indices array as an int64.
 func (g *Graph) Neighbor(i int64) int64 {
 	if g.Indices32 != nil {

@@ -29,10 +29,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 		{[]int{2000}, 8},
 	}
 	for gi, g := range testGraphs() {
-		var maxDeg int64
-		for v := int64(0); v < g.NumNodes; v++ {
-			maxDeg = max(maxDeg, g.Degree(v))
-		}
+		maxDeg := g.MaxDegree()
 		var dg *DeviceGraph
 		if err := c.Do(func() (err error) { dg, err = NewDeviceGraph(g); return err }); err != nil {
 			t.Fatal(err)

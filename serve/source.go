@@ -175,9 +175,7 @@ func openSource(spec string, skipChecksums bool, progress datasets.Progress, log
 		Spec:  spec,
 		close: close,
 	}
-	for v := int64(0); v < d.Graph.NumNodes; v++ {
-		s.MaxDegree = max(s.MaxDegree, d.Graph.Degree(v))
-	}
+	s.MaxDegree = d.Graph.MaxDegree()
 	if log != nil {
 		log.Info("dataset ready", "dataset", d.Name, "source", spec, "nodes", d.Graph.NumNodes,
 			"edges", d.Graph.NumEdges(), "feature_dim", d.FeatureDim, "feature_dtype", d.FeatureDType,

@@ -19,10 +19,7 @@ func timedServer(t *testing.T) (*Server, *Source) {
 		t.Fatal(err)
 	}
 	src := &Source{Data: d, Table: gather.Table{Rows: d.Features, RowBytes: d.RowBytes(), NumRows: d.Graph.NumNodes},
-		Spec: "test:timed", close: func() error { return nil }}
-	for v := int64(0); v < d.Graph.NumNodes; v++ {
-		src.MaxDegree = max(src.MaxDegree, d.Graph.Degree(v))
-	}
+		Spec: "test:timed", close: func() error { return nil }, MaxDegree: d.Graph.MaxDegree()}
 	return serveSource(t, src, Config{}), src
 }
 

@@ -57,10 +57,7 @@ func RunGPU(ctx context.Context, g *datasets.Graph, seeds []int64, cfg Config, d
 		return nil, err
 	}
 	defer c.Release()
-	var maxDeg int64
-	for v := int64(0); v < g.NumNodes; v++ {
-		maxDeg = max(maxDeg, g.Degree(v))
-	}
+	maxDeg := g.MaxDegree()
 	var rows []GPURow
 	err = c.Do(func() error {
 		dg, err := sampler.NewDeviceGraph(g)
