@@ -214,10 +214,7 @@ func (g *CUDA) SweepOnDevice(ctx context.Context, parts []DevicePart) error {
 func (g *CUDA) launchPlanned(parts []DevicePart) error {
 	b := &g.plan
 	rb := int64(g.tab.RowBytes)
-	needRows := false
-	for _, p := range parts {
-		needRows = needRows || p.X != 0
-	}
+	needRows := parts[0].X != 0 // all parts or none (SweepOnDevice checks)
 	cache := g.opts.Cache
 	var slot, rowsOf cudaext.DevicePtr
 	if cache != nil {
