@@ -93,9 +93,6 @@ func refDisjoint(g *datasets.Graph, o DisjointOptions, seeds, times []int64, key
 		b.NumSampledNodes = append(b.NumSampledNodes, len(b.NID)-hi)
 		lo = hi
 	}
-	for i := range b.NID {
-		b.Order = append(b.Order, int32(i))
-	}
-	sort.SliceStable(b.Order, func(i, j int) bool { return b.NID[b.Order[i]] < b.NID[b.Order[j]] })
+	addressOrder(&b.Batch)
 	return b
 }

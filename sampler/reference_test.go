@@ -62,9 +62,15 @@ func refSample(g *datasets.Graph, fanouts []int, seeds []int64, key uint64) *Bat
 		b.NumSampledNodes = append(b.NumSampledNodes, len(b.NID)-hi)
 		lo = hi
 	}
+	addressOrder(b)
+	return b
+}
+
+// addressOrder sets b.Order: b's positions by node id, ties in position
+// order (what the sampler's address order must be).
+func addressOrder(b *Batch) {
 	for i := range b.NID {
 		b.Order = append(b.Order, int32(i))
 	}
 	sort.SliceStable(b.Order, func(i, j int) bool { return b.NID[b.Order[i]] < b.NID[b.Order[j]] })
-	return b
 }

@@ -99,6 +99,13 @@ func TestSubsetUniformity(t *testing.T) {
 		}
 		counts[mask]++
 	}
+	checkUniformSubsets(t, counts, draws)
+}
+
+// checkUniformSubsets: draws of 3 of 7 neighbours came out as all 35
+// subsets (counts by subset mask), evenly (chi-square at p = 0.001).
+func checkUniformSubsets(t *testing.T, counts map[int]float64, draws int) {
+	t.Helper()
 	if len(counts) != 35 {
 		t.Fatalf("%d distinct subsets, want 35", len(counts))
 	}
