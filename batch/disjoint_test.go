@@ -1,8 +1,6 @@
 package batch
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"slices"
 	"strings"
@@ -90,23 +88,7 @@ func TestDisjointBatchWritesItsStructure(t *testing.T) {
 	for i, sub := range s.Subgraph {
 		wantRegions["batch"][i] = int64(sub)
 	}
-	for _, workers := range []int{1, 4} {
-		got := make([][]byte, len(l.Regions))
-		b.WriteStructure(func(r int) []byte {
-			got[r] = bytes.Repeat([]byte{0xAB}, int(l.Regions[r].DataBytes(int(meta.Counts[r]))))
-			return got[r]
-		}, workers)
-		if got[0] != nil || got[1] != nil {
-			t.Fatal("WriteStructure asked for a gathered region")
-		}
-		for r, reg := range l.Regions[2:] {
-			var w bytes.Buffer
-			binary.Write(&w, binary.LittleEndian, wantRegions[reg.Name])
-			if !bytes.Equal(got[r+2], w.Bytes()) {
-				t.Fatalf("%d workers: region %s differs", workers, reg.Name)
-			}
-		}
-	}
+	checkWriteStructure(t, b, l, &meta, wantRegions)
 }
 
 // TestDisjointCapacity: n copies of one seed, every neighbour for two hops:

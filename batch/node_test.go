@@ -106,23 +106,7 @@ func TestNodeBatchWritesItsStructure(t *testing.T) {
 	for j := range e {
 		want["edge_index"][j], want["edge_index"][e+j] = int64(s.Src[j]), int64(s.Dst[j])
 	}
-	for _, workers := range []int{1, 4} {
-		got := make([][]byte, len(l.Regions))
-		b.WriteStructure(func(r int) []byte {
-			got[r] = bytes.Repeat([]byte{0xAB}, int(l.Regions[r].DataBytes(int(meta.Counts[r]))))
-			return got[r]
-		}, workers)
-		if got[0] != nil || got[1] != nil {
-			t.Fatal("WriteStructure asked for a gathered region")
-		}
-		for r, reg := range l.Regions[2:] {
-			var w bytes.Buffer
-			binary.Write(&w, binary.LittleEndian, want[reg.Name])
-			if !bytes.Equal(got[r+2], w.Bytes()) {
-				t.Fatalf("%d workers: region %s differs", workers, reg.Name)
-			}
-		}
-	}
+	checkWriteStructure(t, b, l, &meta, want)
 	// Without the address order a batch has none to give.
 	m2, err := NewNode(d, NodeOptions{BatchSize: 512, Fanouts: []int{15, 10, 5}, Workers: 2})
 	if err != nil {
@@ -175,6 +159,30 @@ func TestRepeatedSeedsFitTheCapacity(t *testing.T) {
 		if n, e := int64(len(b.S.NID)), int64(len(b.S.Src)); n > m.MaxNodes || e > m.MaxEdges || n <= g.NumNodes {
 			t.Fatalf("fanouts %v: a batch of %d nodes, %d edges against a capacity of %d and %d (graph: %d nodes)",
 				fanouts, n, e, m.MaxNodes, m.MaxEdges, g.NumNodes)
+		}
+	}
+}
+
+// checkWriteStructure: b writes, on 1 and 4 workers, exactly want's int64s
+// into each structure region of l (regions 2 on; regions 0 and 1, x and y,
+// are gathered and never asked for), sized by meta's counts.
+func checkWriteStructure(t *testing.T, b Batch, l *Layout, meta *Meta, want map[string][]int64) {
+	t.Helper()
+	for _, workers := range []int{1, 4} {
+		got := make([][]byte, len(l.Regions))
+		b.WriteStructure(func(r int) []byte {
+			got[r] = bytes.Repeat([]byte{0xAB}, int(l.Regions[r].DataBytes(int(meta.Counts[r]))))
+			return got[r]
+		}, workers)
+		if got[0] != nil || got[1] != nil {
+			t.Fatal("WriteStructure asked for a gathered region")
+		}
+		for r, reg := range l.Regions[2:] {
+			var w bytes.Buffer
+			binary.Write(&w, binary.LittleEndian, want[reg.Name])
+			if !bytes.Equal(got[r+2], w.Bytes()) {
+				t.Fatalf("%d workers: region %s differs", workers, reg.Name)
+			}
 		}
 	}
 }
