@@ -35,7 +35,11 @@
 
 // count returns a part's number of ids: *n_dev when given (a batch sampled
 // on the GPU: its node count, written by earlier work on the stream), else n.
-__device__ __forceinline__ int64_t count(int64_t n, const int64_t *n_dev) { return n_dev ? *n_dev : n; }
+__device__ __forceinline__ int64_t count(int64_t n, const int64_t *n_dev) {
+	if (!n_dev) return n;
+	int64_t c = *n_dev;
+	return c < 0 ? 0 : (c < n ? c : n);
+}
 
 __device__ __forceinline__ uint32_t below_mask(uint32_t bit) { return bit ? (0xffffffffu >> (32 - bit)) : 0u; }
 
