@@ -13,9 +13,10 @@ import (
 // CUDAOptions tune the CUDA backend. Nil means the defaults.
 type CUDAOptions struct {
 	// MaxSMs caps the SMs a gather uses, so training can run beside it: the
-	// grid is MaxSMs blocks of 1024 threads (one block per SM). 0 means
-	// DefaultSMs; a negative value means every SM, at full occupancy with
-	// blocks of 256 threads.
+	// grid is MaxSMs blocks (one block per SM) of up to 1024 threads (fewer
+	// for rows of whole 128-byte lines; see shape). 0 means DefaultSMs; a
+	// negative value means every SM, at full occupancy with blocks of 256
+	// threads.
 	MaxSMs int
 
 	// Labels is a device copy of the labels (int32 per table row) for
@@ -56,7 +57,6 @@ type CUDA struct {
 	mod      *cudaext.Module
 	fn       map[string]*cudaext.Function
 	grid     map[string]int // blocks per launch at full size
-	block    int
 	sms      int
 	opts     CUDAOptions
 	areas    [stagingAreas]stagingArea
@@ -75,7 +75,7 @@ type CUDA struct {
 	}
 }
 
-// DefaultSMs is the gather's default grid: this many blocks of 1024 threads.
+// DefaultSMs is the gather's default grid: this many blocks (see shape).
 // Fewer rows in flight keep the reads within a narrower window of the table,
 // which is what sparse passes over large tables need: on an H200 (PCIe Gen5),
 // a sorted sweep of 3 batches (2.1 M rows) over a 111 M-row table ran at
@@ -101,15 +101,12 @@ func NewCUDA(ctx *cudaext.Context, store *pinned.Store, o *CUDAOptions) (g *CUDA
 	if store.DevicePtr%16 != 0 {
 		return nil, fmt.Errorf("gather: table device address %#x is not 16-byte aligned", store.DevicePtr)
 	}
-	g = &CUDA{ctx: ctx, tab: TableOf(store), dev: store.DevicePtr, fn: map[string]*cudaext.Function{}, grid: map[string]int{}, block: 256}
+	g = &CUDA{ctx: ctx, tab: TableOf(store), dev: store.DevicePtr, fn: map[string]*cudaext.Function{}, grid: map[string]int{}}
 	if o != nil {
 		g.opts = *o
 	}
 	if g.opts.MaxSMs == 0 {
 		g.opts.MaxSMs = DefaultSMs
-	}
-	if g.opts.MaxSMs > 0 {
-		g.block = 1024
 	}
 	err = ctx.Do(func() error {
 		img, err := cudaext.GatherImage()
@@ -128,12 +125,16 @@ func NewCUDA(ctx *cudaext.Context, store *pinned.Store, o *CUDAOptions) (g *CUDA
 				return err
 			}
 			g.fn[name] = f
-			occ, err := f.MaxActiveBlocksPerSM(g.block, g.shared(name))
+			shared := 0
+			if name == "gnn_gather_any" || name == "gnn_sweep_any" {
+				shared = g.shared(g.maxBlock())
+			}
+			occ, err := f.MaxActiveBlocksPerSM(g.maxBlock(), shared)
 			if err != nil {
 				return err
 			}
 			if occ < 1 {
-				return fmt.Errorf("gather: kernel %s cannot run with %d threads a block", name, g.block)
+				return fmt.Errorf("gather: kernel %s cannot run with %d threads a block", name, g.maxBlock())
 			}
 			if g.opts.MaxSMs > 0 {
 				sms := g.opts.MaxSMs
@@ -166,12 +167,9 @@ func NewCUDA(ctx *cudaext.Context, store *pinned.Store, o *CUDAOptions) (g *CUDA
 	return g, nil
 }
 
-func (g *CUDA) shared(name string) int {
-	if name == "gnn_gather_any" || name == "gnn_sweep_any" {
-		return g.block / 32 * 512
-	}
-	return 0
-}
+// shared is the dynamic shared memory of an any-size kernel's block of
+// block threads: a 512-byte piece a warp.
+func (g *CUDA) shared(block int) int { return block / 32 * 512 }
 
 // Table is the backend's table.
 func (g *CUDA) Table() Table { return g.tab }

@@ -13,26 +13,60 @@ import (
 )
 
 // shape picks the kernel family for rows of rb bytes written at addresses
-// with alignment align: the 16-byte kernels with 1<<shift lanes a row, or the
-// any-size kernels with 1<<shift-byte stores.
-func (g *CUDA) shape(rb int64, align uint64) (wide bool, shift int) {
+// with alignment align, and its block: the 16-byte kernels with 1<<shift
+// lanes a row, or the any-size kernels with 1<<shift-byte stores.
+//
+// The 16-byte kernels read a row of at most 32 chunks with one load a lane
+// (a row of 128-byte lines then costs whole-line reads), in blocks of 1024
+// threads on a capped grid. Rows of whole 128-byte lines on a capped grid
+// take fewer lanes, each moving up to rowUnroll chunks a step, but at least
+// 8 (one line a row per load instruction), and proportionally smaller
+// blocks: as many bytes in flight from fewer threads, so the SMs the gather
+// shares keep more warp slots for training. 512-byte rows: 8 lanes, blocks
+// of 256 (on an H100 under MPS, training steps beside the loader measured
+// 3.5% faster and the loader 2-3% faster than with 32 lanes and 1024;
+// docs/benchmarks.md, 2026-11-27). Fewer than 8 lanes a row measured 2.5x
+// slower on 128-byte rows, so 8 is the floor.
+func (g *CUDA) shape(rb int64, align uint64) (wide bool, shift int, block int) {
+	capped := g.opts.MaxSMs > 0
+	block = 256
+	if capped {
+		block = 1024
+	}
 	if rb%16 == 0 && align%16 == 0 && !g.opts.forceAny {
 		chunks := rb / 16
-		if chunks >= 32 {
-			return true, 5
+		lanes := int64(1) << min(bits.Len64(uint64(chunks-1)), 5)
+		if capped && rb%128 == 0 {
+			lanes = max(8, int64(1)<<bits.Len64(uint64((chunks+rowUnroll-1)/rowUnroll-1)))
+			lanes = min(lanes, 32)
+			per := min(rowUnroll, (chunks+lanes-1)/lanes) // chunks a lane loads a step
+			block = 1024 / int(per)
 		}
-		return true, bits.Len64(uint64(chunks - 1))
+		return true, bits.TrailingZeros64(uint64(lanes)), block
 	}
 	a := uint64(rb) | align | 8
-	return false, min(bits.TrailingZeros64(a), 3)
+	return false, min(bits.TrailingZeros64(a), 3), block
 }
 
-func (g *CUDA) blocks(name string, n int64, shift int, wide bool) uint32 {
+// rowUnroll is UNROLL of gather.cu: the 16-byte chunks one lane of the
+// 16-byte kernels loads before it stores them.
+const rowUnroll = 4
+
+// maxBlock is the largest block a kernel of g is launched with.
+func (g *CUDA) maxBlock() int {
+	if g.opts.MaxSMs > 0 {
+		return 1024
+	}
+	return 256
+}
+
+func (g *CUDA) blocks(name string, n int64, shift int, wide bool, block int) uint32 {
 	lanes := int64(32)
 	if wide {
 		lanes = 1 << shift
 	}
-	need := (n*lanes + int64(g.block) - 1) / int64(g.block)
+	b := int64(block)
+	need := (n*lanes + b - 1) / b
 	return uint32(max(1, min(int64(g.grid[name]), need)))
 }
 
@@ -122,15 +156,15 @@ func (g *CUDA) mode() int32 {
 // launchGather enqueues the gather kernel over staged indices.
 func (g *CUDA) launchGather(dst Dest, ix staged) error {
 	rb := int64(g.tab.RowBytes)
-	wide, shift := g.shape(rb, uint64(dst.Device))
-	block := cudaext.Dim3{X: uint32(g.block)}
+	wide, shift, block := g.shape(rb, uint64(dst.Device))
+	dim := cudaext.Dim3{X: uint32(block)}
 	if wide {
 		const name = "gnn_gather16"
-		return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, 0, g.stream,
+		return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide, block)}, dim, 0, g.stream,
 			g.dev, rb, ix.rows, ix.pos, ix.n, ix.nDev, dst.Device, int32(shift))
 	}
 	const name = "gnn_gather_any"
-	return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, g.shared(name), g.stream,
+	return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide, block)}, dim, g.shared(block), g.stream,
 		g.dev, rb, ix.rows, ix.pos, ix.n, ix.nDev, dst.Device, int32(shift), g.mode())
 }
 
@@ -200,14 +234,14 @@ func (g *CUDA) launchSweep(parts []SweepPart, align uint64, ix staged) error {
 // nDev, first and extras) delivering to the parts at bases.
 func (g *CUDA) launchSweepTo(bases [8]uint64, align uint64, ix staged) error {
 	rb := int64(g.tab.RowBytes)
-	wide, shift := g.shape(rb, align)
-	block := cudaext.Dim3{X: uint32(g.block)}
+	wide, shift, block := g.shape(rb, align)
+	dim := cudaext.Dim3{X: uint32(block)}
 	if wide {
 		const name = "gnn_sweep16"
-		return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, 0, g.stream,
+		return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide, block)}, dim, 0, g.stream,
 			g.dev, rb, ix.rows, ix.n, ix.nDev, ix.first, ix.extras, bases, int32(shift))
 	}
 	const name = "gnn_sweep_any"
-	return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide)}, block, g.shared(name), g.stream,
+	return g.fn[name].Launch(cudaext.Dim3{X: g.blocks(name, ix.n, shift, wide, block)}, dim, g.shared(block), g.stream,
 		g.dev, rb, ix.rows, ix.n, ix.nDev, ix.first, ix.extras, bases, int32(shift), g.mode())
 }
