@@ -13,6 +13,8 @@ table), then:
 Variants (same model, seeds and sampler; only the feature path differs):
   loader    loaderd, the trainer touches each batch (x.sum()) and releases it:
             the loader's ceiling
+  loader_bare  the same with no trainer-side GPU work at all (views taken
+            and released): what the x.sum() kernels beside the gather cost
   loaderd   loaderd's GPU slots (CUDA zero-copy gather), training
   cpu       (b) loaderd samples (batches without features); the trainer
             gathers rows with torch.index_select from the shared host table
@@ -144,6 +146,14 @@ def main():
                     time.sleep(0.5)
                 try:
                     r = run_epoch(args, feed, dev, touch_only=True, max_batches=args.max_batches)
+                finally:
+                    feed.close()
+            elif v == "loader_bare":
+                # The loader with no trainer-side GPU work at all: each batch's
+                # views are taken and released, nothing reads them.
+                feed = LoaderdFeed(args, "train", True, args.seed, dev)
+                try:
+                    r = run_epoch(args, feed, dev, touch_only="bare", max_batches=args.max_batches)
                 finally:
                     feed.close()
             elif v == "loaderd":
