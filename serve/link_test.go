@@ -143,3 +143,59 @@ func TestLinkCustomPairs(t *testing.T) {
 		t.Fatalf("served pairs %v", pos)
 	}
 }
+
+// TestLinkCustomMorePairsThanEdges: an evaluation set of link:custom pairs
+// may outnumber the graph's nodes and edges together (many negatives a
+// source); the memory budget bounds it, not the graph's size.
+func TestLinkCustomMorePairsThanEdges(t *testing.T) {
+	srv, src := testServer(t, Config{})
+	n, e := src.Data.Graph.NumNodes, src.Data.Graph.NumEdges()
+	pairs := int(max(n, 2*e)) + 7 // as many ids as twice that: far past the old count limit
+	ids := make([]int64, 2*pairs)
+	for i := range pairs {
+		ids[i], ids[pairs+i] = int64(i)%n, int64(7*i+3)%n
+	}
+	c := dial(t, srv)
+	c.hello()
+	c.sendSeeds(uint64(len(ids)), seedsFD(t, ids, -1))
+	o := openReq()
+	o.Split, o.Shuffle, o.BatchSize, o.Fanouts = "link:custom", false, 4096, []int32{2}
+	c.send(&o)
+	opened, ok := c.recv().(*ipc.Opened)
+	if want := (pairs + 4095) / 4096; !ok || int(opened.NumBatches) != want {
+		t.Fatalf("Opened %+v, want %d batches for %d pairs", opened, want, pairs)
+	}
+	c.opened = opened
+	c.send(&ipc.StartEpoch{Epoch: 0})
+	next := int64(0)
+	for {
+		m := c.recv()
+		if _, ok := m.(*ipc.EpochEnd); ok {
+			break
+		}
+		b := m.(*ipc.BatchReady)
+		B, _ := opened.Count(b, "input_id")
+		nodes, _ := opened.Count(b, "n_id")
+		nid := c.region(b.Slot, "n_id", 8*int(nodes))
+		in := c.region(b.Slot, "input_id", 8*int(B))
+		if P, _ := opened.Count(b, "edge_label_index"); P != B {
+			t.Fatalf("%d pairs in edge_label_index for %d inputs", P, B)
+		}
+		// [2, B], packed: the sources' indices into n_id, then the destinations'.
+		eli := c.region(b.Slot, "edge_label_index", 16*int(B))
+		for i := range int(B) {
+			p := i64(in, i)
+			if p != next {
+				t.Fatalf("pair %d served where %d was next", p, next)
+			}
+			next++
+			if i64(nid, int(i64(eli, i))) != ids[p] || i64(nid, int(i64(eli, int(B)+i))) != ids[int64(pairs)+p] {
+				t.Fatalf("pair %d does not map back", p)
+			}
+		}
+		c.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index})
+	}
+	if next != int64(pairs) {
+		t.Fatalf("served %d pairs of %d", next, pairs)
+	}
+}

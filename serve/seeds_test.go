@@ -116,10 +116,10 @@ func TestCustomSeedsRefused(t *testing.T) {
 			ipc.CodeBadRequest, "id -1", true},
 		{"no seeds", func(c *client) { c.sendSeeds(0, seedsFD(t, nil, -1)) },
 			ipc.CodeBadRequest, "no seeds", true},
-		{"more seeds than nodes and pair ends", func(c *client) {
-			c.sendSeeds(uint64(max(n, 2*src.Data.Graph.NumEdges()))+1, seedsFD(t, nil, -1))
-		},
-			ipc.CodeLimit, "seeds for a graph", true},
+		{"more seeds than any budget", func(c *client) { c.sendSeeds(maxSeedIDs+1, seedsFD(t, nil, -1)) },
+			ipc.CodeLimit, "at most", true},
+		{"more seed bytes than the whole memory budget", func(c *client) { c.sendSeeds(maxSeedIDs, seedsFD(t, nil, -1)) },
+			ipc.CodeLimit, "exceed the whole memory budget", true},
 		{"short memfd", func(c *client) { c.sendSeeds(4, seedsFD(t, []int64{1, 2, 3, 4}, 31)) },
 			ipc.CodeBadRequest, "cannot read 4 ids", true},
 		{"custom split without Seeds", func(c *client) { o := customOpen(); c.send(&o) },
