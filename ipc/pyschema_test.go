@@ -107,7 +107,16 @@ Message = namedtuple("Message", "type name const sender fds prefix checked field
 		}
 		p("    ),\n")
 	}
-	p("}\n\nMESSAGES = (\n")
+	p("}\n\n")
+	p("# The data connection's state machine (ipc/state.go): its phases in order,\n")
+	p("# and (phase, direction, message type, next phase) for every message allowed\n")
+	p("# besides Error and Goodbye, which close the connection from any phase.\n")
+	p("PHASES = (%s)\n", pyStrings(phaseNames[:]))
+	p("TRANSITIONS = (\n")
+	for _, tr := range transitions {
+		p("    (%q, %q, %d, %q),\n", tr.From.String(), tr.Dir.String(), tr.Type, tr.To.String())
+	}
+	p(")\n\nMESSAGES = (\n")
 	senders := map[senders]string{sentByClient: "client", sentByDaemon: "daemon", sentByEither: "either"}
 	fds := map[fdRule]string{fdsNone: "none", fdsOne: "one", fdsWhenShm: "shm"}
 	for _, m := range table {
@@ -187,4 +196,13 @@ func upperSnakeLower(s string) string {
 		b.WriteRune(unicode.ToLower(r))
 	}
 	return b.String()
+}
+
+// pyStrings renders a tuple of Python strings.
+func pyStrings(ss []string) string {
+	var b strings.Builder
+	for _, s := range ss {
+		fmt.Fprintf(&b, "%q, ", s)
+	}
+	return strings.TrimSuffix(b.String(), " ")
 }

@@ -69,30 +69,46 @@ func (s *State) step(dir Dir, t Type) (Phase, bool) {
 	if t == TypeError || t == TypeGoodbye {
 		return PhaseClosed, true
 	}
-	type key struct {
-		p   Phase
-		dir Dir
-		t   Type
-	}
-	switch (key{s.phase, dir, t}) {
-	case key{PhaseHello, FromClient, TypeHello}:
-		return PhaseWelcome, true
-	case key{PhaseWelcome, FromDaemon, TypeWelcome}:
-		return PhaseOpen, true
-	case key{PhaseOpen, FromClient, TypeSeeds}: // custom seeds come before their Open
-		return PhaseOpen, true
-	case key{PhaseOpen, FromClient, TypeOpen}:
-		return PhaseOpened, true
-	case key{PhaseOpened, FromDaemon, TypeOpened}:
-		return PhaseIdle, true
-	case key{PhaseIdle, FromClient, TypeStartEpoch}:
-		return PhaseEpoch, true
-	case key{PhaseIdle, FromClient, TypeRelease}, // releases of the last batches may follow EpochEnd
-		key{PhaseEpoch, FromClient, TypeRelease},
-		key{PhaseEpoch, FromDaemon, TypeBatchReady}:
-		return s.phase, true
-	case key{PhaseEpoch, FromDaemon, TypeEpochEnd}:
-		return PhaseIdle, true
-	}
-	return s.phase, false
+	next, ok := transitionMap[transitionKey{s.phase, dir, t}]
+	return next, ok
 }
+
+// transition is one allowed message besides Error and Goodbye (which close
+// the connection from any phase but PhaseClosed): in phase From, a message
+// of Type sent in direction Dir moves to phase To.
+type transition struct {
+	From Phase
+	Dir  Dir
+	Type Type
+	To   Phase
+}
+
+// transitions is the data connection's state machine (docs/protocol.md,
+// "State machine"). The Python client's copy is generated from it (go
+// generate ./ipc writes python/gnnloader/_schema.py).
+var transitions = []transition{
+	{PhaseHello, FromClient, TypeHello, PhaseWelcome},
+	{PhaseWelcome, FromDaemon, TypeWelcome, PhaseOpen},
+	{PhaseOpen, FromClient, TypeSeeds, PhaseOpen}, // custom seeds come before their Open
+	{PhaseOpen, FromClient, TypeOpen, PhaseOpened},
+	{PhaseOpened, FromDaemon, TypeOpened, PhaseIdle},
+	{PhaseIdle, FromClient, TypeStartEpoch, PhaseEpoch},
+	{PhaseIdle, FromClient, TypeRelease, PhaseIdle}, // releases of the last batches may follow EpochEnd
+	{PhaseEpoch, FromClient, TypeRelease, PhaseEpoch},
+	{PhaseEpoch, FromDaemon, TypeBatchReady, PhaseEpoch},
+	{PhaseEpoch, FromDaemon, TypeEpochEnd, PhaseIdle},
+}
+
+type transitionKey struct {
+	p   Phase
+	dir Dir
+	t   Type
+}
+
+var transitionMap = func() map[transitionKey]Phase {
+	m := make(map[transitionKey]Phase, len(transitions))
+	for _, tr := range transitions {
+		m[transitionKey{tr.From, tr.Dir, tr.Type}] = tr.To
+	}
+	return m
+}()

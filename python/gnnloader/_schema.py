@@ -89,6 +89,23 @@ STRUCTS = {
     ),
 }
 
+# The data connection's state machine (ipc/state.go): its phases in order,
+# and (phase, direction, message type, next phase) for every message allowed
+# besides Error and Goodbye, which close the connection from any phase.
+PHASES = ("hello", "welcome", "open", "opened", "idle", "epoch", "closed",)
+TRANSITIONS = (
+    ("hello", "client", 1, "welcome"),
+    ("welcome", "daemon", 2, "open"),
+    ("open", "client", 11, "open"),
+    ("open", "client", 3, "opened"),
+    ("opened", "daemon", 4, "idle"),
+    ("idle", "client", 5, "epoch"),
+    ("idle", "client", 7, "idle"),
+    ("epoch", "client", 7, "epoch"),
+    ("epoch", "daemon", 6, "epoch"),
+    ("epoch", "daemon", 8, "idle"),
+)
+
 MESSAGES = (
     Message(1, "Hello", "HELLO", "client", "none", b"GNNL", False, (
         {"name": "version", "wire": "u16"},

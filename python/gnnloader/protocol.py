@@ -28,6 +28,7 @@ import socket
 import struct
 from typing import List, Sequence, Tuple
 
+from . import _schema
 from ._codec import DEFAULT_LIMITS, Code, Limits, ProtocolError, _code_name, _Reader, _Writer
 from ._messages import (BY_TYPE, TEMPORAL_DISJOINT, TEMPORAL_LAST, TEMPORAL_UNIFORM, TIME_ATTR_EDGE, TIME_ATTR_NODE, AllReduce,
                         AllReduceDone, BatchReady, Dataset, EdgeTypeInfo, EpochEnd, Error, EventIPC, Goodbye,
@@ -203,19 +204,13 @@ class Phase(enum.IntEnum):
     CLOSED = 6
 
 
+if tuple(p.name.lower() for p in Phase) != _schema.PHASES:
+    raise ImportError(f"gnnloader.protocol: Phase {[p.name for p in Phase]} differs from ipc's phases {_schema.PHASES}")
+# (phase, direction, message type) -> next phase, from ipc's state machine
+# (ipc/state.go, generated into _schema.py); Error and Goodbye are handled
+# apart.
+_TRANSITIONS = {(Phase[f.upper()], Dir[d.upper()], t): Phase[to.upper()] for f, d, t, to in _schema.TRANSITIONS}
 _T = MsgType
-_TRANSITIONS = {
-    (Phase.HELLO, Dir.CLIENT, _T.HELLO): Phase.WELCOME,
-    (Phase.WELCOME, Dir.DAEMON, _T.WELCOME): Phase.OPEN,
-    (Phase.OPEN, Dir.CLIENT, _T.SEEDS): Phase.OPEN,  # custom seeds come before their Open
-    (Phase.OPEN, Dir.CLIENT, _T.OPEN): Phase.OPENED,
-    (Phase.OPENED, Dir.DAEMON, _T.OPENED): Phase.IDLE,
-    (Phase.IDLE, Dir.CLIENT, _T.START_EPOCH): Phase.EPOCH,
-    (Phase.IDLE, Dir.CLIENT, _T.RELEASE): Phase.IDLE,  # late releases after EpochEnd
-    (Phase.EPOCH, Dir.CLIENT, _T.RELEASE): Phase.EPOCH,
-    (Phase.EPOCH, Dir.DAEMON, _T.BATCH_READY): Phase.EPOCH,
-    (Phase.EPOCH, Dir.DAEMON, _T.EPOCH_END): Phase.IDLE,
-}
 
 
 class State:
