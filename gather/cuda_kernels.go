@@ -40,7 +40,7 @@ func (g *CUDA) shape(rb int64, align uint64) (wide bool, shift int, block int) {
 			lanes = max(8, int64(1)<<bits.Len64(uint64((chunks+rowUnroll-1)/rowUnroll-1)))
 			lanes = min(lanes, 32)
 			per := min(rowUnroll, (chunks+lanes-1)/lanes) // chunks a lane loads a step
-			block = 1024 / int(per)
+			block = (1024 / int(per)) &^ 31               // whole warps, so whole lane groups
 		}
 		return true, bits.TrailingZeros64(uint64(lanes)), block
 	}

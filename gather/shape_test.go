@@ -22,6 +22,8 @@ func TestKernelShape(t *testing.T) {
 		{capped, 4096, 16, true, 32, 256, "at most 32 lanes"},
 		{capped, 256, 16, true, 8, 512, "8 lanes of 2 chunks: one whole line a row per load"},
 		{capped, 128, 16, true, 8, 1024, "8 lanes of 1 chunk, as before"},
+		{capped, 384, 16, true, 8, 320, "8 lanes of 3 chunks: 341 threads rounded down to whole warps"},
+		{capped, 640, 16, true, 16, 320, "16 lanes of up to 3 chunks"},
 		{capped, 400, 16, true, 32, 1024, "rows off the 128-byte lines keep one load a lane"},
 		{capped, 96, 16, true, 8, 1024, "6 chunks on 8 lanes"},
 		{capped, 16, 16, true, 1, 1024, "one chunk"},
