@@ -125,8 +125,9 @@ func NewCUDA(ctx *cudaext.Context, store *pinned.Store, o *CUDAOptions) (g *CUDA
 				return err
 			}
 			g.fn[name] = f
+			anySize := name == "gnn_gather_any" || name == "gnn_sweep_any"
 			shared := 0
-			if name == "gnn_gather_any" || name == "gnn_sweep_any" {
+			if anySize {
 				shared = g.shared(g.maxBlock())
 			}
 			occ, err := f.MaxActiveBlocksPerSM(g.maxBlock(), shared)
@@ -138,10 +139,8 @@ func NewCUDA(ctx *cudaext.Context, store *pinned.Store, o *CUDAOptions) (g *CUDA
 			}
 			if g.opts.MaxSMs > 0 {
 				sms := g.opts.MaxSMs
-				if o == nil || o.MaxSMs == 0 {
-					if name == "gnn_gather_any" || name == "gnn_sweep_any" {
-						sms = defaultAnySMs
-					}
+				if anySize && (o == nil || o.MaxSMs == 0) {
+					sms = defaultAnySMs
 				}
 				g.grid[name] = min(sms, g.sms)
 			} else {
@@ -169,7 +168,7 @@ func NewCUDA(ctx *cudaext.Context, store *pinned.Store, o *CUDAOptions) (g *CUDA
 
 // shared is the dynamic shared memory of an any-size kernel's block of
 // block threads: a 512-byte piece a warp.
-func (g *CUDA) shared(block int) int { return block / 32 * 512 }
+func (*CUDA) shared(block int) int { return block / 32 * 512 }
 
 // Table is the backend's table.
 func (g *CUDA) Table() Table { return g.tab }

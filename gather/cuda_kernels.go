@@ -28,15 +28,11 @@ import (
 // docs/benchmarks.md, 2026-11-27). Fewer than 8 lanes a row measured 2.5x
 // slower on 128-byte rows, so 8 is the floor.
 func (g *CUDA) shape(rb int64, align uint64) (wide bool, shift int, block int) {
-	capped := g.opts.MaxSMs > 0
-	block = 256
-	if capped {
-		block = 1024
-	}
+	block = g.maxBlock()
 	if rb%16 == 0 && align%16 == 0 && !g.opts.forceAny {
 		chunks := rb / 16
 		lanes := int64(1) << min(bits.Len64(uint64(chunks-1)), 5)
-		if capped && rb%128 == 0 {
+		if g.opts.MaxSMs > 0 && rb%128 == 0 {
 			lanes = max(8, int64(1)<<bits.Len64(uint64((chunks+rowUnroll-1)/rowUnroll-1)))
 			lanes = min(lanes, 32)
 			per := min(rowUnroll, (chunks+lanes-1)/lanes) // chunks a lane loads a step
