@@ -231,25 +231,41 @@ func checkBatch(t *testing.T, c *client, src *Source, b *ipc.BatchReady) []int64
 // epoch runs one epoch and returns the seeds served, in order.
 func (c *client) epoch(src *Source, epoch uint32) []int64 {
 	c.t.Helper()
-	c.send(&ipc.StartEpoch{Epoch: epoch})
 	var seeds []int64
+	c.eachBatch(epoch, func(b *ipc.BatchReady) { seeds = append(seeds, checkBatch(c.t, c, src, b)...) })
+	return seeds
+}
+
+// eachBatch runs epoch: fn sees every batch, which is released after it.
+// The batches must be of epoch, and EpochEnd must count what Opened said.
+func (c *client) eachBatch(epoch uint32, fn func(b *ipc.BatchReady)) {
+	c.t.Helper()
+	c.send(&ipc.StartEpoch{Epoch: epoch})
 	for {
 		switch m := c.recv().(type) {
 		case *ipc.BatchReady:
 			if m.Epoch != epoch {
 				c.t.Fatalf("batch of epoch %d in epoch %d", m.Epoch, epoch)
 			}
-			seeds = append(seeds, checkBatch(c.t, c, src, m)...)
+			fn(m)
 			c.send(&ipc.Release{Slot: m.Slot, Epoch: m.Epoch, Index: m.Index})
 		case *ipc.EpochEnd:
 			if int(m.NumBatches) != int(c.opened.NumBatches) {
 				c.t.Fatalf("epoch end after %d batches, opened said %d", m.NumBatches, c.opened.NumBatches)
 			}
-			return seeds
+			return
 		default:
 			c.t.Fatalf("unexpected %#v", m)
 		}
 	}
+}
+
+// linkInputs is a link batch's pair count, its n_id and its input_id (the
+// positions of its pairs).
+func (c *client) linkInputs(b *ipc.BatchReady) (pairs int, nid, in []byte) {
+	B, _ := c.opened.Count(b, "input_id")
+	nodes, _ := c.opened.Count(b, "n_id")
+	return int(B), c.region(b.Slot, "n_id", 8*int(nodes)), c.region(b.Slot, "input_id", 8*int(B))
 }
 
 func waitFor(t *testing.T, cond func() bool) {

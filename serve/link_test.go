@@ -111,21 +111,13 @@ func TestLinkCustomPairs(t *testing.T) {
 		t.Fatalf("Opened %+v", opened)
 	}
 	c.opened = opened
-	c.send(&ipc.StartEpoch{Epoch: 0})
 	var pos []int64
-	for {
-		m := c.recv()
-		if _, ok := m.(*ipc.EpochEnd); ok {
-			break
-		}
-		b := m.(*ipc.BatchReady)
-		B, _ := opened.Count(b, "input_id")
-		nodes, _ := opened.Count(b, "n_id")
-		nid := c.region(b.Slot, "n_id", 8*int(nodes))
-		in := c.region(b.Slot, "input_id", 8*int(B))
-		si, di := c.region(b.Slot, "src_index", 8*int(B)), c.region(b.Slot, "dst_pos_index", 8*int(B))
-		neg := c.region(b.Slot, "dst_neg_index", 16*int(B))
-		for i := range int(B) {
+	c.eachBatch(0, func(b *ipc.BatchReady) {
+		B, nid, in := c.linkInputs(b)
+		si, di := c.region(b.Slot, "src_index", 8*B), c.region(b.Slot, "dst_pos_index", 8*B)
+		neg := c.region(b.Slot, "dst_neg_index", 16*B)
+		nodes := len(nid) / 8
+		for i := range B {
 			p := i64(in, i)
 			pos = append(pos, p)
 			if i64(nid, int(i64(si, i))) != ids[p] || i64(nid, int(i64(di, i))) != ids[4+p] {
@@ -137,8 +129,7 @@ func TestLinkCustomPairs(t *testing.T) {
 				}
 			}
 		}
-		c.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index})
-	}
+	})
 	if !slices.Equal(pos, []int64{0, 1, 2, 3}) {
 		t.Fatalf("served pairs %v", pos)
 	}
@@ -166,35 +157,25 @@ func TestLinkCustomMorePairsThanEdges(t *testing.T) {
 		t.Fatalf("Opened %+v, want %d batches for %d pairs", opened, want, pairs)
 	}
 	c.opened = opened
-	c.send(&ipc.StartEpoch{Epoch: 0})
 	next := int64(0)
-	for {
-		m := c.recv()
-		if _, ok := m.(*ipc.EpochEnd); ok {
-			break
-		}
-		b := m.(*ipc.BatchReady)
-		B, _ := opened.Count(b, "input_id")
-		nodes, _ := opened.Count(b, "n_id")
-		nid := c.region(b.Slot, "n_id", 8*int(nodes))
-		in := c.region(b.Slot, "input_id", 8*int(B))
-		if P, _ := opened.Count(b, "edge_label_index"); P != B {
+	c.eachBatch(0, func(b *ipc.BatchReady) {
+		B, nid, in := c.linkInputs(b)
+		if P, _ := opened.Count(b, "edge_label_index"); int(P) != B {
 			t.Fatalf("%d pairs in edge_label_index for %d inputs", P, B)
 		}
 		// [2, B], packed: the sources' indices into n_id, then the destinations'.
-		eli := c.region(b.Slot, "edge_label_index", 16*int(B))
-		for i := range int(B) {
+		eli := c.region(b.Slot, "edge_label_index", 16*B)
+		for i := range B {
 			p := i64(in, i)
 			if p != next {
 				t.Fatalf("pair %d served where %d was next", p, next)
 			}
 			next++
-			if i64(nid, int(i64(eli, i))) != ids[p] || i64(nid, int(i64(eli, int(B)+i))) != ids[int64(pairs)+p] {
+			if i64(nid, int(i64(eli, i))) != ids[p] || i64(nid, int(i64(eli, B+i))) != ids[int64(pairs)+p] {
 				t.Fatalf("pair %d does not map back", p)
 			}
 		}
-		c.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index})
-	}
+	})
 	if next != int64(pairs) {
 		t.Fatalf("served %d pairs of %d", next, pairs)
 	}
