@@ -33,13 +33,29 @@ func (s *Server) admit(sess *session, slots, extra int64) error {
 func (s *Server) reserve(bytes int64, what string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.fitsLocked(bytes, what); err != nil {
+		return err
+	}
+	s.budgetUsed += bytes
+	return nil
+}
+
+// fits checks, as reserve does, that bytes of what fit the memory budget
+// now, without taking them: for memory a request makes before its admit
+// takes it.
+func (s *Server) fits(bytes int64, what string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fitsLocked(bytes, what)
+}
+
+func (s *Server) fitsLocked(bytes int64, what string) error {
 	if bytes > s.cfg.MemoryBudget {
 		return perrf(ipc.CodeLimit, "%d bytes of %s exceed the whole memory budget of %d bytes (--memory-budget)", bytes, what, s.cfg.MemoryBudget)
 	}
 	if s.budgetUsed+bytes > s.cfg.MemoryBudget {
 		return perrf(ipc.CodeBusy, "%d bytes of %s do not fit the memory budget (%d of %d bytes in use)", bytes, what, s.budgetUsed, s.cfg.MemoryBudget)
 	}
-	s.budgetUsed += bytes
 	return nil
 }
 

@@ -34,6 +34,13 @@ type request struct {
 	maxSeeds   int              // the most seeds a batch has: batch_size, or fewer when the request has fewer
 }
 
+// The epoch plan's bytes a seed (the shuffled order, this rank's share and
+// its positions), and a link request's a pair (its pair positions too).
+const (
+	seedPlanBytes = 24
+	linkPlanBytes = seedPlanBytes + 8
+)
+
 // rank is the trainer's rank within its job.
 func (r *request) rank() int { return r.epochs.Rank }
 
@@ -56,6 +63,12 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 		return nil, err
 	}
 	if isLink {
+		// A link:custom set is as large as the memory budget lets its
+		// Seeds be: its epoch plan, positions included, must fit before
+		// the positions are made (admit takes it below).
+		if err := ss.srv.fits(linkPlanBytes*link.pairs.Len(), "link plan"); err != nil {
+			return nil, err
+		}
 		seeds, ok = positions(int(link.pairs.Len())), true
 	}
 	temporal, err := ss.parseTemporal(m, isLink)
@@ -176,12 +189,11 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	}
 	// The budget covers what the request makes the daemon hold: the slots,
 	// the sampled batches in flight (the pipeline's pool), and the epoch
-	// plan over its seeds (the shuffled order, this rank's share and its
-	// positions: 24 bytes a seed; a link request's pair positions 8 more).
+	// plan over its seeds.
 	inFlight := int64(2*cfg.Prefetch + min(req.slots, gather.MaxSweepParts))
-	planBytes := 24 * int64(len(req.seeds))
+	planBytes := seedPlanBytes * int64(len(req.seeds))
 	if req.link != nil {
-		planBytes += 8 * int64(len(req.seeds))
+		planBytes = linkPlanBytes * int64(len(req.seeds))
 	}
 	slotBytes, extra := layout.SlotBytes*int64(req.slots), inFlight*mode.BatchBytes()+planBytes
 	if err := ss.srv.admit(ss, slotBytes, extra); err != nil {

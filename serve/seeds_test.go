@@ -173,3 +173,23 @@ func TestCustomSeedsChargedToTheBudget(t *testing.T) {
 	c.expectError(ipc.CodeLimit, "custom seeds exceed the whole memory budget")
 	waitFor(t, func() bool { return srv.BudgetUsed() == 0 })
 }
+
+// A link:custom set whose Seeds fit the memory budget but whose epoch plan
+// (32 bytes a pair) does not is refused at its Open before the plan is
+// made, and its seeds' share of the budget comes back.
+func TestLinkCustomPlanChargedBeforeItIsMade(t *testing.T) {
+	const pairs = 1000 // seeds 16,000 bytes, plan 32,000
+	srv, src := testServer(t, Config{MemoryBudget: 20000})
+	ids := make([]int64, 2*pairs)
+	for i := range ids {
+		ids[i] = int64(i) % src.Data.Graph.NumNodes
+	}
+	c := dial(t, srv)
+	c.hello()
+	c.sendSeeds(uint64(len(ids)), seedsFD(t, ids, -1))
+	o := openReq()
+	o.Split = "link:custom"
+	c.send(&o)
+	c.expectError(ipc.CodeLimit, "32000 bytes of link plan exceed the whole memory budget")
+	waitFor(t, func() bool { return srv.BudgetUsed() == 0 })
+}
