@@ -43,7 +43,7 @@ def daemon_stage_ms(before, after):
             "gather_fill_ms": 1e3 * d("gnnloader_gather_seconds_sum") / g,
             "slot_wait_ms": 1e3 * d("gnnloader_slot_wait_seconds_sum") / g,
             "gather_bytes": d("gnnloader_gather_bytes_total"),
-            "swept_batches": d("gnnloader_swept_batches_total"), "filled_batches": d("gnnloader_gather_seconds_count"),
+            "swept_batches": d("gnnloader_swept_batches_total"), "fills": d("gnnloader_fills_total"), "filled_batches": d("gnnloader_gather_seconds_count"),
             "rows_looked_up": d("gnnloader_gpu_rows_looked_up_total"),
             "cache_hit_bytes": d("gnnloader_gpu_cache_hit_bytes_total"),
             "pcie_read_bytes": d("gnnloader_gpu_pcie_read_bytes_total")}

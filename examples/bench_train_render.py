@@ -96,7 +96,8 @@ def render(paths):
     for name, r in runs.items():
         d = r.get("daemon", {}) if isinstance(r, dict) else {}
         if d.get("filled_batches"):
-            print(f"- {name}: {d.get('swept_batches', 0):.0f} of {d['filled_batches']:.0f} batches filled in multi-batch sweeps")
+            fills = f" ({d['filled_batches'] / d['fills']:.2f} batches a fill)" if d.get("fills") else ""
+            print(f"- {name}: {d.get('swept_batches', 0):.0f} of {d['filled_batches']:.0f} batches filled in multi-batch sweeps{fills}")
     if res.get("table_to_gpu"):
         t = res["table_to_gpu"]
         print(f"- resident: table to GPU in {f1(t.get('register_s', 0), 1)} s register + {f1(t.get('copy_s'), 1)} s copy")

@@ -33,6 +33,27 @@ type PlanStats struct {
 	// SampleTime is the GPU time of sampling on the GPU (the daemon adds
 	// it; the gather backend has none).
 	SampleTime time.Duration
+	// SampleWait and HostWait are the fill stream's idle time between fills
+	// of batches sampled on the GPU (the daemon adds them): waiting for a
+	// fill's sampling, and with nothing enqueued (the host had not yet
+	// issued the next fill).
+	SampleWait, HostWait time.Duration
+}
+
+// Sub is p less q, field by field: the counts and times between two reads.
+func (p PlanStats) Sub(q PlanStats) PlanStats {
+	return PlanStats{Lookups: p.Lookups - q.Lookups, Hits: p.Hits - q.Hits, RowsRead: p.RowsRead - q.RowsRead,
+		HitBytes: p.HitBytes - q.HitBytes, ReadBytes: p.ReadBytes - q.ReadBytes, Timed: p.Timed - q.Timed,
+		PlanTime: p.PlanTime - q.PlanTime, ReadTime: p.ReadTime - q.ReadTime, AssembleTime: p.AssembleTime - q.AssembleTime,
+		SampleTime: p.SampleTime - q.SampleTime, SampleWait: p.SampleWait - q.SampleWait, HostWait: p.HostWait - q.HostWait}
+}
+
+// Add is p plus q, field by field: the stats of two backends together.
+func (p PlanStats) Add(q PlanStats) PlanStats {
+	return PlanStats{Lookups: p.Lookups + q.Lookups, Hits: p.Hits + q.Hits, RowsRead: p.RowsRead + q.RowsRead,
+		HitBytes: p.HitBytes + q.HitBytes, ReadBytes: p.ReadBytes + q.ReadBytes, Timed: p.Timed + q.Timed,
+		PlanTime: p.PlanTime + q.PlanTime, ReadTime: p.ReadTime + q.ReadTime, AssembleTime: p.AssembleTime + q.AssembleTime,
+		SampleTime: p.SampleTime + q.SampleTime, SampleWait: p.SampleWait + q.SampleWait, HostWait: p.HostWait + q.HostWait}
 }
 
 // PlanStats reads the counters of the sweeps planned on the GPU (zero before

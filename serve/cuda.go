@@ -384,7 +384,7 @@ func (s *Server) SweepStats() (gather.PlanStats, bool) {
 	}
 	var sum gather.PlanStats
 	for _, st := range s.gpu.planStats() {
-		sum = addStats(sum, st)
+		sum = sum.Add(st)
 	}
 	return sum, true
 }

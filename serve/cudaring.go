@@ -107,7 +107,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		st, _ := r.stats()
 		b.mu.Lock()
 		delete(b.rings, r)
-		b.closedStats[dev] = addStats(b.closedStats[dev], st)
+		b.closedStats[dev] = b.closedStats[dev].Add(st)
 		b.mu.Unlock()
 		giveBack()
 	}
@@ -192,11 +192,12 @@ func (r *cudaRing) stats() (gather.PlanStats, error) {
 	var errs []error
 	for _, grp := range r.groups {
 		one, err := grp.table.PlanStats()
-		st, errs = addStats(st, one), append(errs, err)
+		st, errs = st.Add(one), append(errs, err)
 	}
 	err := errors.Join(errs...)
 	if r.sampling != nil {
-		st.SampleTime = r.sampling.sampleTime()
+		t := r.sampling.fillTimes()
+		st.SampleTime, st.SampleWait, st.HostWait = t.sampled, t.sampleWait, t.hostWait
 	}
 	return st, err
 }

@@ -75,63 +75,92 @@ type deviceSampling struct {
 	batch, clen int
 	timing      bool
 	mu          sync.Mutex
-	times       [][2]*cudaext.Event // pending pairs around a fill's sampling
-	freeTimes   [][2]*cudaext.Event
-	sampled     time.Duration
+	times       []fillEvents // pending: the fills timed and not yet added up
+	freeTimes   []fillEvents
+	last        *fillEvents // the last fill added up (its markFilled is the next one's start of idle)
+	timed       fillTimes   // added up so far
 }
 
-// timeMark records event k (0: before, 1: after) of the current fill's
-// sampling on the sampling stream (timing on). Context current.
-func (d *deviceSampling) timeMark(k int) error {
+// fillTimes are the GPU times of the fills timed so far (GPUConfig.Timing).
+type fillTimes struct {
+	sampled    time.Duration // sampling, on the sampling stream
+	sampleWait time.Duration // the ring's stream waiting for a fill's sampling
+	hostWait   time.Duration // the ring's stream idle before a fill was enqueued
+}
+
+// fillEvents time one fill, indexed by the marks below.
+type fillEvents [5]*cudaext.Event
+
+const (
+	markSampling   = iota // sampling stream: before the fill's sampling
+	markSampled           // sampling stream: after it
+	markFillQueued        // ring stream: the fill's work reached it (it was idle before, if earlier work ended first)
+	markFillGo            // ring stream: its wait for the sampling is over
+	markFilled            // ring stream: the fill's slots are ready
+)
+
+// timeMark records mark k of the current fill on stream st (timing on).
+// Context current.
+func (d *deviceSampling) timeMark(k int, st *cudaext.Stream) error {
 	if !d.timing {
 		return nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if k == 0 {
+	if k == markSampling {
 		d.harvestLocked(false)
 		if len(d.freeTimes) == 0 {
-			a, err := cudaext.NewEvent(cudaext.EventDefault)
-			if err != nil {
-				return err
+			var f fillEvents
+			for i := range f {
+				e, err := cudaext.NewEvent(cudaext.EventDefault)
+				if err != nil {
+					for _, made := range f[:i] {
+						made.Destroy()
+					}
+					return err
+				}
+				f[i] = e
 			}
-			b, err := cudaext.NewEvent(cudaext.EventDefault)
-			if err != nil {
-				return err
-			}
-			d.freeTimes = append(d.freeTimes, [2]*cudaext.Event{a, b})
+			d.freeTimes = append(d.freeTimes, f)
 		}
 		d.times = append(d.times, d.freeTimes[len(d.freeTimes)-1])
 		d.freeTimes = d.freeTimes[:len(d.freeTimes)-1]
 	}
-	return d.times[len(d.times)-1][k].Record(d.st)
+	return d.times[len(d.times)-1][k].Record(st)
 }
 
+// harvestLocked adds up the fills whose last mark has completed (every
+// pending fill when wait is set). d.mu held.
 func (d *deviceSampling) harvestLocked(wait bool) {
 	for len(d.times) > 0 {
-		p := d.times[0]
-		done, err := p[1].Done()
+		f := d.times[0]
+		done, err := f[markFilled].Done()
 		if err != nil || !done && !wait {
 			return
 		}
 		if !done {
-			p[1].Synchronize()
+			f[markFilled].Synchronize()
 		}
-		e, _ := cudaext.Elapsed(p[0], p[1])
-		d.sampled += e
+		el := func(a, b *cudaext.Event) time.Duration { e, _ := cudaext.Elapsed(a, b); return max(e, 0) }
+		d.timed.sampled += el(f[markSampling], f[markSampled])
+		d.timed.sampleWait += el(f[markFillQueued], f[markFillGo])
+		if d.last != nil {
+			d.timed.hostWait += el(d.last[markFilled], f[markFillQueued])
+			d.freeTimes = append(d.freeTimes, *d.last)
+		}
+		d.last = &f
 		d.times = d.times[1:]
-		d.freeTimes = append(d.freeTimes, p)
 	}
 }
 
-// sampleTime is the GPU time of the fills' sampling timed so far.
-func (d *deviceSampling) sampleTime() time.Duration {
+// fillTimes are the GPU times of the fills timed so far.
+func (d *deviceSampling) fillTimes() fillTimes {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.times) > 1 { // the last may still be recording
 		d.harvestLocked(false)
 	}
-	return d.sampled
+	return d.timed
 }
 
 // countsRing is how many fills' counts may be in flight on the device.
@@ -203,9 +232,13 @@ func (d *deviceSampling) close() {
 	}
 	d.mu.Lock()
 	d.harvestLocked(true)
-	for _, p := range d.freeTimes {
-		p[0].Destroy()
-		p[1].Destroy()
+	if d.last != nil {
+		d.freeTimes = append(d.freeTimes, *d.last)
+	}
+	for _, f := range d.freeTimes {
+		for _, e := range f {
+			e.Destroy()
+		}
 	}
 	d.mu.Unlock()
 	if d.gs != nil {
@@ -269,7 +302,7 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 				return err
 			}
 		}
-		if err := d.timeMark(0); err != nil {
+		if err := d.timeMark(markSampling, d.st); err != nil {
 			return err
 		}
 		seeds := unsafe.Slice((*int64)(unsafe.Pointer(&d.seedsHost[0])), len(bs)*d.batch)
@@ -306,7 +339,7 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 				return err
 			}
 		}
-		if err := d.timeMark(1); err != nil {
+		if err := d.timeMark(markSampled, d.st); err != nil {
 			return err
 		}
 		if err := cudaext.MemcpyDtoHAsync(unsafe.Pointer(&d.host[0]), counts, int64(len(bs)*8*d.clen), d.st); err != nil {
@@ -315,7 +348,13 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 		if err := d.done.Record(d.st); err != nil {
 			return err
 		}
-		return r.g.Stream().WaitEvent(d.done)
+		if err := d.timeMark(markFillQueued, r.g.Stream()); err != nil {
+			return err
+		}
+		if err := r.g.Stream().WaitEvent(d.done); err != nil {
+			return err
+		}
+		return d.timeMark(markFillGo, r.g.Stream())
 	})
 	if err != nil {
 		return err
@@ -355,5 +394,8 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 	if err != nil {
 		return err
 	}
-	return r.onStream(slots, r.RecordReady)
+	if err := r.onStream(slots, r.RecordReady); err != nil {
+		return err
+	}
+	return r.Context().Do(func() error { return d.timeMark(markFilled, r.g.Stream()) })
 }

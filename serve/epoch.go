@@ -189,6 +189,8 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 	}
 	took := time.Since(filled)
 	srv.stats.GatherNanos.Add(int64(took))
+	srv.stats.Fills.Add(1)
+	srv.metrics.fills.Inc()
 	if m > 1 {
 		srv.stats.SweptBatches.Add(int64(m))
 		srv.metrics.swept.Add(float64(m))

@@ -101,15 +101,8 @@ func (b *gpuBackend) planStats() map[int]gather.PlanStats {
 	b.mu.Unlock()
 	for _, r := range live {
 		if st, err := r.stats(); err == nil {
-			out[r.dev] = addStats(out[r.dev], st)
+			out[r.dev] = out[r.dev].Add(st)
 		}
 	}
 	return out
-}
-
-func addStats(a, b gather.PlanStats) gather.PlanStats {
-	return gather.PlanStats{Lookups: a.Lookups + b.Lookups, Hits: a.Hits + b.Hits, RowsRead: a.RowsRead + b.RowsRead,
-		HitBytes: a.HitBytes + b.HitBytes, ReadBytes: a.ReadBytes + b.ReadBytes,
-		Timed: a.Timed + b.Timed, PlanTime: a.PlanTime + b.PlanTime, ReadTime: a.ReadTime + b.ReadTime,
-		AssembleTime: a.AssembleTime + b.AssembleTime, SampleTime: a.SampleTime + b.SampleTime}
 }

@@ -149,6 +149,7 @@ type Stats struct {
 	GatherNanos   atomic.Int64
 	WaitNanos     atomic.Int64 // gather stage waiting for a free slot
 	SweptBatches  atomic.Int64 // batches filled in a sweep with others (GPU path)
+	Fills         atomic.Int64 // fills (a sweep of one or more batches on the GPU path)
 }
 
 // New makes a server for src. A nil logger discards logs.

@@ -83,9 +83,7 @@ func (r serveRun) measure(srv *serve.Server) (*serveResult, error) {
 	}
 	if st, ok := srv.SweepStats(); ok {
 		res.haveSweeps = true
-		res.sweeps = gather.PlanStats{Lookups: st.Lookups - st0.Lookups, Hits: st.Hits - st0.Hits, RowsRead: st.RowsRead - st0.RowsRead,
-			Timed: st.Timed - st0.Timed, PlanTime: st.PlanTime - st0.PlanTime, ReadTime: st.ReadTime - st0.ReadTime,
-			AssembleTime: st.AssembleTime - st0.AssembleTime, SampleTime: st.SampleTime - st0.SampleTime}
+		res.sweeps = st.Sub(st0)
 	}
 	return res, firstErr
 }
@@ -111,6 +109,9 @@ func (res *serveResult) report(w io.Writer, r serveRun, srv *serve.Server, src *
 		1e3*el.Seconds()/float64(total), float64(res.nodes)/float64(total), float64(res.nodes)*float64(d.RowBytes())/el.Seconds()/1e9,
 		per(st.SampleNanos.Load()), per(st.GatherNanos.Load()), per(st.WaitNanos.Load()))
 	tw.Flush()
+	if f := st.Fills.Load(); f > 0 && dev >= 0 {
+		fmt.Fprintf(w, "fills: %d, %.2f batches a fill\n", f, float64(res.batches)/float64(f))
+	}
 	if res.haveSweeps && res.sweeps.Lookups > 0 {
 		s, rb := res.sweeps, float64(d.RowBytes())
 		fmt.Fprintf(w, "GPU sweeps: %d rows asked for, %.1f%% from the cache (%.2f GB), %.2f GB read over PCIe (%.2f GB/s); delivered %.2f GB/s\n",
@@ -121,6 +122,10 @@ func (res *serveResult) report(w io.Writer, r serveRun, srv *serve.Server, src *
 		ms := func(d time.Duration) float64 { return float64(d) / 1e6 / float64(total) }
 		fmt.Fprintf(w, "GPU time per batch: planning %.2f ms, reading over PCIe %.2f ms, assembling %.2f ms (one stream); sampling %.2f ms (its own stream)\n",
 			ms(s.PlanTime), ms(s.ReadTime), ms(s.AssembleTime), ms(s.SampleTime))
+		if s.SampleWait > 0 || s.HostWait > 0 {
+			fmt.Fprintf(w, "fill stream idle per batch: %.2f ms waiting for the batches' sampling, %.2f ms with the next fill not yet issued by the host\n",
+				ms(s.SampleWait), ms(s.HostWait))
+		}
 	}
 	if rate := res.memcpy; rate > 0 && res.batches > 0 {
 		bound := float64(res.nodes) * float64(d.RowBytes()) / rate / float64(total) // seconds a batch at the memcpy rate
