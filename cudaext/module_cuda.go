@@ -67,8 +67,8 @@ func one(v uint32) C.uint {
 
 // Launch enqueues the kernel on s. Each argument must be a value the kernel
 // takes by value: int32, uint32, int64, uint64, float32, float64, uintptr,
-// DevicePtr (pointers are passed as DevicePtr) or [8]uint64 (a struct of
-// eight 64-bit fields).
+// DevicePtr (pointers are passed as DevicePtr), [8]uint64 or [16]uint64 (a
+// struct of eight or sixteen 64-bit fields).
 func (f *Function) Launch(grid, block Dim3, sharedMem int, s *Stream, args ...any) error {
 	if s == nil || s.h == nil {
 		return fmt.Errorf("cudaext: %s launched without a stream (the legacy default stream is never used)", f.Name)
@@ -77,9 +77,12 @@ func (f *Function) Launch(grid, block Dim3, sharedMem int, s *Stream, args ...an
 	// One C block: n pointers, then each argument in an 8-byte aligned slot.
 	size := 8 * (n + 1)
 	for _, a := range args {
-		if _, ok := a.([8]uint64); ok {
+		switch a.(type) {
+		case [8]uint64:
 			size += 64
-		} else {
+		case [16]uint64:
+			size += 128
+		default:
 			size += 8
 		}
 	}
@@ -110,6 +113,9 @@ func (f *Function) Launch(grid, block Dim3, sharedMem int, s *Stream, args ...an
 		case [8]uint64:
 			*(*[8]uint64)(slot) = v
 			off += 56
+		case [16]uint64:
+			*(*[16]uint64)(slot) = v
+			off += 120
 		default:
 			return fmt.Errorf("cudaext: %s argument %d has unsupported type %T", f.Name, i, a)
 		}

@@ -219,7 +219,7 @@ func (g *CUDA) prepareSweep(pl *SweepPlan) (staged, error) {
 
 // launchSweep enqueues the sweep kernel over staged indices.
 func (g *CUDA) launchSweep(parts []SweepPart, align uint64, ix staged) error {
-	var bases [8]uint64
+	var bases [MaxSweepParts]uint64
 	for k, p := range parts {
 		bases[k] = uint64(p.Dst.Device)
 	}
@@ -228,7 +228,7 @@ func (g *CUDA) launchSweep(parts []SweepPart, align uint64, ix staged) error {
 
 // launchSweepTo enqueues the sweep kernel over ix (rows, their count or
 // nDev, first and extras) delivering to the parts at bases.
-func (g *CUDA) launchSweepTo(bases [8]uint64, align uint64, ix staged) error {
+func (g *CUDA) launchSweepTo(bases [MaxSweepParts]uint64, align uint64, ix staged) error {
 	rb := int64(g.tab.RowBytes)
 	wide, shift, block := g.shape(rb, align)
 	dim := cudaext.Dim3{X: uint32(block)}

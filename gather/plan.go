@@ -36,7 +36,7 @@ type DevicePart struct {
 }
 
 // MaxDeviceParts is the most batches one SweepOnDevice takes.
-const MaxDeviceParts = 8
+const MaxDeviceParts = MaxSweepParts
 
 // planKernels are plan.fatbin's entry points.
 var planKernels = []string{"gnn_mark", "gnn_unmark", "gnn_word_counts", "gnn_scan_blocks", "gnn_compact",
@@ -276,7 +276,7 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 		return err
 	}
 	if needRows {
-		var bases [8]uint64
+		var bases [MaxSweepParts]uint64
 		align := uint64(0)
 		for j, p := range parts {
 			bases[j] = uint64(p.X)

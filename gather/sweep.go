@@ -34,10 +34,11 @@ type planChunk struct {
 }
 
 // MaxSweepParts is the most batches one sweep may cover; a part may hold up
-// to 1<<28 rows.
+// to 1<<27 rows. (A delivery is part << 27 | position in 31 bits: the top
+// bit marks a row shared by several parts.)
 const (
-	MaxSweepParts = 8
-	partShift     = 28
+	MaxSweepParts = 16
+	partShift     = 27
 	sharedRow     = 1 << 31
 )
 

@@ -63,6 +63,9 @@ func TestPlanSweepCompactRoundTrip(t *testing.T) {
 		var want []dl
 		for k := range parts {
 			n := r.IntN(maxN)
+			if maxN > 3000 { // enough deliveries (over 2^16) to be planned in several ranges
+				n = maxN/2 + r.IntN(maxN/2)
+			}
 			for i := range n {
 				v := r.Int64N(rows)
 				parts[k].Nid = append(parts[k].Nid, v)
@@ -85,7 +88,7 @@ func TestPlanSweepCompactRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if maxN > 3000 && len(pl.chunks) < 2 {
+		if maxN > 3000 && runtime.GOMAXPROCS(0) > 1 && len(pl.chunks) < 2 {
 			t.Fatalf("trial %d: %d deliveries merged in %d range(s)", trial, len(want), len(pl.chunks))
 		}
 		var plain, got []dl

@@ -93,11 +93,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 			return nil, perrf(ipc.CodeInternal, "%s: sampling on the GPU: %v", name, err)
 		}
 	}
-	sweep := b.cfg.SweepBatches
-	if sweep <= 0 {
-		sweep = slots / 2
-	}
-	sweep = max(1, min(sweep, slots, gather.MaxSweepParts))
+	sweep := sweepWidth(b.cfg.SweepBatches, slots)
 	r := &cudaRing{CUDARing: ring, dev: dev, g: groups[0].table, groups: groups, layout: layout,
 		workers: b.workers, sweep: sweep, planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}
 	b.mu.Lock()
@@ -112,6 +108,15 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		giveBack()
 	}
 	return r, nil
+}
+
+// sweepWidth is the most batches one fill of a GPU ring with slots slots
+// may cover, for GPUConfig.SweepBatches batches (0: half the slots).
+func sweepWidth(batches, slots int) int {
+	if batches <= 0 {
+		batches = slots / 2
+	}
+	return max(1, min(batches, slots, gather.MaxSweepParts))
 }
 
 // cudaRing is the GPU path: slots in GPU memory, filled on the trainer's own

@@ -7,7 +7,6 @@ import (
 
 	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/datasets"
-	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/pingpong"
 	"github.com/gnnloader/gnnloader/sampler"
@@ -190,7 +189,11 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	// The budget covers what the request makes the daemon hold: the slots,
 	// the sampled batches in flight (the pipeline's pool), and the epoch
 	// plan over its seeds.
-	inFlight := int64(2*cfg.Prefetch + min(req.slots, gather.MaxSweepParts))
+	width := 1 // batches a fill takes: one on the CPU path
+	if req.device >= 0 && ss.srv.gpu != nil {
+		width = sweepWidth(ss.srv.gpu.cfg.SweepBatches, req.slots)
+	}
+	inFlight := int64(2*cfg.Prefetch + width)
 	planBytes := seedPlanBytes * int64(len(req.seeds))
 	if req.link != nil {
 		planBytes = linkPlanBytes * int64(len(req.seeds))

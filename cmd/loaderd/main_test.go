@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/ipc"
 )
 
@@ -50,7 +52,7 @@ func TestUsageErrors(t *testing.T) {
 		{"gen", "--like", "products", "--out", "x", "--dtype", "int8"},
 		{"import", "npz"}, // no input
 		{"serve", "--memory-budget", "lots"},
-		{"serve", "--gpu-sweep", "9"},
+		{"serve", "--gpu-sweep", strconv.Itoa(gather.MaxSweepParts + 1)},
 		{"serve", "--gpu-sweep", "-1"},
 		{"serve", "--gpu-slots", "0"},
 		{"bench", "nope"},

@@ -20,8 +20,8 @@
 #include <type_traits>
 
 #define GNN_WARP 32
-#define MAX_PARTS 8
-#define PART_SHIFT 28 // a sweep delivery is part << 28 | position
+#define MAX_PARTS 16
+#define PART_SHIFT 27 // a sweep delivery is part << 27 | position
 #define SHARED_ROW 0x80000000u // in first[u]: the row's deliveries are in extras
 
 // The destinations of a sweep's parts, passed by value.

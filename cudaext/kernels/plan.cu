@@ -214,7 +214,7 @@ __device__ __forceinline__ uint32_t rank_of(const uint32_t *__restrict__ bitmap,
 	return word_base[id >> 5] + __popc(bitmap[id >> 5] & below_mask((uint32_t)(id & 31)));
 }
 
-#define PART_SHIFT 28          // gather.cu: a sweep delivery is part << 28 | position
+#define PART_SHIFT 27          // gather.cu: a sweep delivery is part << 27 | position
 #define SHARED_ROW 0x80000000u // gather.cu: in first[u], the row's deliveries are in extras
 
 // gnn_count_deliveries: cnt[rank(id)]++ for every id of one batch that the
