@@ -34,7 +34,8 @@ type Config struct {
 	// up to half of them in one sweep while the trainer works through the
 	// others; measured fastest on an H100, docs/benchmarks.md).
 	GPUSlots int
-	// MaxSlots caps the slots a trainer may ask for (0 = 16).
+	// MaxSlots caps the slots a trainer may ask for (0 = 32: a GPU trainer
+	// with 32 slots gets sweeps of 16 batches).
 	MaxSlots int
 	// MaxTrainers caps concurrent trainer connections (0 = 64).
 	MaxTrainers int
@@ -79,7 +80,7 @@ func (c Config) withDefaults() Config {
 		c.GPUSlots = 16
 	}
 	if c.MaxSlots <= 0 {
-		c.MaxSlots = 16
+		c.MaxSlots = 32
 	}
 	if c.MaxTrainers <= 0 {
 		c.MaxTrainers = 64

@@ -178,7 +178,7 @@ func (r serveRun) run(ctx context.Context, e *env, src *serve.Source, dev int) e
 	defer os.RemoveAll(dir)
 	r.cfg.Socket = filepath.Join(dir, "s.sock")
 	r.cfg.MemoryBudget = 1 << 40 // the benchmark measures speed, not admission
-	r.cfg.MaxSlots = max(16, r.slots)
+	r.cfg.MaxSlots = max(32, r.slots)
 	srv := serve.New(src, r.cfg, nil)
 	if dev >= 0 {
 		r.gpu.Devices = []int{dev}
