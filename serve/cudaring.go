@@ -176,6 +176,9 @@ func (r *cudaRing) Busy() bool {
 func (r *cudaRing) Close() error {
 	var err error
 	r.once.Do(func() {
+		// The fills enqueued so far finish first, so the counters and times
+		// giveBack keeps include them (the backends' Close would wait anyway).
+		r.Context().Do(r.g.Stream().Synchronize)
 		r.giveBack() // keeps the sweep counters, so before the backend closes
 		var errs []error
 		for i := len(r.groups) - 1; i >= 0; i-- { // g, whose stream the others use, last

@@ -75,7 +75,8 @@ type deviceSampling struct {
 	batch, clen int
 	timing      bool
 	mu          sync.Mutex
-	times       []fillEvents // pending: the fills timed and not yet added up
+	cur         *fillEvents  // the fill being timed (from markSampling to markFilled)
+	times       []fillEvents // pending: fills whose marks are all recorded, not yet added up
 	freeTimes   []fillEvents
 	last        *fillEvents // the last fill added up (its markFilled is the next one's start of idle)
 	timed       fillTimes   // added up so far
@@ -100,7 +101,9 @@ const (
 )
 
 // timeMark records mark k of the current fill on stream st (timing on).
-// Context current.
+// A fill joins the pending ones only once its last mark is recorded, so a
+// reader of the times never adds up a fill still being enqueued. Context
+// current.
 func (d *deviceSampling) timeMark(k int, st *cudaext.Stream) error {
 	if !d.timing {
 		return nil
@@ -109,6 +112,9 @@ func (d *deviceSampling) timeMark(k int, st *cudaext.Stream) error {
 	defer d.mu.Unlock()
 	if k == markSampling {
 		d.harvestLocked(false)
+		if d.cur != nil { // a fill that stopped before its last mark
+			d.dropLocked()
+		}
 		if len(d.freeTimes) == 0 {
 			var f fillEvents
 			for i := range f {
@@ -123,14 +129,40 @@ func (d *deviceSampling) timeMark(k int, st *cudaext.Stream) error {
 			}
 			d.freeTimes = append(d.freeTimes, f)
 		}
-		d.times = append(d.times, d.freeTimes[len(d.freeTimes)-1])
+		f := d.freeTimes[len(d.freeTimes)-1]
 		d.freeTimes = d.freeTimes[:len(d.freeTimes)-1]
+		d.cur = &f
 	}
-	return d.times[len(d.times)-1][k].Record(st)
+	if d.cur == nil {
+		return nil
+	}
+	if err := d.cur[k].Record(st); err != nil {
+		return err
+	}
+	if k == markFilled {
+		d.times = append(d.times, *d.cur)
+		d.cur = nil
+	}
+	return nil
 }
 
-// harvestLocked adds up the fills whose last mark has completed (every
-// pending fill when wait is set). d.mu held.
+// dropLocked gives up timing the current fill (it failed or stopped): the
+// fills before it are added up, waiting for them, and the next fill's idle
+// time is not measured from them. d.mu held.
+func (d *deviceSampling) dropLocked() {
+	if d.cur != nil {
+		d.freeTimes = append(d.freeTimes, *d.cur) // recorded again before any use
+		d.cur = nil
+	}
+	d.harvestLocked(true)
+	if d.last != nil {
+		d.freeTimes = append(d.freeTimes, *d.last)
+		d.last = nil
+	}
+}
+
+// harvestLocked adds up the pending fills whose last mark has completed
+// (every pending fill when wait is set). d.mu held.
 func (d *deviceSampling) harvestLocked(wait bool) {
 	for len(d.times) > 0 {
 		f := d.times[0]
@@ -153,14 +185,25 @@ func (d *deviceSampling) harvestLocked(wait bool) {
 	}
 }
 
-// fillTimes are the GPU times of the fills timed so far.
+// fillTimes are the GPU times of the fills timed so far (those complete
+// on the GPU).
 func (d *deviceSampling) fillTimes() fillTimes {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(d.times) > 1 { // the last may still be recording
-		d.harvestLocked(false)
-	}
+	d.harvestLocked(false)
 	return d.timed
+}
+
+// fillFailed stops timing the current fill. Context current or not.
+func (d *deviceSampling) fillFailed() {
+	if !d.timing {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur != nil {
+		d.dropLocked()
+	}
 }
 
 // countsRing is how many fills' counts may be in flight on the device.
@@ -235,6 +278,9 @@ func (d *deviceSampling) close() {
 	if d.last != nil {
 		d.freeTimes = append(d.freeTimes, *d.last)
 	}
+	if d.cur != nil {
+		d.freeTimes = append(d.freeTimes, *d.cur)
+	}
 	for _, f := range d.freeTimes {
 		for _, e := range f {
 			e.Destroy()
@@ -267,8 +313,13 @@ func (d *deviceSampling) close() {
 // waits for them); the ring's stream waits for that, then fills the gathered
 // regions by sweeps planned on the GPU from the n_id the sampler wrote, the
 // counts read on the device.
-func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batch) error {
+func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batch) (err error) {
 	d := r.sampling
+	defer func() {
+		if err != nil {
+			d.fillFailed()
+		}
+	}()
 	dbs := make([]batch.DeviceBatch, len(bs))
 	for j, b := range bs {
 		db, ok := b.(batch.DeviceBatch)
@@ -283,7 +334,7 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 	k := d.seq % countsRing
 	d.seq++
 	counts := d.counts[k]
-	err := r.Context().Do(func() error {
+	err = r.Context().Do(func() error {
 		for _, slot := range slots {
 			// The trainer's last use of the slot, and the daemon's own last
 			// fill of it: a batch is announced once its counts are known,

@@ -43,6 +43,10 @@ func TestOneTrainerEpochs(t *testing.T) {
 	}
 	c.send(&ipc.Goodbye{})
 	waitFor(t, func() bool { return srv.Trainers() == 0 })
+	// The CPU path fills one batch at a time.
+	if st := srv.Stats(); st.Fills.Load() != st.BatchesServed.Load() || st.Fills.Load() == 0 {
+		t.Errorf("%d fills for %d batches served, want one a batch", st.Fills.Load(), st.BatchesServed.Load())
+	}
 }
 
 func TestTwoTrainersSplitTheEpoch(t *testing.T) {

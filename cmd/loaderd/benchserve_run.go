@@ -24,6 +24,7 @@ type serveResult struct {
 	memcpy         float64          // pinned H2D bytes/s, the best of before and after the run
 	sweeps         gather.PlanStats // over the timed part (GPU path)
 	haveSweeps     bool
+	fills, served  int64 // fills and batches announced over the timed part
 	profile        bytes.Buffer
 }
 
@@ -44,6 +45,7 @@ func (r serveRun) measure(srv *serve.Server) (*serveResult, error) {
 		res.memcpy, _ = srv.MemcpyRate(r.dev)
 	}
 	st0, _ := srv.SweepStats()
+	fills0, served0 := srv.Stats().Fills.Load(), srv.Stats().BatchesServed.Load()
 	if r.budget {
 		if err := pprof.StartCPUProfile(&res.profile); err != nil {
 			return nil, fmt.Errorf("--budget: %w (is a CPU profile already running in this process?)", err)
@@ -72,6 +74,7 @@ func (r serveRun) measure(srv *serve.Server) (*serveResult, error) {
 	}
 	wg.Wait()
 	res.wall = time.Since(start)
+	res.fills, res.served = srv.Stats().Fills.Load()-fills0, srv.Stats().BatchesServed.Load()-served0
 	res.cpu = cputime.Process() - cpu0
 	if r.budget {
 		pprof.StopCPUProfile()
@@ -109,8 +112,8 @@ func (res *serveResult) report(w io.Writer, r serveRun, srv *serve.Server, src *
 		1e3*el.Seconds()/float64(total), float64(res.nodes)/float64(total), float64(res.nodes)*float64(d.RowBytes())/el.Seconds()/1e9,
 		per(st.SampleNanos.Load()), per(st.GatherNanos.Load()), per(st.WaitNanos.Load()))
 	tw.Flush()
-	if f := st.Fills.Load(); f > 0 && dev >= 0 {
-		fmt.Fprintf(w, "fills: %d, %.2f batches a fill\n", f, float64(res.batches)/float64(f))
+	if res.fills > 0 && dev >= 0 {
+		fmt.Fprintf(w, "fills: %d, %.2f batches a fill\n", res.fills, float64(res.served)/float64(res.fills))
 	}
 	if res.haveSweeps && res.sweeps.Lookups > 0 {
 		s, rb := res.sweeps, float64(d.RowBytes())
