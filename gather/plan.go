@@ -173,7 +173,7 @@ func (g *CUDA) SweepOnDevice(ctx context.Context, parts []DevicePart) error {
 	var total int64
 	withX := 0
 	for j, p := range parts {
-		if p.N < 0 || p.N > 0 && p.IDs == 0 || p.N >= 1<<partShift {
+		if p.N < 0 || p.N > 0 && p.IDs == 0 || p.N > MaxPartRows {
 			return fmt.Errorf("gather: part %d: %d ids at %#x", j, p.N, p.IDs)
 		}
 		if p.X != 0 {

@@ -99,7 +99,8 @@ func TestSweepOnDeviceMatchesCPU(t *testing.T) {
 					})
 				}
 				for round, sizes := range [][]int{{30_000, 20_000, 1}, {0, 5000}, {900, 10, 1, 3000, 77, 640, 2, 45_000},
-					{70_000, 70_000, 70_000, 70_000}} { // more ids than the table has rows
+					{70_000, 70_000, 70_000, 70_000},                                              // more ids than the table has rows
+					{3000, 1, 0, 2500, 900, 10, 4000, 77, 640, 2, 1500, 5, 1200, 333, 64, 2048}} { // MaxDeviceParts batches
 					checkSweepOnDevice(t, c, g, table, labels, slotOf, cacheRows, rb, sizes, r, round)
 				}
 			})

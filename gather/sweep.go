@@ -38,6 +38,7 @@ type planChunk struct {
 // bit marks a row shared by several parts.)
 const (
 	MaxSweepParts = 16
+	MaxPartRows   = 1<<partShift - 1 // the most rows one part (batch) of a sweep may hold
 	partShift     = 27
 	sharedRow     = 1 << 31
 )
@@ -138,8 +139,8 @@ func PlanSweep(parts []SweepPart, numRows int64) (*SweepPlan, error) {
 		if p.Order != nil && len(p.Order) != len(p.Nid) {
 			return nil, fmt.Errorf("gather: sweep part %d: order has %d entries for %d rows", k, len(p.Order), len(p.Nid))
 		}
-		if len(p.Nid) >= 1<<partShift {
-			return nil, fmt.Errorf("gather: sweep part %d has %d rows, more than %d", k, len(p.Nid), 1<<partShift)
+		if len(p.Nid) > MaxPartRows {
+			return nil, fmt.Errorf("gather: sweep part %d has %d rows, more than %d", k, len(p.Nid), MaxPartRows)
 		}
 		total += len(p.Nid)
 	}

@@ -88,7 +88,7 @@ func TestPlanSweepCompactRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if maxN > 3000 && runtime.GOMAXPROCS(0) > 1 && len(pl.chunks) < 2 {
+		if maxN > 3000 && len(pl.chunks) < 2 {
 			t.Fatalf("trial %d: %d deliveries merged in %d range(s)", trial, len(want), len(pl.chunks))
 		}
 		var plain, got []dl

@@ -4,6 +4,7 @@ package serve
 // gives back.
 
 import (
+	"github.com/gnnloader/gnnloader/gather"
 	"testing"
 
 	"github.com/gnnloader/gnnloader/ipc"
@@ -100,5 +101,18 @@ func TestBatchSizeOverTheSeeds(t *testing.T) {
 	checkBatch(t, c, src, b)
 	if n, _ := opened.Scalar(b, "batch_size"); int(n) != seeds {
 		t.Fatalf("batch of %d seeds, want %d", n, seeds)
+	}
+}
+
+// TestSweepWidth: the batches one GPU fill may cover, and so what the
+// budget charges for the batches in flight.
+func TestSweepWidth(t *testing.T) {
+	for _, tc := range []struct{ batches, slots, want int }{
+		{0, 2, 1}, {0, 3, 1}, {0, 6, 3}, {0, 16, 8}, {0, 32, 16}, {0, 64, gather.MaxSweepParts},
+		{1, 16, 1}, {3, 16, 3}, {12, 8, 8}, {40, 64, gather.MaxSweepParts}, {-1, 16, 8},
+	} {
+		if got := sweepWidth(tc.batches, tc.slots); got != tc.want {
+			t.Errorf("sweepWidth(%d, %d) = %d, want %d", tc.batches, tc.slots, got, tc.want)
+		}
 	}
 }
