@@ -35,9 +35,11 @@ type DisjointOptions struct {
 // Disjoint is PyG NeighborLoader's disjoint=True and temporal sampling on a
 // homogeneous graph: one subgraph per seed (sampler.Disjoint has the rules
 // and the order). Its batches have a Node batch's regions, but n_id may hold
-// a node many times (once per subgraph that reaches it), and one more:
+// a node many times (once per subgraph that reaches it), and more:
 //
-//	batch  [nodes] int64   the subgraph of each node: the position (0..batch_size-1) of its seed
+//	batch      [nodes] int64   the subgraph of each node: the position (0..batch_size-1) of its seed
+//	node_time  [nodes] int64   with TimeAttr NodeTime: the time of each node (PyG's data.time of the batch)
+//	edge_time  [edges] int64   with TimeAttr EdgeTime: the time of each edge
 //
 // with the scalar batch_size and the lists num_sampled_nodes and
 // num_sampled_edges.
@@ -45,8 +47,10 @@ type Disjoint struct {
 	node      Node // the layout, capacities and dataset
 	smp       *sampler.Disjoint
 	seedTimes []int64
-	MaxNodes  int64 // capacity of a batch in nodes
-	MaxEdges  int64 // and in edges
+	nodeTime  []int64 // the dataset's, served per node (TimeAttr NodeTime)
+	edgeTime  []int64 // or per edge (TimeAttr EdgeTime)
+	MaxNodes  int64   // capacity of a batch in nodes
+	MaxEdges  int64   // and in edges
 }
 
 var _ Mode = (*Disjoint)(nil)
@@ -97,6 +101,14 @@ func NewDisjoint(d *datasets.Data, o DisjointOptions) (*Disjoint, error) {
 		return nil, err
 	}
 	m.node.region(inNodes)(Region{Name: "batch", DType: "int64", Shape: []int64{m.MaxNodes}})
+	switch o.TimeAttr { // the times the batch was sampled by, as PyG's batches carry them
+	case NodeTime:
+		m.nodeTime = d.NodeTime
+		m.node.region(inNodes)(Region{Name: NodeTime, DType: "int64", Shape: []int64{m.MaxNodes}})
+	case EdgeTime:
+		m.edgeTime = d.EdgeTime
+		m.node.region(inEdges)(Region{Name: EdgeTime, DType: "int64", Shape: []int64{m.MaxEdges}})
+	}
 	if err := m.node.layout.Check(); err != nil {
 		return nil, err
 	}
@@ -174,7 +186,8 @@ func (b *DisjointBatch) Rows(r int) ([]int64, []int32) {
 }
 
 // WriteStructure implements Batch: n_id, edge_index widened to int64, e_id,
-// input_id and batch, in pieces on up to workers goroutines.
+// input_id, batch and the node or edge times, in pieces on up to workers
+// goroutines.
 func (b *DisjointBatch) WriteStructure(region func(r int) []byte, workers int) {
 	l := &b.m.node.layout
 	sub := int64Region(l, region, "batch")
@@ -197,5 +210,23 @@ func (b *DisjointBatch) WriteStructure(region func(r int) []byte, workers int) {
 			}
 		})
 	}
+	addTimes(&p, int64Region(l, region, NodeTime), b.S.NID, b.m.nodeTime)
+	addTimes(&p, int64Region(l, region, EdgeTime), b.S.EID, b.m.edgeTime)
 	p.run(workers)
+}
+
+// addTimes adds pieces writing dst[i] = times[ids[i]] (nothing when dst is
+// nil: the layout has no such region).
+func addTimes(p *pieces, dst, ids, times []int64) {
+	if dst == nil {
+		return
+	}
+	for lo := 0; lo < len(ids); lo += 4 * piece {
+		hi := min(lo+4*piece, len(ids))
+		p.add(func() {
+			for i, id := range ids[lo:hi] {
+				dst[lo+i] = times[id]
+			}
+		})
+	}
 }

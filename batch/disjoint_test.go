@@ -20,8 +20,9 @@ func timedData(t *testing.T) *datasets.Data {
 }
 
 // TestDisjointBatchWritesItsStructure: the disjoint mode's regions (a Node
-// batch's and batch), meta and structure against the sampled batch, on one
-// and several workers; seed times come by position (SetInputs).
+// batch's, batch and edge_time), meta and structure against the sampled
+// batch, on one and several workers; seed times come by position
+// (SetInputs).
 func TestDisjointBatchWritesItsStructure(t *testing.T) {
 	d := timedData(t)
 	seeds := d.Splits[datasets.SplitTrain][:512]
@@ -39,7 +40,7 @@ func TestDisjointBatchWritesItsStructure(t *testing.T) {
 	for _, r := range l.Regions {
 		names = append(names, r.Name)
 	}
-	if !slices.Equal(names, []string{"x", "y", "n_id", "edge_index", "e_id", "input_id", "batch"}) {
+	if !slices.Equal(names, []string{"x", "y", "n_id", "edge_index", "e_id", "input_id", "batch", "edge_time"}) {
 		t.Fatalf("regions %v", names)
 	}
 	if l.Regions[6].Shape[0] != m.MaxNodes || m.MaxNodes != 512*min(1+15+150+750, d.Graph.NumNodes) {
@@ -74,21 +75,74 @@ func TestDisjointBatchWritesItsStructure(t *testing.T) {
 	}
 	var meta Meta
 	b.Meta(&meta)
-	if !slices.Equal(meta.Counts, []uint32{uint32(n), uint32(n), uint32(n), uint32(e), uint32(e), 512, uint32(n)}) || meta.Scalars[0] != 512 ||
+	if !slices.Equal(meta.Counts, []uint32{uint32(n), uint32(n), uint32(n), uint32(e), uint32(e), 512, uint32(n), uint32(e)}) || meta.Scalars[0] != 512 ||
 		!slices.Equal(meta.Lists[0], appendU32(nil, s.NumSampledNodes)) {
 		t.Fatalf("meta %+v for %d nodes and %d edges", meta, n, e)
 	}
 	if ids, order := b.Rows(0); !slices.Equal(ids, s.NID) || len(order) != n {
 		t.Fatal("x's rows are not n_id in address order")
 	}
-	wantRegions := map[string][]int64{"n_id": s.NID, "edge_index": make([]int64, 2*e), "e_id": s.EID, "input_id": inputs, "batch": make([]int64, n)}
+	wantRegions := map[string][]int64{"n_id": s.NID, "edge_index": make([]int64, 2*e), "e_id": s.EID, "input_id": inputs, "batch": make([]int64, n),
+		"edge_time": make([]int64, e)}
 	for j := range e {
 		wantRegions["edge_index"][j], wantRegions["edge_index"][e+j] = int64(s.Src[j]), int64(s.Dst[j])
+		wantRegions["edge_time"][j] = d.EdgeTime[s.EID[j]]
 	}
 	for i, sub := range s.Subgraph {
 		wantRegions["batch"][i] = int64(sub)
 	}
 	checkWriteStructure(t, b, l, &meta, wantRegions)
+}
+
+// TestDisjointServesNodeTimes: with node times the batch carries each
+// node's time (PyG's data.time of the batch), and none of the edges'; with
+// no time attribute, neither.
+func TestDisjointServesNodeTimes(t *testing.T) {
+	d := timedData(t)
+	seeds := d.Splits[datasets.SplitTrain][:300]
+	node := NodeOptions{BatchSize: 300, Fanouts: []int{10, 5}, Workers: 3}
+	m, err := NewDisjoint(d, DisjointOptions{Node: node, TimeAttr: NodeTime, Strategy: sampler.Uniform})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.Layout()
+	if l.Index(NodeTime) < 0 || l.Index(EdgeTime) >= 0 {
+		t.Fatalf("node-time batches have regions %v", l.Regions)
+	}
+	b := m.NewBatch()
+	if err := m.Sample(seeds, 7, b); err != nil {
+		t.Fatal(err)
+	}
+	s := &b.(*DisjointBatch).S
+	var meta Meta
+	b.Meta(&meta)
+	if got := meta.Counts[l.Index(NodeTime)]; got != uint32(len(s.NID)) {
+		t.Fatalf("node_time counts %d, the batch has %d nodes", got, len(s.NID))
+	}
+	want := make([]int64, len(s.NID))
+	for i, v := range s.NID {
+		want[i] = d.NodeTime[v]
+	}
+	e := len(s.Src)
+	full := map[string][]int64{NodeTime: want, "n_id": s.NID, "e_id": s.EID, "edge_index": make([]int64, 2*e),
+		"input_id": make([]int64, 300), "batch": make([]int64, len(s.NID))}
+	for j := range e {
+		full["edge_index"][j], full["edge_index"][e+j] = int64(s.Src[j]), int64(s.Dst[j])
+	}
+	for i := range full["input_id"] {
+		full["input_id"][i] = -1 // no positions given
+	}
+	for i, sub := range s.Subgraph {
+		full["batch"][i] = int64(sub)
+	}
+	checkWriteStructure(t, b, l, &meta, full)
+	plain, err := NewDisjoint(d, DisjointOptions{Node: node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl := plain.Layout(); pl.Index(NodeTime) >= 0 || pl.Index(EdgeTime) >= 0 {
+		t.Fatalf("disjoint batches without a time attribute have regions %v", pl.Regions)
+	}
 }
 
 // TestDisjointCapacity: n copies of one seed, every neighbour for two hops:

@@ -81,3 +81,13 @@ def with_seed_time(b: Any, times: torch.Tensor) -> Any:
     before input_id is rewritten for masks or given ids)."""
     b.seed_time = times[b.input_id.cpu()].to(b.input_id.device)
     return b
+
+
+def with_time_named(b: Any, served: str, name: str) -> Any:
+    """A temporal batch with its times (loaderd's node_time or edge_time of
+    the sampled nodes or edges) under PyG's name for them: time_attr's."""
+    t = getattr(b, served, None)
+    if t is not None:
+        delattr(b, served)
+        setattr(b, name, t)
+    return b

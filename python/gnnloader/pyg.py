@@ -32,7 +32,7 @@ from ._pyg_inputs import (_SPLIT_ALIASES, CUSTOM_SPLIT, InputNodes, _Facade, _at
                           _data_device, _given_input_id, _ids_as_input_id, _input_type, _plain, _seed_ids, _seed_store,
                           _SeedsLoader, _SplitLoader)
 from .hetero import is_hetero
-from ._pyg_temporal import input_times, temporal_request, with_seed_time
+from ._pyg_temporal import input_times, temporal_request, with_seed_time, with_time_named
 
 __all__ = ["NeighborLoader", "InputNodes", "Remote", "connect", "SOCKET_ENV", "CUSTOM_SPLIT"]
 
@@ -278,6 +278,9 @@ class NeighborLoader(_Facade):
         self.rank, self.world_size, self.seed = rank, world_size, int(seed)
         self._path, self._common = path, common
 
+        # The batches' times are served as node_time or edge_time; PyG names
+        # them after time_attr.
+        self._time_names = (served_time, time_attr) if served_time and time_attr != served_time else None
         self._ids: Optional[torch.Tensor] = None  # the input nodes' ids, when not a split name
         self._times: Optional[torch.Tensor] = None  # their times (input_time), when given
         # PyG's input_id is the position in input_nodes, but the node id for a mask.
@@ -328,6 +331,8 @@ class NeighborLoader(_Facade):
         it, t = iter(self._loader), self.input_type or ""
         if self._times is not None:
             it = (with_seed_time(b, self._times) for b in it)
+        if self._time_names is not None:
+            it = (with_time_named(b, *self._time_names) for b in it)
         if self._given_ids is not None:
             it = (_given_input_id(b, self._given_ids, t) for b in it)
         elif self._by_mask:
@@ -366,6 +371,8 @@ class NeighborLoader(_Facade):
                                                         None if times is None else (lambda _: times), **kw), ids.numel())
         if times is not None:
             out.seed_time = times.to(out.n_id.device)
+        if self._time_names is not None:
+            out = with_time_named(out, *self._time_names)
         input_id = self._given_ids[pos] if self._given_ids is not None else ids if self._by_mask else pos
         store = _seed_store(out, self.input_type or "")
         store.input_id = input_id.to(store.n_id.device)

@@ -138,6 +138,8 @@ class TemporalTest(unittest.TestCase):
             edges = 0
             for b in loader:
                 self.check_disjoint(b, b.n_id[:b.batch_size].tolist())
+                self.assertEqual(b.node_time.tolist(), nt[b.n_id].tolist())  # PyG's batch.<time_attr>
+                self.assertNotIn("edge_time", b.keys())
                 seed_time = nt[b.n_id[:b.batch_size]]  # no input_time: the seeds' own node times
                 src, dst = b.edge_index
                 # every neighbour, at any hop, is no later than its seed
@@ -189,6 +191,8 @@ class TemporalTest(unittest.TestCase):
             for b in loader:
                 self.check_disjoint(b, b.n_id[:b.batch_size].tolist())
                 self.assertTrue(bool((et[b.e_id] <= 60).all()))
+                self.assertEqual(b.edge_time.tolist(), et[b.e_id].tolist())  # PyG's batch.<time_attr>
+                self.assertNotIn("node_time", b.keys())
                 self.assertEqual(b.input_id.tolist(), b.n_id[:b.batch_size].tolist())  # a mask's input_id: node ids
                 self.assertEqual(b.seed_time.tolist(), [60] * b.batch_size)
 
@@ -212,6 +216,11 @@ class TemporalTest(unittest.TestCase):
             stamp = torch.zeros(M)  # edge-level: loaderd's edge_time
         with gnnloader.NeighborLoader(Data(), [2], time_attr="time", batch_size=4, socket=self.daemon.socket) as ld:
             self.assertEqual(ld.loader._request.time_attr, "node_time")
+            b = next(iter(ld))  # PyG names the batch's times after time_attr
+            self.assertEqual(b.time.tolist(), self.node_time[b.n_id.numpy()].tolist())
+            self.assertNotIn("node_time", b.keys())
+            one = ld([0, 5])  # and so does a call
+            self.assertEqual(one.time.tolist(), self.node_time[one.n_id.numpy()].tolist())
         with gnnloader.NeighborLoader(Data(), [2], time_attr="stamp", input_nodes=torch.arange(3),
                                       input_time=torch.tensor([1, 2, 3]), socket=self.daemon.socket) as ld:
             self.assertEqual(ld.loader._request.time_attr, "edge_time")
