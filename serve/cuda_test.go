@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/cudaext"
@@ -135,6 +136,33 @@ func TestCUDAWaysMatchCPU(t *testing.T) {
 				t.Errorf("sweep counters %+v with cache %d", st, g.Cache)
 			}
 		})
+	}
+}
+
+// TestCUDAFillTimes: with GPUConfig.Timing the GPU-sampled fills' times add
+// up, and they are sane: sampling, planning and reading took time, no phase
+// or idle time is negative, and together they fit in the test's wall time.
+func TestCUDAFillTimes(t *testing.T) {
+	cudatest.Devices(t)
+	start := time.Now()
+	srv, n := compareWithCPU(t, "synthetic:cora:0.5:3", 6, GPUConfig{Sampling: "gpu", SweepPlan: "gpu", SweepBatches: 3, Timing: true}, true)
+	wall := time.Since(start)
+	st, ok := srv.SweepStats()
+	if !ok {
+		t.Fatal("no sweep stats on the GPU path")
+	}
+	t.Logf("%d batches; %d sweeps timed: plan %v, read %v, assemble %v; sampling %v, waiting for it %v, for the host %v (wall %v)",
+		n, st.Timed, st.PlanTime, st.ReadTime, st.AssembleTime, st.SampleTime, st.SampleWait, st.HostWait, wall)
+	if st.Timed == 0 || st.PlanTime <= 0 || st.ReadTime <= 0 || st.SampleTime <= 0 {
+		t.Errorf("fill times %+v: sweeps timed, sampling, planning and reading must have taken time", st)
+	}
+	for _, d := range []time.Duration{st.AssembleTime, st.SampleWait, st.HostWait} {
+		if d < 0 {
+			t.Errorf("fill times %+v: a negative time", st)
+		}
+	}
+	if busy := st.PlanTime + st.ReadTime + st.AssembleTime + st.SampleWait + st.HostWait; busy > wall {
+		t.Errorf("the fill stream's times add up to %v, more than the test's %v", busy, wall)
 	}
 }
 
