@@ -43,19 +43,44 @@ func permute[T any](s []T, perm []int64) []T {
 }
 
 // makeUndirected symmetrises d's graph like MakeUndirected, carrying the
-// per-edge arrays (MakeUndirectedEdges) when there are any.
-func (d *Data) makeUndirected(workers int) error {
+// per-edge arrays (MakeUndirectedEdges) when there are any: each edge
+// keeps its first copy's values, or with ReduceSum the sum of its copies'
+// edge_attr and edge_weight (edge_time stays the first copy's).
+func (d *Data) makeUndirected(workers int, reduce EdgeReduce) error {
+	if _, err := ParseEdgeReduce(string(reduce)); err != nil {
+		return fmt.Errorf("undirected: reduce %w", err)
+	}
 	if !d.HasEdgeArrays() {
 		g, err := MakeUndirected(&d.Graph, workers)
 		d.Graph = g
 		return err
 	}
-	g, origin, err := MakeUndirectedEdges(&d.Graph, workers)
+	sum := reduce == ReduceSum && (d.EdgeDim > 0 || d.EdgeWeight != nil)
+	if sum && d.EdgeDim > 0 && !summable(d.EdgeDType) {
+		return fmt.Errorf("undirected: edge_attr of dtype %s cannot be summed (--undirected-reduce first keeps the first copy's)", d.EdgeDType)
+	}
+	g, origin, copies, err := makeUndirectedEdges(&d.Graph, workers, sum)
 	if err != nil {
 		return err
 	}
 	d.Graph = g
-	d.permuteEdges(origin)
+	if !sum {
+		d.permuteEdges(origin)
+		return nil
+	}
+	d.EdgeTime = permute(d.EdgeTime, origin)
+	if d.EdgeWeight != nil {
+		w := make([]float32, len(origin))
+		for p := range w {
+			for _, q := range copies.of(p) {
+				w[p] += d.EdgeWeight[q]
+			}
+		}
+		d.EdgeWeight = w
+	}
+	if d.EdgeDim > 0 {
+		d.EdgeAttr = sumRows(d.EdgeAttr, d.EdgeDType, d.EdgeDim, copies)
+	}
 	return nil
 }
 
@@ -67,8 +92,23 @@ func (d *Data) makeUndirected(workers int) error {
 // (row, column, origin) triples: O(E log E) time and 48 bytes per edge of g,
 // more than MakeUndirected needs, so it is for graphs with per-edge arrays.
 func MakeUndirectedEdges(g *Graph, workers int) (Graph, []int64, error) {
+	out, origin, _, err := makeUndirectedEdges(g, workers, false)
+	return out, origin, err
+}
+
+// edgeCopies lists, for every edge of a symmetrised graph, the edges of the
+// input it merges: all[offs[p]:offs[p+1]] for edge p (its first copy first).
+type edgeCopies struct {
+	offs, all []int64
+}
+
+func (c *edgeCopies) of(p int) []int64 { return c.all[c.offs[p]:c.offs[p+1]] }
+
+// makeUndirectedEdges is MakeUndirectedEdges; with copies set it also lists
+// every input edge each output edge merges.
+func makeUndirectedEdges(g *Graph, workers int, copies bool) (Graph, []int64, *edgeCopies, error) {
 	if err := g.validate(workerCount(workers)); err != nil {
-		return Graph{}, nil, fmt.Errorf("undirected: %w", err)
+		return Graph{}, nil, nil, fmt.Errorf("undirected: %w", err)
 	}
 	type ent struct {
 		col int64
@@ -102,6 +142,10 @@ func MakeUndirectedEdges(g *Graph, workers int) (Graph, []int64, error) {
 	cur = nil
 	ip := make([]int64, n+1)
 	origin := make([]int64, 0, min(int64(len(ents)), 2*e))
+	var cp *edgeCopies
+	if copies {
+		cp = &edgeCopies{offs: []int64{0}, all: make([]int64, 0, len(ents))}
+	}
 	out := Graph{NumNodes: n, Indptr: ip}
 	var idx64 []int64
 	var idx32 []int32
@@ -111,6 +155,12 @@ func MakeUndirectedEdges(g *Graph, workers int) (Graph, []int64, error) {
 			return cmp.Or(cmp.Compare(a.col, b.col), cmp.Compare(a.key, b.key))
 		})
 		for i, x := range row {
+			if cp != nil {
+				if i > 0 && row[i-1].col != x.col { // the previous output edge's copies end
+					cp.offs = append(cp.offs, int64(len(cp.all)))
+				}
+				cp.all = append(cp.all, x.key&(1<<62-1))
+			}
 			if i > 0 && row[i-1].col == x.col {
 				continue
 			}
@@ -122,6 +172,9 @@ func MakeUndirectedEdges(g *Graph, workers int) (Graph, []int64, error) {
 			}
 		}
 		ip[v+1] = int64(len(origin))
+		if cp != nil && len(row) > 0 {
+			cp.offs = append(cp.offs, int64(len(cp.all)))
+		}
 	}
 	if g.Indices64 != nil {
 		out.Indices64 = idx64
@@ -134,7 +187,7 @@ func MakeUndirectedEdges(g *Graph, workers int) (Graph, []int64, error) {
 			out.Indices32 = []int32{}
 		}
 	}
-	return out, origin, nil
+	return out, origin, cp, nil
 }
 
 // validateEdges checks the per-edge arrays against the graph; edges false

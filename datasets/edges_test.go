@@ -194,6 +194,8 @@ func TestImportNPZEdgeWeights(t *testing.T) {
 		{ImportOptions{EdgeWeights: true}, "0<-1:1 0<-2:2 1<-2:3 2<-0:4"},
 		{ImportOptions{EdgeWeights: true, EdgeDirection: EdgeOut}, "0<-2:4 1<-0:1 2<-0:2 2<-1:3"},
 		{ImportOptions{EdgeWeights: true, Undirected: true}, "0<-1:1 0<-2:2 1<-0:1 1<-2:3 2<-0:4 2<-1:3"},
+		// 0-2 is stored both ways (2 and 4): summed, as PyG's ToUndirected
+		{ImportOptions{EdgeWeights: true, Undirected: true, UndirectedReduce: ReduceSum}, "0<-1:1 0<-2:6 1<-0:1 1<-2:3 2<-0:6 2<-1:3"},
 	} {
 		c.o.SplitRatios = [3]float64{0.4, 0.3, 0.3}
 		d, err := ImportNPZ(path, c.o)

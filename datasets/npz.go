@@ -27,6 +27,10 @@ type ImportOptions struct {
 	// Undirected adds the reverse of every edge and drops duplicate edges
 	// and self loops (see MakeUndirected); the result has Directed false.
 	Undirected bool
+	// UndirectedReduce is how Undirected merges the edge_attr and
+	// edge_weight of an edge's copies: "" or ReduceFirst keeps the first
+	// copy's, ReduceSum adds them (PyG's ToUndirected).
+	UndirectedReduce EdgeReduce
 	// EdgeDirection says how input edges become CSR rows (see
 	// EdgeDirection); "" means EdgeIn, the reading of earlier versions.
 	EdgeDirection EdgeDirection
@@ -304,11 +308,14 @@ func ImportNPZ(path string, opts ImportOptions) (*Data, error) {
 	}
 	if opts.Undirected {
 		prog.Begin("undirected", -1)
-		if err = d.makeUndirected(opts.workers()); err != nil {
+		if err = d.makeUndirected(opts.workers(), opts.UndirectedReduce); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		d.Directed = false
 		d.Source += " --undirected"
+		if opts.UndirectedReduce == ReduceSum {
+			d.Source += " --undirected-reduce sum"
+		}
 	}
 	ratios := opts.ratios()
 	if d.Splits, err = StratifiedSplit(d.Labels, d.NumClasses, ratios, opts.SplitSeed); err != nil {

@@ -121,6 +121,7 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		out       string
 		ratios    string
 		direction string
+		reduce    string
 		overwrite bool
 	)
 	fs := c.flags(e.stderr, func(fs *flag.FlagSet) {
@@ -129,6 +130,7 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&ratios, "split", "0.6,0.2,0.2", "train,valid,test ratios of the stratified split (npz only)")
 		fs.Uint64Var(&opts.SplitSeed, "split-seed", 0, "seed of the stratified split")
 		fs.BoolVar(&opts.Undirected, "undirected", false, "add reverse edges, drop duplicates and self loops")
+		fs.StringVar(&reduce, "undirected-reduce", "", "with --undirected, how the copies of an edge merge their edge_attr and edge_weight: first (the default: the first copy's) or sum (PyG's ToUndirected)")
 		fs.StringVar(&direction, "edge-direction", "", "in (the default for node datasets): input row i (edge i,j) lists node i's incoming neighbours (j -> i), as before; out (the default and only choice for OGB link datasets): edge i,j is i -> j, PyG's reading (the dataset stores the transpose)")
 		fs.BoolVar(&opts.EdgeWeights, "edge-weights", false, "npz: keep adj_data as edge_weight (OGB edge files are always kept)")
 		fs.StringVar(&opts.OGBSplit, "ogb-split", "", "OGB split scheme under split/ (default: the only one)")
@@ -144,6 +146,14 @@ func runImport(ctx context.Context, e *env, args []string) error {
 	}
 	if opts.SplitRatios, err = parseRatios(ratios); err != nil {
 		return usageError{err.Error()}
+	}
+	if reduce != "" {
+		if !opts.Undirected {
+			return usageError{"--undirected-reduce needs --undirected"}
+		}
+		if opts.UndirectedReduce, err = datasets.ParseEdgeReduce(reduce); err != nil {
+			return usageError{"--undirected-reduce: " + err.Error()}
+		}
 	}
 	if direction != "" {
 		if opts.EdgeDirection, err = datasets.ParseEdgeDirection(direction); err != nil {

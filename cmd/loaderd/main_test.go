@@ -51,6 +51,8 @@ func TestUsageErrors(t *testing.T) {
 		{"gen", "--like", "products"}, // no --out
 		{"gen", "--like", "products", "--out", "x", "--dtype", "int8"},
 		{"import", "npz"}, // no input
+		{"import", "npz", "in.npz", "--out", "x", "--undirected-reduce", "sum"}, // without --undirected
+		{"import", "npz", "in.npz", "--out", "x", "--undirected", "--undirected-reduce", "max"},
 		{"serve", "--memory-budget", "lots"},
 		{"serve", "--gpu-sweep", strconv.Itoa(gather.MaxSweepParts + 1)},
 		{"serve", "--gpu-sweep", "-1"},
