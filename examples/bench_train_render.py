@@ -51,7 +51,9 @@ def render(paths):
         stages = [v for v in (samp, gat, train) if v]
         ov = (sum(stages) - r["ms_per_batch"]) / sum(stages) if stages else None
         part = " (partial)" if r.get("partial") or r["batches"] < ds.get("batches", 0) else ""
-        print(f"| {name}{part} | {f1(r['wall_s'])} | {r['batches']} | {f1(r['batches_per_s'])} | {f1(r['ms_per_batch'])} | "
+        # Two decimals for the epoch and a batch: runs 0.05 s or 0.05 ms apart
+        # must not print alike.
+        print(f"| {name}{part} | {f1(r['wall_s'], 2)} | {r['batches']} | {f1(r['batches_per_s'])} | {f1(r['ms_per_batch'], 2)} | "
               f"{f1(samp)} | {f1(gat)} | {f1(train)} | {'-' if ov is None else f'{100 * ov:.0f}%'} | "
               f"{f1(r.get('feature_GBps'))} | {f1(r.get('valid_acc', None) and 100 * r['valid_acc'])} |")
     lo, ld, res, cpu, tro = (runs.get(k, {}) for k in ("loader", "loaderd", "resident", "cpu", "train_only"))
@@ -60,7 +62,7 @@ def render(paths):
         byts = lo["nodes_per_batch"] * rb * lo["batches"]
         bound = byts / (pc * 1e9)
         print(f"- PCIe bound: {byts / 1e9:.1f} GB of feature rows in {lo['batches']} batches / {pc:.1f} GB/s pinned "
-              f"memcpy = {bound:.1f} s; loader only {lo['wall_s']:.1f} s = {100 * bound / lo['wall_s']:.0f}% of the bound "
+              f"memcpy = {bound:.2f} s; loader only {lo['wall_s']:.2f} s = {100 * bound / lo['wall_s']:.1f}% of the bound "
               f"(target 90%)")
     if ld.get("wall_s") and res.get("wall_s"):
         print(f"- loaderd epoch / resident epoch = {ld['wall_s'] / res['wall_s']:.2f} (target <= 1.05)")
