@@ -361,9 +361,9 @@ static void run_table(const char *spec, int64_t rb, int64_t n, int reps, bool bu
 	report(c, "memcpy", "copy engine", ms, check(c, true));
 	char grid[64];
 	const int gshift = rb >= 512 ? 3 : 5; // gather.cu: 8 lanes for 512-byte rows
-	for (int sms : {8, 16, 24, p.multiProcessorCount}) {
-		for (int threads : {256, 512}) {
-			if (threads != 256 && sms != 16) continue;
+	for (int sms : {4, 8, 12, 16, 24, 32, p.multiProcessorCount}) {
+		for (int threads : {128, 256, 512}) {
+			if (threads != 256 && sms != 16 && sms != 8) continue;
 			snprintf(grid, sizeof grid, "%dSMx%d", sms, threads);
 			ms = time_it(c, [&] { k_ld<false><<<sms, threads>>>(c.dtable, c.rb, c.drows, c.n, c.dst, gshift); });
 			report(c, "ld16", grid, ms, check(c, false));
