@@ -41,19 +41,20 @@ type PlanStats struct {
 }
 
 // Sub is p less q, field by field: the counts and times between two reads.
-func (p PlanStats) Sub(q PlanStats) PlanStats {
-	return PlanStats{Lookups: p.Lookups - q.Lookups, Hits: p.Hits - q.Hits, RowsRead: p.RowsRead - q.RowsRead,
-		HitBytes: p.HitBytes - q.HitBytes, ReadBytes: p.ReadBytes - q.ReadBytes, Timed: p.Timed - q.Timed,
-		PlanTime: p.PlanTime - q.PlanTime, ReadTime: p.ReadTime - q.ReadTime, AssembleTime: p.AssembleTime - q.AssembleTime,
-		SampleTime: p.SampleTime - q.SampleTime, SampleWait: p.SampleWait - q.SampleWait, HostWait: p.HostWait - q.HostWait}
-}
+func (p PlanStats) Sub(q PlanStats) PlanStats { return p.plus(q, -1) }
 
 // Add is p plus q, field by field: the stats of two backends together.
-func (p PlanStats) Add(q PlanStats) PlanStats {
-	return PlanStats{Lookups: p.Lookups + q.Lookups, Hits: p.Hits + q.Hits, RowsRead: p.RowsRead + q.RowsRead,
-		HitBytes: p.HitBytes + q.HitBytes, ReadBytes: p.ReadBytes + q.ReadBytes, Timed: p.Timed + q.Timed,
-		PlanTime: p.PlanTime + q.PlanTime, ReadTime: p.ReadTime + q.ReadTime, AssembleTime: p.AssembleTime + q.AssembleTime,
-		SampleTime: p.SampleTime + q.SampleTime, SampleWait: p.SampleWait + q.SampleWait, HostWait: p.HostWait + q.HostWait}
+func (p PlanStats) Add(q PlanStats) PlanStats { return p.plus(q, 1) }
+
+// plus is p + k*q, field by field (k is 1 or -1; the counters wrap as
+// uint64 arithmetic does, so a later read less an earlier one is exact).
+func (p PlanStats) plus(q PlanStats, k int64) PlanStats {
+	n := func(a, b uint64) uint64 { return a + uint64(k)*b }
+	d := func(a, b time.Duration) time.Duration { return a + time.Duration(k)*b }
+	return PlanStats{Lookups: n(p.Lookups, q.Lookups), Hits: n(p.Hits, q.Hits), RowsRead: n(p.RowsRead, q.RowsRead),
+		HitBytes: n(p.HitBytes, q.HitBytes), ReadBytes: n(p.ReadBytes, q.ReadBytes), Timed: n(p.Timed, q.Timed),
+		PlanTime: d(p.PlanTime, q.PlanTime), ReadTime: d(p.ReadTime, q.ReadTime), AssembleTime: d(p.AssembleTime, q.AssembleTime),
+		SampleTime: d(p.SampleTime, q.SampleTime), SampleWait: d(p.SampleWait, q.SampleWait), HostWait: d(p.HostWait, q.HostWait)}
 }
 
 // PlanStats reads the counters of the sweeps planned on the GPU (zero before
