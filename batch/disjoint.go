@@ -201,15 +201,11 @@ func (b *DisjointBatch) WriteStructure(region func(r int) []byte, workers int) {
 	}
 	var p pieces
 	p.addSampled(&b.S.Batch, l, region)
-	n := len(b.S.Subgraph)
-	for lo := 0; lo < n; lo += 4 * piece {
-		hi := min(lo+4*piece, n)
-		p.add(func() {
-			for i, s := range b.S.Subgraph[lo:hi] {
-				sub[lo+i] = int64(s)
-			}
-		})
-	}
+	p.addRanges(len(b.S.Subgraph), 4*piece, func(lo, hi int) {
+		for i, s := range b.S.Subgraph[lo:hi] {
+			sub[lo+i] = int64(s)
+		}
+	})
 	addTimes(&p, int64Region(l, region, NodeTime), b.S.NID, b.m.nodeTime)
 	addTimes(&p, int64Region(l, region, EdgeTime), b.S.EID, b.m.edgeTime)
 	p.run(workers)
@@ -221,12 +217,9 @@ func addTimes(p *pieces, dst, ids, times []int64) {
 	if dst == nil {
 		return
 	}
-	for lo := 0; lo < len(ids); lo += 4 * piece {
-		hi := min(lo+4*piece, len(ids))
-		p.add(func() {
-			for i, id := range ids[lo:hi] {
-				dst[lo+i] = times[id]
-			}
-		})
-	}
+	p.addRanges(len(ids), 4*piece, func(lo, hi int) {
+		for i, id := range ids[lo:hi] {
+			dst[lo+i] = times[id]
+		}
+	})
 }

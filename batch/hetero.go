@@ -302,27 +302,18 @@ func (b *HeteroBatch) WriteStructure(region func(r int) []byte, workers int) {
 		switch r.part {
 		case hNID:
 			nid, dst := s.Nodes[r.i].NID, int64s(region(k))
-			for lo := 0; lo < len(nid); lo += 4 * piece {
-				hi := min(lo+4*piece, len(nid))
-				p.add(func() { copy(dst[lo:hi], nid[lo:hi]) })
-			}
+			p.addRanges(len(nid), 4*piece, func(lo, hi int) { copy(dst[lo:hi], nid[lo:hi]) })
 		case hEdgeIndex:
 			et, ei := &s.Edges[r.i], int64s(region(k))
 			e := len(et.Src)
-			for lo := 0; lo < e; lo += 2 * piece {
-				hi := min(lo+2*piece, e)
-				p.add(func() {
-					for j := lo; j < hi; j++ {
-						ei[j], ei[e+j] = int64(et.Src[j]), int64(et.Dst[j])
-					}
-				})
-			}
+			p.addRanges(e, 2*piece, func(lo, hi int) {
+				for j := lo; j < hi; j++ {
+					ei[j], ei[e+j] = int64(et.Src[j]), int64(et.Dst[j])
+				}
+			})
 		case hEID:
 			eid, dst := s.Edges[r.i].EID, int64s(region(k))
-			for lo := 0; lo < len(eid); lo += 4 * piece {
-				hi := min(lo+4*piece, len(eid))
-				p.add(func() { copy(dst[lo:hi], eid[lo:hi]) })
-			}
+			p.addRanges(len(eid), 4*piece, func(lo, hi int) { copy(dst[lo:hi], eid[lo:hi]) })
 		case hInputID:
 			writeInputs(int64s(region(k)), b.InputIDs(), b.seeds())
 		}

@@ -275,20 +275,14 @@ func int64Region(l *Layout, region func(r int) []byte, name string) []int64 {
 func (p *pieces) addSampled(s *sampler.Batch, l *Layout, region func(r int) []byte) {
 	nid, ei, eid := int64Region(l, region, "n_id"), int64Region(l, region, "edge_index"), int64Region(l, region, "e_id")
 	n, e := len(s.NID), len(s.Src)
-	for lo := 0; lo < n; lo += 4 * piece {
-		hi := min(lo+4*piece, n)
-		p.add(func() { copy(nid[lo:hi], s.NID[lo:hi]) })
-	}
-	for lo := 0; lo < e; lo += 2 * piece {
-		hi := min(lo+2*piece, e)
-		p.add(func() {
-			for k := lo; k < hi; k++ {
-				ei[k] = int64(s.Src[k])
-				ei[e+k] = int64(s.Dst[k])
-			}
-			copy(eid[lo:hi], s.EID[lo:hi])
-		})
-	}
+	p.addRanges(n, 4*piece, func(lo, hi int) { copy(nid[lo:hi], s.NID[lo:hi]) })
+	p.addRanges(e, 2*piece, func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			ei[k] = int64(s.Src[k])
+			ei[e+k] = int64(s.Dst[k])
+		}
+		copy(eid[lo:hi], s.EID[lo:hi])
+	})
 }
 
 // writeInputs writes a batch's input_id: pos, or -1 per seed without them.
@@ -311,6 +305,15 @@ const piece = 1 << 15
 type pieces []func()
 
 func (p *pieces) add(f func()) { *p = append(*p, f) }
+
+// addRanges adds a piece f(lo, hi) for each range [lo, hi) of size
+// elements of [0, n).
+func (p *pieces) addRanges(n, size int, f func(lo, hi int)) {
+	for lo := 0; lo < n; lo += size {
+		hi := min(lo+size, n)
+		p.add(func() { f(lo, hi) })
+	}
+}
 
 func (p pieces) run(workers int) {
 	if workers <= 1 || len(p) <= 1 {
