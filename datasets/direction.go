@@ -120,6 +120,9 @@ func (d *Data) orient(dir EdgeDirection, workers int) error {
 	default:
 		return fmt.Errorf("unknown edge direction %q (want in or out)", dir)
 	}
+	if err := d.validateEdges(true); err != nil { // permuteEdges reads them by edge position
+		return err
+	}
 	g, perm, err := Transpose(&d.Graph, workers)
 	if err != nil {
 		return err

@@ -55,6 +55,10 @@ func (d *Data) makeUndirected(workers int, reduce EdgeReduce) error {
 		d.Graph = g
 		return err
 	}
+	// The arrays are read by edge position below: their lengths first.
+	if err := d.validateEdges(true); err != nil {
+		return fmt.Errorf("undirected: %w", err)
+	}
 	sum := reduce == ReduceSum && (d.EdgeDim > 0 || d.EdgeWeight != nil)
 	if sum && d.EdgeDim > 0 && !summable(d.EdgeDType) {
 		return fmt.Errorf("undirected: edge_attr of dtype %s cannot be summed (--undirected-reduce first keeps the first copy's)", d.EdgeDType)

@@ -44,61 +44,58 @@ func summable(t DType) bool {
 
 // sumRows returns the rows of a symmetrised graph's edges, each the sum of
 // the input rows (dim values of dtype t) of the edges it merges (copies).
-// Integers wrap as they would in torch; half types are added in float32 and
-// rounded once.
+// Integers wrap as they would in torch; float types are added in float64
+// and rounded once.
 func sumRows(rows []byte, t DType, dim int, copies *edgeCopies) []byte {
 	es := t.Size()
 	rb := dim * es
 	n := len(copies.offs) - 1
 	out := make([]byte, n*rb)
-	le := binary.LittleEndian
-	acc := make([]float64, dim)
-	iacc := make([]uint64, dim)
+	get, put := elemCodec(t)
+	acc := make([]uint64, dim) // integers as they wrap; floats as float64 bits
 	for p := range n {
 		clear(acc)
-		clear(iacc)
 		for _, q := range copies.of(p) {
 			row := rows[q*int64(rb) : (q+1)*int64(rb)]
 			for j := range dim {
-				v := row[j*es : (j+1)*es]
-				switch t {
-				case Float32:
-					acc[j] += float64(math.Float32frombits(le.Uint32(v)))
-				case Float64:
-					acc[j] += math.Float64frombits(le.Uint64(v))
-				case Float16:
-					acc[j] += float64(half.Float16ToFloat32(le.Uint16(v)))
-				case BFloat16:
-					acc[j] += float64(math.Float32frombits(uint32(le.Uint16(v)) << 16))
-				case Int64:
-					iacc[j] += le.Uint64(v)
-				case Int32:
-					iacc[j] += uint64(le.Uint32(v))
-				case UInt8:
-					iacc[j] += uint64(v[0])
-				}
+				acc[j] = get(row[j*es:], acc[j])
 			}
 		}
 		dst := out[p*rb : (p+1)*rb]
 		for j := range dim {
-			v := dst[j*es : (j+1)*es]
-			switch t {
-			case Float32:
-				le.PutUint32(v, math.Float32bits(float32(acc[j])))
-			case Float64:
-				le.PutUint64(v, math.Float64bits(acc[j]))
-			case Float16:
-				le.PutUint16(v, half.Float32ToFloat16(float32(acc[j])))
-			case BFloat16:
-				le.PutUint16(v, half.Float32ToBFloat16(float32(acc[j])))
-			case Int64:
-				le.PutUint64(v, iacc[j])
-			case Int32:
-				le.PutUint32(v, uint32(iacc[j]))
-			case UInt8:
-				v[0] = byte(iacc[j])
-			}
+			put(dst[j*es:], acc[j])
 		}
 	}
 	return out
+}
+
+// elemCodec returns, for a summable dtype t, add (the element at b added to
+// an accumulator) and put (an accumulator stored at b in t). Accumulators of
+// float types hold float64 bits, of integer types the integer.
+func elemCodec(t DType) (add func(b []byte, acc uint64) uint64, put func(b []byte, acc uint64)) {
+	le := binary.LittleEndian
+	f := func(read func([]byte) float64, write func([]byte, float64)) (func([]byte, uint64) uint64, func([]byte, uint64)) {
+		return func(b []byte, acc uint64) uint64 { return math.Float64bits(math.Float64frombits(acc) + read(b)) },
+			func(b []byte, acc uint64) { write(b, math.Float64frombits(acc)) }
+	}
+	switch t {
+	case Float32:
+		return f(func(b []byte) float64 { return float64(math.Float32frombits(le.Uint32(b))) },
+			func(b []byte, v float64) { le.PutUint32(b, math.Float32bits(float32(v))) })
+	case Float64:
+		return f(func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) },
+			func(b []byte, v float64) { le.PutUint64(b, math.Float64bits(v)) })
+	case Float16:
+		return f(func(b []byte) float64 { return float64(half.Float16ToFloat32(le.Uint16(b))) },
+			func(b []byte, v float64) { le.PutUint16(b, half.Float32ToFloat16(float32(v))) })
+	case BFloat16:
+		return f(func(b []byte) float64 { return float64(math.Float32frombits(uint32(le.Uint16(b)) << 16)) },
+			func(b []byte, v float64) { le.PutUint16(b, half.Float32ToBFloat16(float32(v))) })
+	case Int64:
+		return func(b []byte, acc uint64) uint64 { return acc + le.Uint64(b) }, func(b []byte, acc uint64) { le.PutUint64(b, acc) }
+	case Int32:
+		return func(b []byte, acc uint64) uint64 { return acc + uint64(le.Uint32(b)) }, func(b []byte, acc uint64) { le.PutUint32(b, uint32(acc)) }
+	}
+	// UInt8 (summable checks t first)
+	return func(b []byte, acc uint64) uint64 { return acc + uint64(b[0]) }, func(b []byte, acc uint64) { b[0] = byte(acc) }
 }

@@ -136,3 +136,29 @@ func wrap(v float64, t DType) float64 {
 	}
 	return v
 }
+
+// TestReorderingRefusesShortEdgeArrays: per-edge arrays that do not match
+// the graph (a malformed file that got past its reader) give an error from
+// the steps that reorder edges by position, never an index panic.
+func TestReorderingRefusesShortEdgeArrays(t *testing.T) {
+	g := randomGraph(30, 4, 3)
+	e := g.NumEdges()
+	for name, d := range map[string]*Data{
+		"edge_weight": {EdgeWeight: make([]float32, e-1)},
+		"edge_time":   {EdgeTime: make([]int64, e+5)},
+		"edge_attr":   {EdgeDim: 2, EdgeDType: Float32, EdgeAttr: make([]byte, 8*e-4)},
+	} {
+		for _, reduce := range []EdgeReduce{ReduceFirst, ReduceSum} {
+			c := *d
+			c.Graph = g
+			if err := c.makeUndirected(2, reduce); err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s, reduce %s: undirected gave %v", name, reduce, err)
+			}
+		}
+		c := *d
+		c.Graph = g
+		if err := c.orient(EdgeOut, 2); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: edge direction out gave %v", name, err)
+		}
+	}
+}
