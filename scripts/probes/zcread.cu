@@ -13,14 +13,13 @@
 // output against the table.
 //
 // Methods:
-//   ld16      16-byte loads, 8 lanes a row, 4 chunks a lane (gather.cu's
-//             gnn_gather16 shape for 512-byte rows)
-//   ld16-256  the same with the .L2::256B prefetch-size qualifier
+//   ld16      gather.cu's gnn_gather16 itself (16-byte loads, 8 lanes a row,
+//             4 chunks a lane for 512-byte rows)
 //   bulk      cp.async.bulk (the Hopper bulk copy engine, 1-D, no tensor map)
 //             from host memory into shared memory, completing on an mbarrier,
 //             two sets of K rows in flight a warp; the warp stores the rows
 //   bulk-st   the same, stored with cp.async.bulk shared -> global
-//   seq       ld16 over consecutive rows (no scatter): the zero-copy ceiling
+//   seq       the same over consecutive rows (no scatter): the zero-copy ceiling
 //   memcpy    cudaMemcpyAsync of the same number of bytes, contiguous
 // Tables: GiB then a kind (alloc_table): c cudaHostAlloc, h/n mmap advised
 // for huge pages or not then cudaHostRegister (loaderd's way), v/V
@@ -47,49 +46,9 @@
 		}                                                                                                      \
 	} while (0)
 
-__device__ __forceinline__ uint4 ld16(const uint8_t *p) {
-	uint4 v;
-	asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-	             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-	             : "l"(p));
-	return v;
-}
-
-__device__ __forceinline__ uint4 ld16_256(const uint8_t *p) {
-	uint4 v;
-	asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-	             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-	             : "l"(p));
-	return v;
-}
-
-// G lanes a row, 4 chunks a lane, loads then stores (gnn_gather16).
-template <bool HINT>
-__global__ void k_ld(const uint8_t *__restrict__ table, int64_t rb, const uint32_t *__restrict__ rows, int64_t n,
-                     uint8_t *__restrict__ dst, int gshift) {
-	const int G = 1 << gshift;
-	const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	const int lane = (int)(tid & (G - 1));
-	const int64_t ngroups = ((int64_t)gridDim.x * blockDim.x) >> gshift;
-	const int64_t chunks = rb >> 4;
-	for (int64_t k = tid >> gshift; k < n; k += ngroups) {
-		const uint8_t *src = table + (int64_t)rows[k] * rb;
-		uint8_t *out = dst + k * rb;
-		for (int64_t c0 = 0; c0 < chunks; c0 += (int64_t)G * 4) {
-			uint4 v[4];
-#pragma unroll
-			for (int u = 0; u < 4; u++) {
-				int64_t c = c0 + lane + (int64_t)u * G;
-				if (c < chunks) v[u] = HINT ? ld16_256(src + (c << 4)) : ld16(src + (c << 4));
-			}
-#pragma unroll
-			for (int u = 0; u < 4; u++) {
-				int64_t c = c0 + lane + (int64_t)u * G;
-				if (c < chunks) *reinterpret_cast<uint4 *>(out + (c << 4)) = v[u];
-			}
-		}
-	}
-}
+// The gather's own kernels (gnn_gather16 is what the "ld16" and "seq" rows
+// run), compiled into the probe so it measures exactly what loaderd launches.
+#include "../../cudaext/kernels/gather.cu"
 
 __device__ __forceinline__ uint32_t saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
@@ -365,15 +324,13 @@ static void run_table(const char *spec, int64_t rb, int64_t n, int reps, bool bu
 		for (int threads : {128, 256, 512}) {
 			if (threads != 256 && sms != 16 && sms != 8) continue;
 			snprintf(grid, sizeof grid, "%dSMx%d", sms, threads);
-			ms = time_it(c, [&] { k_ld<false><<<sms, threads>>>(c.dtable, c.rb, c.drows, c.n, c.dst, gshift); });
+			ms = time_it(c, [&] {
+				gnn_gather16<<<sms, threads>>>(c.dtable, c.rb, c.drows, nullptr, c.n, nullptr, c.dst, gshift);
+			});
 			report(c, "ld16", grid, ms, check(c, false));
-			if (sms == 16 && threads == 256) {
-				ms = time_it(c, [&] { k_ld<true><<<sms, threads>>>(c.dtable, c.rb, c.drows, c.n, c.dst, gshift); });
-				report(c, "ld16-256", grid, ms, check(c, false));
-			}
 		}
 		snprintf(grid, sizeof grid, "%dSMx256", sms);
-		ms = time_it(c, [&] { k_ld<false><<<sms, 256>>>(c.dtable, c.rb, c.dseq, c.n, c.dst, gshift); });
+		ms = time_it(c, [&] { gnn_gather16<<<sms, 256>>>(c.dtable, c.rb, c.dseq, nullptr, c.n, nullptr, c.dst, gshift); });
 		report(c, "seq", grid, ms, check(c, true));
 	}
 	if (bulk) {
