@@ -112,9 +112,6 @@ func (d *deviceSampling) timeMark(k int, st *cudaext.Stream) error {
 	defer d.mu.Unlock()
 	if k == markSampling {
 		d.harvestLocked(false)
-		if d.cur != nil { // a fill that stopped before its last mark
-			d.dropLocked()
-		}
 		if len(d.freeTimes) == 0 {
 			var f fillEvents
 			for i := range f {
@@ -435,18 +432,19 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 			return err
 		}
 	}
-	err = r.Context().Do(func() error {
-		if err := d.read[k].Record(r.g.Stream()); err != nil {
+	// One context switch for the fill's last events: counts[k] free again,
+	// the slots ready, and the fill's timing mark.
+	return r.Context().Do(func() error {
+		st := r.g.Stream()
+		if err := d.read[k].Record(st); err != nil {
 			return err
 		}
 		d.recorded[k] = true
-		return nil
+		for _, slot := range slots {
+			if err := r.RecordReady(slot, st); err != nil {
+				return err
+			}
+		}
+		return d.timeMark(markFilled, st)
 	})
-	if err != nil {
-		return err
-	}
-	if err := r.onStream(slots, r.RecordReady); err != nil {
-		return err
-	}
-	return r.Context().Do(func() error { return d.timeMark(markFilled, r.g.Stream()) })
 }
