@@ -222,6 +222,15 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 	}
 	wide := cudaext.Dim3{X: 256}
 	flat := func(n int64) cudaext.Dim3 { return cudaext.Dim3{X: uint32(max(1, min((n+255)/256, int64(8*g.sms))))} }
+	// The kernels that visit ids take every part in one launch (plan.cu
+	// Parts): the parts' ids, counts and device counts, by value.
+	var ids, ns, nDevs [MaxSweepParts]uint64
+	var total int64
+	for j, p := range parts {
+		ids[j], ns[j], nDevs[j] = uint64(p.IDs), uint64(p.N), uint64(p.NDev)
+		total += p.N
+	}
+	np := int32(len(parts))
 	if err := g.timeSweep(0); err != nil {
 		return err
 	}
@@ -233,10 +242,8 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 	}
 	if needRows {
 		b.dirty = true // until the unmark below is enqueued
-		for _, p := range parts {
-			if err := g.fn["gnn_mark"].Launch(flat(p.N), wide, 0, g.stream, p.IDs, p.N, p.NDev, b.bitmap, slot, b.stats); err != nil {
-				return err
-			}
+		if err := g.fn["gnn_mark"].Launch(flat(total), wide, 0, g.stream, ids, ns, nDevs, np, b.bitmap, slot, b.stats); err != nil {
+			return err
 		}
 		nb := cudaext.Dim3{X: uint32(b.blocks)}
 		if err := g.fn["gnn_word_counts"].Launch(nb, wide, 0, g.stream, b.bitmap, b.words, b.blockSums); err != nil {
@@ -255,21 +262,17 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 		if err := cudaext.MemsetD32Async(b.cursor, 0, 1, g.stream); err != nil {
 			return err
 		}
-		for _, p := range parts {
-			if err := g.fn["gnn_count_deliveries"].Launch(flat(p.N), wide, 0, g.stream, p.IDs, p.N, p.NDev, b.bitmap, b.wordBase,
-				slot, b.cnt); err != nil {
-				return err
-			}
+		if err := g.fn["gnn_count_deliveries"].Launch(flat(total), wide, 0, g.stream, ids, ns, nDevs, np, b.bitmap, b.wordBase,
+			slot, b.cnt); err != nil {
+			return err
 		}
 		if err := g.fn["gnn_place_deliveries"].Launch(flat(b.capRows), wide, 0, g.stream, b.unique, b.cnt, b.first, b.extras,
 			b.cursor); err != nil {
 			return err
 		}
-		for j, p := range parts {
-			if err := g.fn["gnn_deliver"].Launch(flat(p.N), wide, 0, g.stream, p.IDs, p.N, p.NDev, b.bitmap, b.wordBase, slot,
-				uint32(j), b.cnt, b.first, b.extras); err != nil {
-				return err
-			}
+		if err := g.fn["gnn_deliver"].Launch(flat(total), wide, 0, g.stream, ids, ns, nDevs, np, b.bitmap, b.wordBase, slot,
+			b.cnt, b.first, b.extras); err != nil {
+			return err
 		}
 	}
 	if err := g.timeSweep(1); err != nil {
@@ -289,32 +292,33 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 	if err := g.timeSweep(2); err != nil {
 		return err
 	}
-	// The cached rows and the labels. One group of G lanes a row (G a
-	// power of two, at most a warp, no more than the row's 16-byte chunks);
-	// one lane an id when only labels are left.
-	for _, p := range parts {
-		x := p.X
-		if cache == nil {
-			x = 0
+	// The cached rows and the labels, in one launch. One group of G lanes
+	// a row (G a power of two, at most a warp, no more than the row's
+	// 16-byte chunks); one lane an id when only labels are left.
+	var xs, ys [MaxSweepParts]uint64
+	some, withX := false, false
+	for j, p := range parts {
+		if cache != nil {
+			xs[j] = uint64(p.X)
 		}
-		if x == 0 && p.Y == 0 {
-			continue
-		}
+		ys[j] = uint64(p.Y)
+		some = some || xs[j] != 0 || ys[j] != 0
+		withX = withX || xs[j] != 0
+	}
+	if some {
 		gshift := 0
-		if x != 0 {
+		if withX {
 			gshift = min(5, bits.Len64(uint64(max((rb+15)/16, 1))-1))
 		}
-		grid := cudaext.Dim3{X: uint32(max(1, min((p.N<<gshift+255)/256, int64(8*g.sms))))}
-		if err := g.fn["gnn_assemble"].Launch(grid, wide, 0, g.stream, p.IDs, p.N, p.NDev, x, p.Y, b.bitmap, b.wordBase,
+		grid := cudaext.Dim3{X: uint32(max(1, min((total<<gshift+255)/256, int64(8*g.sms))))}
+		if err := g.fn["gnn_assemble"].Launch(grid, wide, 0, g.stream, ids, ns, nDevs, xs, ys, np, b.bitmap, b.wordBase,
 			cudaext.DevicePtr(0), slot, rowsOf, rb, g.opts.Labels, int32(gshift)); err != nil {
 			return err
 		}
 	}
 	if needRows {
-		for _, p := range parts {
-			if err := g.fn["gnn_unmark"].Launch(flat(p.N), wide, 0, g.stream, p.IDs, p.N, p.NDev, b.bitmap); err != nil {
-				return err
-			}
+		if err := g.fn["gnn_unmark"].Launch(flat(total), wide, 0, g.stream, ids, ns, nDevs, np, b.bitmap); err != nil {
+			return err
 		}
 		b.dirty = false
 	}

@@ -2,27 +2,29 @@
 // batches itself, from the batches' node ids already in their slots, so the
 // CPU neither sorts nor merges them. Built by scripts/build-kernels.sh into
 // plan.fatbin; gather/plan.go launches them, in this order, on the trainer's
-// fill stream:
+// fill stream. The kernels that visit ids take every batch of the sweep in
+// one launch (Parts, by value: up to MAX_PARTS batches walked as one range),
+// not one launch a batch: a sweep of 16 batches is a dozen launches, not 80.
 //
 //   gnn_mark        set bit id of a bitmap over the table's rows for every id
-//                   of a batch (rows held in a device cache are skipped)
+//                   of the batches (rows held in a device cache are skipped)
 //   gnn_word_counts per block of 1024 bitmap words, the number of set bits
 //   gnn_scan_blocks exclusive prefix of the block counts (one block), and the
 //                   number of distinct rows
 //   gnn_compact     the distinct rows in ascending order (rows[]), and per
 //                   bitmap word the rank of its first set bit (word_base[]):
 //                   rank(id) = word_base[id>>5] + popc(word & below(id))
-//   gnn_count_deliveries  per id of a batch not in the cache, one more
+//   gnn_count_deliveries  per id not in the cache, one more
 //                   delivery of its row: cnt[rank(id)]++
 //   gnn_place_deliveries  per distinct row: a row with one delivery keeps it
 //                   in first[rank]; a shared row gets a list in extras
 //                   (first[rank] = SHARED_ROW | offset, extras[offset] = its
 //                   count), cnt[rank] reset to 0 as the list's cursor
-//   gnn_deliver     per id of a batch not in the cache, its delivery
+//   gnn_deliver     per id not in the cache, its delivery
 //                   (part << PART_SHIFT | position) into first[] or its list
 //   (gather.cu's gnn_sweep16 / gnn_sweep_any then read rows[] once each from
 //   pinned host memory, in address order, straight to every delivery)
-//   gnn_assemble    per id of a batch, its row from the cache into the
+//   gnn_assemble    per id, its row from the cache into the
 //                   batch's x, and its label into y
 //   gnn_unmark      clear the bitmap words the sweep set
 //
@@ -43,25 +45,61 @@ __device__ __forceinline__ int64_t count(int64_t n, const int64_t *n_dev) {
 
 __device__ __forceinline__ uint32_t below_mask(uint32_t bit) { return bit ? (0xffffffffu >> (32 - bit)) : 0u; }
 
+#define MAX_PARTS 16 // gather.MaxSweepParts (gather.cu MAX_PARTS)
+
+// Parts is one value per batch of a sweep (its ids, its count, where its
+// count is on the device, its x, its y), passed by value.
+struct Parts {
+	uint64_t p[MAX_PARTS];
+};
+
+// part_starts sets start[0..np] (shared memory) to the prefix of the parts'
+// id counts: part j's ids are the sweep's flat indices [start[j],
+// start[j+1]). Every thread of the block calls it; blockDim.x >= np.
+__device__ __forceinline__ void part_starts(const Parts &n, const Parts &n_dev, int np, int64_t *start) {
+	if ((int)threadIdx.x < np) start[threadIdx.x + 1] = count((int64_t)n.p[threadIdx.x], (const int64_t *)n_dev.p[threadIdx.x]);
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		start[0] = 0;
+		for (int j = 0; j < np; j++) start[j + 1] += start[j];
+	}
+	__syncthreads();
+}
+
+// part_of returns the part of flat index i < start[np], searching on from
+// part j (a thread's indices only grow, so each call moves j a little).
+__device__ __forceinline__ int part_of(const int64_t *start, int np, int64_t i, int j) {
+	while (j < np - 1 && i >= start[j + 1]) j++;
+	return j;
+}
+
+// id_at is the id at flat index i, in part j.
+__device__ __forceinline__ int64_t id_at(const Parts &ids, const int64_t *start, int j, int64_t i) {
+	return reinterpret_cast<const int64_t *>(ids.p[j])[i - start[j]];
+}
+
 // Statistics the kernels keep in device memory (uint64 each): ids looked up,
 // ids found in the cache, distinct rows read over PCIe.
 #define STAT_LOOKUPS 0
 #define STAT_HITS 1
 #define STAT_READ 2
 
-// gnn_mark: bitmap bit of every id of one batch (cached rows skipped); the
-// lookups and cache hits are added to stats.
+// gnn_mark: bitmap bit of every id of the batches (cached rows skipped);
+// the lookups and cache hits are added to stats.
 extern "C" __global__ void __launch_bounds__(1024)
-gnn_mark(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restrict__ n_dev, uint32_t *__restrict__ bitmap,
+gnn_mark(Parts ids, Parts n, Parts n_dev, int np, uint32_t *__restrict__ bitmap,
          const int32_t *__restrict__ cache_slot, unsigned long long *__restrict__ stats) {
+	__shared__ int64_t start[MAX_PARTS + 1];
 	__shared__ unsigned int hits, looked;
 	if (threadIdx.x == 0) hits = looked = 0;
-	__syncthreads();
-	n = count(n, n_dev);
+	part_starts(n, n_dev, np, start);
+	const int64_t total = start[np];
 	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
 	unsigned int h = 0, l = 0;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-		const int64_t id = ids[i];
+	int j = 0;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+		j = part_of(start, np, i, j);
+		const int64_t id = id_at(ids, start, j, i);
 		l++;
 		if (cache_slot && cache_slot[id] >= 0) {
 			h++;
@@ -80,12 +118,18 @@ gnn_mark(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restrict__
 	}
 }
 
-// gnn_unmark: clears the words of every id of one batch.
+// gnn_unmark: clears the words of every id of the batches.
 extern "C" __global__ void __launch_bounds__(1024)
-gnn_unmark(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restrict__ n_dev, uint32_t *__restrict__ bitmap) {
-	n = count(n, n_dev);
+gnn_unmark(Parts ids, Parts n, Parts n_dev, int np, uint32_t *__restrict__ bitmap) {
+	__shared__ int64_t start[MAX_PARTS + 1];
+	part_starts(n, n_dev, np, start);
+	const int64_t total = start[np];
 	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) bitmap[ids[i] >> 5] = 0;
+	int j = 0;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+		j = part_of(start, np, i, j);
+		bitmap[id_at(ids, start, j, i) >> 5] = 0;
+	}
 }
 
 // block_scan returns the exclusive prefix of v over the block (blockDim.x a
@@ -217,16 +261,20 @@ __device__ __forceinline__ uint32_t rank_of(const uint32_t *__restrict__ bitmap,
 #define PART_SHIFT 27          // gather.cu: a sweep delivery is part << 27 | position
 #define SHARED_ROW 0x80000000u // gather.cu: in first[u], the row's deliveries are in extras
 
-// gnn_count_deliveries: cnt[rank(id)]++ for every id of one batch that the
-// cache does not hold (cnt zeroed before the sweep's first batch).
+// gnn_count_deliveries: cnt[rank(id)]++ for every id of the batches that
+// the cache does not hold (cnt zeroed before).
 extern "C" __global__ void __launch_bounds__(1024)
-gnn_count_deliveries(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restrict__ n_dev,
-                     const uint32_t *__restrict__ bitmap, const uint32_t *__restrict__ word_base,
-                     const int32_t *__restrict__ cache_slot, uint32_t *__restrict__ cnt) {
-	n = count(n, n_dev);
+gnn_count_deliveries(Parts ids, Parts n, Parts n_dev, int np, const uint32_t *__restrict__ bitmap,
+                     const uint32_t *__restrict__ word_base, const int32_t *__restrict__ cache_slot,
+                     uint32_t *__restrict__ cnt) {
+	__shared__ int64_t start[MAX_PARTS + 1];
+	part_starts(n, n_dev, np, start);
+	const int64_t total = start[np];
 	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-		const int64_t id = ids[i];
+	int j = 0;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+		j = part_of(start, np, i, j);
+		const int64_t id = id_at(ids, start, j, i);
 		if (cache_slot && cache_slot[id] >= 0) continue;
 		atomicAdd(&cnt[rank_of(bitmap, word_base, id)], 1u);
 	}
@@ -271,22 +319,24 @@ gnn_place_deliveries(const uint32_t *__restrict__ unique, uint32_t *__restrict__
 	}
 }
 
-// gnn_deliver: for every id of one batch (position p of part `part`) that
-// the cache does not hold, its delivery part << PART_SHIFT | p: into
-// first[rank] when the row has only that one, else into the next word of
-// its list.
+// gnn_deliver: for every id of the batches (position p of part j) that the
+// cache does not hold, its delivery j << PART_SHIFT | p: into first[rank]
+// when the row has only that one, else into the next word of its list.
 extern "C" __global__ void __launch_bounds__(1024)
-gnn_deliver(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restrict__ n_dev,
-            const uint32_t *__restrict__ bitmap, const uint32_t *__restrict__ word_base,
-            const int32_t *__restrict__ cache_slot, uint32_t part, uint32_t *__restrict__ cnt,
-            uint32_t *__restrict__ first, uint32_t *__restrict__ extras) {
-	n = count(n, n_dev);
+gnn_deliver(Parts ids, Parts n, Parts n_dev, int np, const uint32_t *__restrict__ bitmap,
+            const uint32_t *__restrict__ word_base, const int32_t *__restrict__ cache_slot,
+            uint32_t *__restrict__ cnt, uint32_t *__restrict__ first, uint32_t *__restrict__ extras) {
+	__shared__ int64_t start[MAX_PARTS + 1];
+	part_starts(n, n_dev, np, start);
+	const int64_t total = start[np];
 	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-		const int64_t id = ids[i];
+	int j = 0;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+		j = part_of(start, np, i, j);
+		const int64_t id = id_at(ids, start, j, i);
 		if (cache_slot && cache_slot[id] >= 0) continue;
 		const uint32_t r = rank_of(bitmap, word_base, id);
-		const uint32_t d = part << PART_SHIFT | (uint32_t)i;
+		const uint32_t d = (uint32_t)j << PART_SHIFT | (uint32_t)(i - start[j]);
 		const uint32_t f = first[r];
 		if (f & SHARED_ROW) {
 			extras[(f & ~SHARED_ROW) + 1 + atomicAdd(&cnt[r], 1u)] = d;
@@ -296,23 +346,31 @@ gnn_deliver(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restric
 	}
 }
 
-// gnn_assemble: for every id of one batch (position p), x[p] = its row from
-// the cache (cache_slot[id] >= 0) or, when staging is not null, from the
-// staging table (rank(id)); y[p] = labels[id] widened to int64 (when y and
-// labels are not null; x may be null too). G = 1 << gshift lanes move one
-// row.
+// gnn_assemble: for every id of the batches (position p of part j), x_j[p]
+// = its row from the cache (cache_slot[id] >= 0) or, when staging is not
+// null, from the staging table (rank(id)); y_j[p] = labels[id] widened to
+// int64 (when y_j and labels are not null; x_j may be null too). G = 1 <<
+// gshift lanes move one row.
 extern "C" __global__ void __launch_bounds__(1024)
-gnn_assemble(const int64_t *__restrict__ ids, int64_t n, const int64_t *__restrict__ n_dev, uint8_t *__restrict__ x,
-             int64_t *__restrict__ y, const uint32_t *__restrict__ bitmap, const uint32_t *__restrict__ word_base,
-             const uint8_t *__restrict__ staging, const int32_t *__restrict__ cache_slot,
-             const uint8_t *__restrict__ cache, int64_t row_bytes, const int32_t *__restrict__ labels, int gshift) {
-	n = count(n, n_dev);
+gnn_assemble(Parts ids, Parts n, Parts n_dev, Parts xs, Parts ys, int np, const uint32_t *__restrict__ bitmap,
+             const uint32_t *__restrict__ word_base, const uint8_t *__restrict__ staging,
+             const int32_t *__restrict__ cache_slot, const uint8_t *__restrict__ cache, int64_t row_bytes,
+             const int32_t *__restrict__ labels, int gshift) {
+	__shared__ int64_t start[MAX_PARTS + 1];
+	part_starts(n, n_dev, np, start);
+	const int64_t total = start[np];
 	const int G = 1 << gshift;
 	const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	const int lane = (int)(tid & (G - 1));
 	const int64_t ngroups = ((int64_t)gridDim.x * blockDim.x) >> gshift;
-	for (int64_t p = tid >> gshift; p < n; p += ngroups) {
-		const int64_t id = ids[p];
+	int j = 0;
+	for (int64_t q = tid >> gshift; q < total; q += ngroups) {
+		j = part_of(start, np, q, j);
+		uint8_t *x = reinterpret_cast<uint8_t *>(xs.p[j]);
+		int64_t *y = reinterpret_cast<int64_t *>(ys.p[j]);
+		if (!x && !(y && labels)) continue;
+		const int64_t p = q - start[j];
+		const int64_t id = reinterpret_cast<const int64_t *>(ids.p[j])[p];
 		if (x) {
 			const int32_t s = cache_slot ? cache_slot[id] : -1;
 			const uint8_t *src;
