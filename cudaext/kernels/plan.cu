@@ -53,30 +53,49 @@ struct Parts {
 	uint64_t p[MAX_PARTS];
 };
 
-// part_starts sets start[0..np] (shared memory) to the prefix of the parts'
-// id counts: part j's ids are the sweep's flat indices [start[j],
-// start[j+1]). Every thread of the block calls it; blockDim.x >= np.
-__device__ __forceinline__ void part_starts(const Parts &n, const Parts &n_dev, int np, int64_t *start) {
-	if ((int)threadIdx.x < np) start[threadIdx.x + 1] = count((int64_t)n.p[threadIdx.x], (const int64_t *)n_dev.p[threadIdx.x]);
+// pick is a.p[k] read with constant indices only: indexing a kernel
+// parameter with a variable makes every thread copy the whole array to its
+// stack first (ptxas reported 384-640 bytes of stack a thread).
+__device__ __forceinline__ uint64_t pick(const Parts &a, int k) {
+	uint64_t v = 0;
+#pragma unroll
+	for (int i = 0; i < MAX_PARTS; i++)
+		if (i == k) v = a.p[i];
+	return v;
+}
+
+// PartTable is a sweep's parts as a block sees them, in shared memory: part
+// j's ids are the sweep's flat indices [start[j], start[j+1]).
+struct PartTable {
+	int64_t start[MAX_PARTS + 1];
+	const int64_t *ids[MAX_PARTS];
+};
+
+// part_table fills t (the counts from n and n_dev, as count). Every thread
+// of the block calls it; blockDim.x >= np.
+__device__ __forceinline__ void part_table(const Parts &ids, const Parts &n, const Parts &n_dev, int np, PartTable &t) {
+	const int k = (int)threadIdx.x;
+	if (k < np) {
+		t.ids[k] = reinterpret_cast<const int64_t *>(pick(ids, k));
+		t.start[k + 1] = count((int64_t)pick(n, k), reinterpret_cast<const int64_t *>(pick(n_dev, k)));
+	}
 	__syncthreads();
-	if (threadIdx.x == 0) {
-		start[0] = 0;
-		for (int j = 0; j < np; j++) start[j + 1] += start[j];
+	if (k == 0) {
+		t.start[0] = 0;
+		for (int j = 0; j < np; j++) t.start[j + 1] += t.start[j];
 	}
 	__syncthreads();
 }
 
-// part_of returns the part of flat index i < start[np], searching on from
+// part_of returns the part of flat index i < t.start[np], searching on from
 // part j (a thread's indices only grow, so each call moves j a little).
-__device__ __forceinline__ int part_of(const int64_t *start, int np, int64_t i, int j) {
-	while (j < np - 1 && i >= start[j + 1]) j++;
+__device__ __forceinline__ int part_of(const PartTable &t, int np, int64_t i, int j) {
+	while (j < np - 1 && i >= t.start[j + 1]) j++;
 	return j;
 }
 
 // id_at is the id at flat index i, in part j.
-__device__ __forceinline__ int64_t id_at(const Parts &ids, const int64_t *start, int j, int64_t i) {
-	return reinterpret_cast<const int64_t *>(ids.p[j])[i - start[j]];
-}
+__device__ __forceinline__ int64_t id_at(const PartTable &t, int j, int64_t i) { return t.ids[j][i - t.start[j]]; }
 
 // Statistics the kernels keep in device memory (uint64 each): ids looked up,
 // ids found in the cache, distinct rows read over PCIe.
@@ -89,17 +108,17 @@ __device__ __forceinline__ int64_t id_at(const Parts &ids, const int64_t *start,
 extern "C" __global__ void __launch_bounds__(1024)
 gnn_mark(Parts ids, Parts n, Parts n_dev, int np, uint32_t *__restrict__ bitmap,
          const int32_t *__restrict__ cache_slot, unsigned long long *__restrict__ stats) {
-	__shared__ int64_t start[MAX_PARTS + 1];
+	__shared__ PartTable t;
 	__shared__ unsigned int hits, looked;
 	if (threadIdx.x == 0) hits = looked = 0;
-	part_starts(n, n_dev, np, start);
-	const int64_t total = start[np];
+	part_table(ids, n, n_dev, np, t);
+	const int64_t total = t.start[np];
 	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
 	unsigned int h = 0, l = 0;
 	int j = 0;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-		j = part_of(start, np, i, j);
-		const int64_t id = id_at(ids, start, j, i);
+		j = part_of(t, np, i, j);
+		const int64_t id = id_at(t, j, i);
 		l++;
 		if (cache_slot && cache_slot[id] >= 0) {
 			h++;
@@ -121,14 +140,14 @@ gnn_mark(Parts ids, Parts n, Parts n_dev, int np, uint32_t *__restrict__ bitmap,
 // gnn_unmark: clears the words of every id of the batches.
 extern "C" __global__ void __launch_bounds__(1024)
 gnn_unmark(Parts ids, Parts n, Parts n_dev, int np, uint32_t *__restrict__ bitmap) {
-	__shared__ int64_t start[MAX_PARTS + 1];
-	part_starts(n, n_dev, np, start);
-	const int64_t total = start[np];
+	__shared__ PartTable t;
+	part_table(ids, n, n_dev, np, t);
+	const int64_t total = t.start[np];
 	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
 	int j = 0;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-		j = part_of(start, np, i, j);
-		bitmap[id_at(ids, start, j, i) >> 5] = 0;
+		j = part_of(t, np, i, j);
+		bitmap[id_at(t, j, i) >> 5] = 0;
 	}
 }
 
@@ -267,14 +286,14 @@ extern "C" __global__ void __launch_bounds__(1024)
 gnn_count_deliveries(Parts ids, Parts n, Parts n_dev, int np, const uint32_t *__restrict__ bitmap,
                      const uint32_t *__restrict__ word_base, const int32_t *__restrict__ cache_slot,
                      uint32_t *__restrict__ cnt) {
-	__shared__ int64_t start[MAX_PARTS + 1];
-	part_starts(n, n_dev, np, start);
-	const int64_t total = start[np];
+	__shared__ PartTable t;
+	part_table(ids, n, n_dev, np, t);
+	const int64_t total = t.start[np];
 	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
 	int j = 0;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-		j = part_of(start, np, i, j);
-		const int64_t id = id_at(ids, start, j, i);
+		j = part_of(t, np, i, j);
+		const int64_t id = id_at(t, j, i);
 		if (cache_slot && cache_slot[id] >= 0) continue;
 		atomicAdd(&cnt[rank_of(bitmap, word_base, id)], 1u);
 	}
@@ -326,17 +345,17 @@ extern "C" __global__ void __launch_bounds__(1024)
 gnn_deliver(Parts ids, Parts n, Parts n_dev, int np, const uint32_t *__restrict__ bitmap,
             const uint32_t *__restrict__ word_base, const int32_t *__restrict__ cache_slot,
             uint32_t *__restrict__ cnt, uint32_t *__restrict__ first, uint32_t *__restrict__ extras) {
-	__shared__ int64_t start[MAX_PARTS + 1];
-	part_starts(n, n_dev, np, start);
-	const int64_t total = start[np];
+	__shared__ PartTable t;
+	part_table(ids, n, n_dev, np, t);
+	const int64_t total = t.start[np];
 	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
 	int j = 0;
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-		j = part_of(start, np, i, j);
-		const int64_t id = id_at(ids, start, j, i);
+		j = part_of(t, np, i, j);
+		const int64_t id = id_at(t, j, i);
 		if (cache_slot && cache_slot[id] >= 0) continue;
 		const uint32_t r = rank_of(bitmap, word_base, id);
-		const uint32_t d = (uint32_t)j << PART_SHIFT | (uint32_t)(i - start[j]);
+		const uint32_t d = (uint32_t)j << PART_SHIFT | (uint32_t)(i - t.start[j]);
 		const uint32_t f = first[r];
 		if (f & SHARED_ROW) {
 			extras[(f & ~SHARED_ROW) + 1 + atomicAdd(&cnt[r], 1u)] = d;
@@ -356,21 +375,27 @@ gnn_assemble(Parts ids, Parts n, Parts n_dev, Parts xs, Parts ys, int np, const 
              const uint32_t *__restrict__ word_base, const uint8_t *__restrict__ staging,
              const int32_t *__restrict__ cache_slot, const uint8_t *__restrict__ cache, int64_t row_bytes,
              const int32_t *__restrict__ labels, int gshift) {
-	__shared__ int64_t start[MAX_PARTS + 1];
-	part_starts(n, n_dev, np, start);
-	const int64_t total = start[np];
+	__shared__ PartTable t;
+	__shared__ uint8_t *xj[MAX_PARTS];
+	__shared__ int64_t *yj[MAX_PARTS];
+	if ((int)threadIdx.x < np) {
+		xj[threadIdx.x] = reinterpret_cast<uint8_t *>(pick(xs, threadIdx.x));
+		yj[threadIdx.x] = reinterpret_cast<int64_t *>(pick(ys, threadIdx.x));
+	}
+	part_table(ids, n, n_dev, np, t); // (its barrier covers xj and yj too)
+	const int64_t total = t.start[np];
 	const int G = 1 << gshift;
 	const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	const int lane = (int)(tid & (G - 1));
 	const int64_t ngroups = ((int64_t)gridDim.x * blockDim.x) >> gshift;
 	int j = 0;
 	for (int64_t q = tid >> gshift; q < total; q += ngroups) {
-		j = part_of(start, np, q, j);
-		uint8_t *x = reinterpret_cast<uint8_t *>(xs.p[j]);
-		int64_t *y = reinterpret_cast<int64_t *>(ys.p[j]);
+		j = part_of(t, np, q, j);
+		uint8_t *x = xj[j];
+		int64_t *y = yj[j];
 		if (!x && !(y && labels)) continue;
-		const int64_t p = q - start[j];
-		const int64_t id = reinterpret_cast<const int64_t *>(ids.p[j])[p];
+		const int64_t p = q - t.start[j];
+		const int64_t id = t.ids[j][p];
 		if (x) {
 			const int32_t s = cache_slot ? cache_slot[id] : -1;
 			const uint8_t *src;
