@@ -221,7 +221,8 @@ fi
 # --- extra daemons: EXTRA="label:flags;label:flags" (e.g.
 # "cpusample:--sampling cpu;sms8:--gather-sms 8"), each a new loaderd with
 # those flags (leading NAME=value words set its environment): loader only and
-# loaderd training, PHASE_BATCHES batches each.
+# loaderd training, PHASE_BATCHES batches each. A first word slots=N makes
+# that phase's trainer ask for N slots instead of SLOTS (e.g. "s16:slots=16").
 # PRIO=1 adds a run of the main daemon's flags with training on a
 # high-priority CUDA stream (label prio).
 if [ -n "${PRIO:-}" ]; then EXTRA="prio:;${EXTRA:-}"; fi
@@ -231,11 +232,16 @@ for ex in "${extras[@]}"; do
 	[ -z "$ex" ] && continue
 	lab=${ex%%:*}
 	read -r -a exflags <<< "${ex#*:}"
+	exslots=$SLOTS
+	if [[ ${exflags[0]:-} =~ ^slots=([0-9]+)$ ]]; then
+		exslots=${BASH_REMATCH[1]}
+		exflags=("${exflags[@]:1}")
+	fi
 	trainflags=()
 	[ "$lab" = prio ] && trainflags=(--train-stream high)
 	port=$((port + 1))
 	if [ "$(left)" -gt "$need" ] && start_daemon "$lab" "$port" "${exflags[@]}"; then
-		JSON_AS=$lab bench "$lab" "$port" --label "$lab" --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval --slots "$SLOTS" "${trainflags[@]}"
+		JSON_AS=$lab bench "$lab" "$port" --label "$lab" --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval --slots "$exslots" "${trainflags[@]}"
 		stop_daemon
 		cat "$work/$lab.log" >> "$logs"
 	else
