@@ -16,15 +16,26 @@ func (s *Server) admit(sess *session, slots, extra int64) error {
 		return perrf(ipc.CodeBusy, "daemon already serves %d trainers (limit %d)", len(s.sessions), s.cfg.MaxTrainers)
 	}
 	if bytes > s.cfg.MemoryBudget {
-		return perrf(ipc.CodeLimit, "slots and sampled batches of %d bytes exceed the whole memory budget of %d bytes: lower batch_size, fanouts or slots", bytes, s.cfg.MemoryBudget)
+		return slotMemoryErrorf(ipc.CodeLimit, "slots and sampled batches of %d bytes exceed the whole memory budget of %d bytes: lower batch_size, fanouts or slots", bytes, s.cfg.MemoryBudget)
 	}
 	if s.budgetUsed+bytes > s.cfg.MemoryBudget {
-		return perrf(ipc.CodeBusy, "slots and sampled batches of %d bytes do not fit the memory budget (%d of %d bytes in use)", bytes, s.budgetUsed, s.cfg.MemoryBudget)
+		return slotMemoryErrorf(ipc.CodeBusy, "slots and sampled batches of %d bytes do not fit the memory budget (%d of %d bytes in use)", bytes, s.budgetUsed, s.cfg.MemoryBudget)
 	}
 	s.sessions[sess] = struct{}{}
 	s.budgetUsed += bytes
 	s.slotBytes += slots
 	return nil
+}
+
+// slotMemoryError is a refusal for want of memory for a trainer's slots
+// (the memory budget, a GPU's slot memory or its free memory): one with
+// fewer slots may fit. It is the ProtocolError it wraps on the wire.
+type slotMemoryError struct{ error }
+
+func (e slotMemoryError) Unwrap() error { return e.error }
+
+func slotMemoryErrorf(code ipc.Code, format string, args ...any) error {
+	return slotMemoryError{perrf(code, format, args...)}
 }
 
 // reserve takes bytes of the memory budget for something other than a

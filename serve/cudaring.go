@@ -43,7 +43,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 	if b.cfg.SlotMemory > 0 && b.used[dev]+bytes > b.cfg.SlotMemory {
 		used := b.used[dev]
 		b.mu.Unlock()
-		return nil, perrf(ipc.CodeBusy, "%d slots of %d bytes do not fit in the GPU slot memory of %s (%d of %d bytes in use)", slots, l.SlotBytes, name, used, b.cfg.SlotMemory)
+		return nil, slotMemoryErrorf(ipc.CodeBusy, "%d slots of %d bytes do not fit in the GPU slot memory of %s (%d of %d bytes in use)", slots, l.SlotBytes, name, used, b.cfg.SlotMemory)
 	}
 	b.used[dev] += bytes
 	b.mu.Unlock()
@@ -56,7 +56,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 	if err != nil {
 		giveBack()
 		if errors.Is(err, pingpong.ErrNoRoom) || errors.Is(err, cudaext.ErrOutOfMemory) {
-			return nil, perrf(ipc.CodeBusy, "%v: ask for fewer slots, a smaller batch_size or fanouts", err)
+			return nil, slotMemoryErrorf(ipc.CodeBusy, "%v: ask for fewer slots, a smaller batch_size or fanouts", err)
 		}
 		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
@@ -65,7 +65,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		ring.Close()
 		giveBack()
 		if errors.Is(err, cudaext.ErrOutOfMemory) {
-			return nil, perrf(ipc.CodeBusy, "%s: %v", name, err)
+			return nil, slotMemoryErrorf(ipc.CodeBusy, "%s: %v", name, err)
 		}
 		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
@@ -94,7 +94,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 			ring.Close()
 			giveBack()
 			if errors.Is(err, cudaext.ErrOutOfMemory) {
-				return nil, perrf(ipc.CodeBusy, "%s: sampling on the GPU: %v", name, err)
+				return nil, slotMemoryErrorf(ipc.CodeBusy, "%s: sampling on the GPU: %v", name, err)
 			}
 			return nil, perrf(ipc.CodeInternal, "%s: sampling on the GPU: %v", name, err)
 		}

@@ -16,21 +16,24 @@ import (
 // the daemon's limits. Everything after the handshake reads it, never the
 // wire message.
 type request struct {
-	job        string
-	split      string
-	seeds      []int64 // the split's seed ids (shared with the Source, or the Seeds message's)
-	epochs     sampler.EpochConfig
-	fanouts    []int
-	device     int // -1: the CPU path; else the CUDA device ordinal
-	slots      int
-	noFeatures bool // FeatureDType "none": batches without x
-	onDevice   bool // sampled on its GPU (sampler.GPU), not by the CPU
-	startEpoch uint32
-	startBatch int              // first batch of startEpoch (a reconnecting trainer resumes)
-	link       *linkRequest     // link batches (split "link:..."); seeds are positions of its pairs
-	hetero     *heteroRequest   // heterogeneous batches (hetero.go); seeds are ids of its input type
-	temporal   *temporalRequest // disjoint (and temporal) batches (Open.Temporal); nil: ordinary ones
-	maxSeeds   int              // the most seeds a batch has: batch_size, or fewer when the request has fewer
+	job     string
+	split   string
+	seeds   []int64 // the split's seed ids (shared with the Source, or the Seeds message's)
+	epochs  sampler.EpochConfig
+	fanouts []int
+	device  int // -1: the CPU path; else the CUDA device ordinal
+	slots   int
+	// slotsDefault: the trainer asked for 0 slots on a GPU, so the daemon
+	// may give it fewer than Config.GPUSlots when those do not fit.
+	slotsDefault bool
+	noFeatures   bool // FeatureDType "none": batches without x
+	onDevice     bool // sampled on its GPU (sampler.GPU), not by the CPU
+	startEpoch   uint32
+	startBatch   int              // first batch of startEpoch (a reconnecting trainer resumes)
+	link         *linkRequest     // link batches (split "link:..."); seeds are positions of its pairs
+	hetero       *heteroRequest   // heterogeneous batches (hetero.go); seeds are ids of its input type
+	temporal     *temporalRequest // disjoint (and temporal) batches (Open.Temporal); nil: ordinary ones
+	maxSeeds     int              // the most seeds a batch has: batch_size, or fewer when the request has fewer
 }
 
 // The epoch plan's bytes a seed (the shuffled order, this rank's share and
@@ -112,17 +115,18 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 func (ss *session) newRequest(m *ipc.Open, dev int, seeds []int64) (*request, error) {
 	cfg := ss.srv.cfg
 	slots := int(m.Slots)
+	slotsDefault := false
 	if slots == 0 {
 		slots = cfg.Slots
 		if dev >= 0 {
-			slots = min(cfg.GPUSlots, cfg.MaxSlots)
+			slots, slotsDefault = min(cfg.GPUSlots, cfg.MaxSlots), true
 		}
 	}
 	if slots > cfg.MaxSlots {
 		return nil, perrf(ipc.CodeLimit, "%d slots asked, limit %d", slots, cfg.MaxSlots)
 	}
 	r := &request{
-		job: m.Job, split: m.Split, seeds: seeds, device: dev, slots: slots,
+		job: m.Job, split: m.Split, seeds: seeds, device: dev, slots: slots, slotsDefault: slotsDefault,
 		epochs: sampler.EpochConfig{BatchSize: int(m.BatchSize), Shuffle: m.Shuffle, Seed: m.Seed,
 			Rank: int(m.Rank), WorldSize: int(m.WorldSize), DropLast: m.DropLast},
 		startEpoch: m.StartEpoch, startBatch: int(m.StartBatch),
@@ -186,24 +190,7 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	if err != nil {
 		return perrf(ipc.CodeBadRequest, "%v", err)
 	}
-	// The budget covers what the request makes the daemon hold: the slots,
-	// the sampled batches in flight (the pipeline's pool), and the epoch
-	// plan over its seeds.
-	width := 1 // batches a fill takes: one on the CPU path
-	if req.device >= 0 && ss.srv.gpu != nil {
-		width = sweepWidth(ss.srv.gpu.cfg.SweepBatches, req.slots)
-	}
-	inFlight := int64(2*cfg.Prefetch + width)
-	planBytes := seedPlanBytes * int64(len(req.seeds))
-	if req.link != nil {
-		planBytes = linkPlanBytes * int64(len(req.seeds))
-	}
-	slotBytes, extra := layout.SlotBytes*int64(req.slots), inFlight*mode.BatchBytes()+planBytes
-	if err := ss.srv.admit(ss, slotBytes, extra); err != nil {
-		return err
-	}
-	ss.admitted = [2]int64{slotBytes, extra}
-	ring, err := ss.srv.newRing(req, mode.Layout(), layout)
+	ring, err := ss.admitRing(req, mode, layout)
 	if err != nil {
 		return err
 	}
@@ -234,6 +221,50 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	}
 	ss.srv.handshakeDone(ss)
 	return nil
+}
+
+// minDefaultSlots is the fewest slots a GPU trainer that asked for the
+// default is given before the daemon refuses it: two, ping-pong.
+const minDefaultSlots = 2
+
+// admitRing takes the request's memory from the budgets and makes its slot
+// ring. The budget covers what the request makes the daemon hold: the slots,
+// the sampled batches in flight (the pipeline's pool), and the epoch plan
+// over its seeds. A GPU trainer that asked for the default slots and does
+// not fit for want of memory (the budget, the GPU's slot memory or its free
+// memory) is given half as many, down to minDefaultSlots, rather than
+// refused: the default is the fastest measured (32 slots, sweeps of 16
+// batches), the halves what still fits beside other trainers.
+func (ss *session) admitRing(req *request, mode batch.Mode, layout pingpong.Layout) (slotRing, error) {
+	cfg := ss.srv.cfg
+	for {
+		width := 1 // batches a fill takes: one on the CPU path
+		if req.device >= 0 && ss.srv.gpu != nil {
+			width = sweepWidth(ss.srv.gpu.cfg.SweepBatches, req.slots)
+		}
+		inFlight := int64(2*cfg.Prefetch + width)
+		planBytes := seedPlanBytes * int64(len(req.seeds))
+		if req.link != nil {
+			planBytes = linkPlanBytes * int64(len(req.seeds))
+		}
+		slotBytes, extra := layout.SlotBytes*int64(req.slots), inFlight*mode.BatchBytes()+planBytes
+		err := ss.srv.admit(ss, slotBytes, extra)
+		var ring slotRing
+		if err == nil {
+			if ring, err = ss.srv.newRing(req, mode.Layout(), layout); err != nil {
+				ss.srv.leave(ss, slotBytes, extra)
+			}
+		}
+		if err == nil {
+			ss.admitted = [2]int64{slotBytes, extra}
+			return ring, nil
+		}
+		if !req.slotsDefault || req.slots <= minDefaultSlots || !errors.As(err, new(slotMemoryError)) {
+			return nil, err
+		}
+		ss.log.Info("default slots do not fit: trying half as many", "rank", req.rank(), "slots", req.slots, "err", err)
+		req.slots = max(req.slots/2, minDefaultSlots)
+	}
 }
 
 // slotLayout places a mode's regions in a slot.

@@ -30,9 +30,11 @@ type Config struct {
 	// Slots is the default slots per trainer when the client asks for 0
 	// (0 = 2: ping-pong).
 	Slots int
-	// GPUSlots is the default for a trainer on a GPU (0 = 16: the GPU fills
+	// GPUSlots is the default for a trainer on a GPU (0 = 32: the GPU fills
 	// up to half of them in one sweep while the trainer works through the
-	// others; measured fastest on an H100, docs/benchmarks.md).
+	// others; measured fastest on an H100, for the loader and for training,
+	// docs/training.md). A trainer that takes the default and does not fit
+	// the memory budget or the GPU is given half as many, down to 2.
 	GPUSlots int
 	// MaxSlots caps the slots a trainer may ask for (0 = 32: a GPU trainer
 	// with 32 slots gets sweeps of 16 batches).
@@ -77,7 +79,7 @@ func (c Config) withDefaults() Config {
 		c.Slots = 2
 	}
 	if c.GPUSlots <= 0 {
-		c.GPUSlots = 16
+		c.GPUSlots = 32
 	}
 	if c.MaxSlots <= 0 {
 		c.MaxSlots = 32
