@@ -3,6 +3,8 @@ package serve
 import (
 	"slices"
 	"testing"
+
+	"github.com/gnnloader/gnnloader/sampler"
 )
 
 // topNodes takes the most sampled nodes, then by in-degree, then by id,
@@ -23,6 +25,40 @@ func TestTopNodes(t *testing.T) {
 		slices.Sort(want)
 		if got := topNodes(counts, indeg, k); !slices.Equal(got, want) {
 			t.Errorf("k=%d: got %v, want %v", k, got, want)
+		}
+	}
+}
+
+// The cache's pre-sample draws batches the trainer will not see: neither its
+// first epoch's batches (seeds and sampling keys) nor, for a trainer that
+// does not shuffle, its fixed order.
+func TestPresampleIsNotTheTrainersEpoch(t *testing.T) {
+	seeds := make([]int64, 10000)
+	for i := range seeds {
+		seeds[i] = int64(i)
+	}
+	for _, shuffle := range []bool{true, false} {
+		req := &request{seeds: seeds, epochs: sampler.EpochConfig{BatchSize: 64, Shuffle: shuffle, Seed: 7, WorldSize: 1}}
+		pre, err := presamplePlan(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pre.NumBatches() != 157 {
+			t.Fatalf("shuffle=%v: pre-sample plan of %d batches, want the split's 157", shuffle, pre.NumBatches())
+		}
+		for epoch := range 3 {
+			own, err := sampler.NewPlan(seeds, req.epochs, epoch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4 {
+				if slices.Equal(pre.Batch(i), own.Batch(i)) {
+					t.Errorf("shuffle=%v: pre-sample batch %d has the seeds of the trainer's epoch %d", shuffle, i, epoch)
+				}
+				if pre.Key(i) == own.Key(i) {
+					t.Errorf("shuffle=%v: pre-sample batch %d has the sampling key of the trainer's epoch %d", shuffle, i, epoch)
+				}
+			}
 		}
 	}
 }
