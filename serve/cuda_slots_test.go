@@ -1,0 +1,83 @@
+package serve
+
+// The default slots of a GPU trainer, and what it gets when they do not fit.
+
+import (
+	"testing"
+
+	"github.com/gnnloader/gnnloader/cudaext/cudatest"
+	"github.com/gnnloader/gnnloader/ipc"
+)
+
+// TestCUDADefaultSlotsHalveToFit: a GPU trainer that takes the default
+// slots (32) is given half as many, down to 2, when they do not fit the
+// GPU's slot memory or the memory budget; a trainer that asks for a number
+// of slots that does not fit is refused, and so is one that fits with none.
+func TestCUDADefaultSlotsHalveToFit(t *testing.T) {
+	cudatest.Devices(t)
+	req := openReq()
+	req.Device = "cuda:0"
+	// The request's slot bytes and budget, from a daemon with room to spare.
+	probe, _ := gpuServer(t, Config{}, GPUConfig{Devices: []int{0}})
+	o := dial(t, probe).handshake(req)
+	if o.Slots != 32 {
+		t.Fatalf("a GPU trainer that does not ask got %d slots, want 32", o.Slots)
+	}
+	sb, used32 := int64(o.SlotBytes), probe.BudgetUsed()
+	// A trainer sampled on the GPU also takes its sampler's working memory
+	// from the GPU slot memory.
+	work := int64(metricSums(t, probe)["gnnloader_gpu_slot_bytes"]) - 32*sb
+	if work < 0 {
+		t.Fatalf("GPU slot memory in use %d bytes, under 32 slots of %d", work+32*sb, sb)
+	}
+
+	// GPU slot memory for 20 slots and two samplers: 16 slots for the first
+	// trainer, 4 for the second, then none.
+	srv, src := gpuServer(t, Config{}, GPUConfig{Devices: []int{0}, SlotMemory: 20*sb + 2*work})
+	var first *client
+	for i, want := range []uint32{16, 4} {
+		c := dial(t, srv)
+		if got := c.handshake(req).Slots; got != want {
+			t.Fatalf("trainer %d got %d slots, want %d", i, got, want)
+		}
+		if i == 0 {
+			first = c
+		}
+	}
+	for _, slots := range []uint32{0, 2} {
+		c := dial(t, srv)
+		c.send(&ipc.Hello{Version: ipc.Version, Name: "late"})
+		c.recv()
+		r := req
+		r.Slots = slots
+		c.send(&r)
+		c.expectError(ipc.CodeBusy, "do not fit in the GPU slot memory")
+	}
+	// The trainer given 16 slots is served whole, its fills sweeping up to 8.
+	ring := cudaRingOf(t, srv, 0)
+	first.send(&ipc.StartEpoch{Epoch: 0})
+	for done := false; !done; {
+		switch m := first.recv().(type) {
+		case *ipc.BatchReady:
+			copySlot(t, first, ring, m.Slot)
+			checkBatch(t, first, src, m)
+			first.send(&ipc.Release{Slot: m.Slot, Epoch: m.Epoch, Index: m.Index})
+		case *ipc.EpochEnd:
+			done = true
+		}
+	}
+
+	// A memory budget one byte short of the 32 slots' gives 16; asking for
+	// 32 is refused (they could never fit).
+	tight, _ := gpuServer(t, Config{MemoryBudget: used32 - 1}, GPUConfig{Devices: []int{0}})
+	asked := req
+	asked.Slots = 32
+	c := dial(t, tight)
+	c.send(&ipc.Hello{Version: ipc.Version, Name: "asks"})
+	c.recv()
+	c.send(&asked)
+	c.expectError(ipc.CodeLimit, "exceed the whole memory budget")
+	if got := dial(t, tight).handshake(req).Slots; got != 16 {
+		t.Errorf("under a budget short of 32 slots, a trainer that does not ask got %d slots, want 16", got)
+	}
+}
