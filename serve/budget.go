@@ -16,6 +16,9 @@ func (s *Server) admit(sess *session, slots, extra int64) error {
 		return perrf(ipc.CodeBusy, "daemon already serves %d trainers (limit %d)", len(s.sessions), s.cfg.MaxTrainers)
 	}
 	if bytes > s.cfg.MemoryBudget {
+		if extra >= s.cfg.MemoryBudget { // no number of slots fits
+			return perrf(ipc.CodeLimit, "sampled batches of %d bytes exceed the whole memory budget of %d bytes: lower batch_size or fanouts", extra, s.cfg.MemoryBudget)
+		}
 		return slotMemoryErrorf(ipc.CodeLimit, "slots and sampled batches of %d bytes exceed the whole memory budget of %d bytes: lower batch_size, fanouts or slots", bytes, s.cfg.MemoryBudget)
 	}
 	if s.budgetUsed+bytes > s.cfg.MemoryBudget {

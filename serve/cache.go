@@ -27,8 +27,8 @@ import (
 
 // deviceCache is one device's cache of hot rows.
 type deviceCache struct {
-	once   sync.Once
-	err    error
+	mu     sync.Mutex // held while it is built
+	built  bool
 	c      gather.DeviceCache
 	rows   int64
 	choice string // how the rows were chosen, for the log
@@ -47,16 +47,19 @@ func (b *gpuBackend) cacheFor(dev int, ctx *cudaext.Context, g *gather.CUDA, src
 		b.caches[dev] = c
 	}
 	b.mu.Unlock()
-	c.once.Do(func() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.built {
+		// A build that fails is not kept: the next Open tries again (the
+		// same trainer with fewer default slots, whose memory the cache
+		// may have lacked, or a later one).
 		start := time.Now()
-		c.err = c.build(ctx, g, src, req, b.cfg.Cache, b.cfg.CachePresample)
-		if c.err == nil {
-			log.Info("GPU cache built", "device", fmt.Sprintf("cuda:%d", dev), "rows", c.rows,
-				"bytes", c.rows*int64(src.Data.RowBytes()), "chosen_by", c.choice, "took", time.Since(start).Round(time.Millisecond))
+		if err := c.build(ctx, g, src, req, b.cfg.Cache, b.cfg.CachePresample); err != nil {
+			return nil, err
 		}
-	})
-	if c.err != nil {
-		return nil, c.err
+		c.built = true
+		log.Info("GPU cache built", "device", fmt.Sprintf("cuda:%d", dev), "rows", c.rows,
+			"bytes", c.rows*int64(src.Data.RowBytes()), "chosen_by", c.choice, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return &c.c, nil
 }

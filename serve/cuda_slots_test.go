@@ -32,17 +32,37 @@ func TestCUDADefaultSlotsHalveToFit(t *testing.T) {
 	}
 
 	// GPU slot memory for 20 slots and two samplers: 16 slots for the first
-	// trainer, 4 for the second, then none.
-	srv, src := gpuServer(t, Config{}, GPUConfig{Devices: []int{0}, SlotMemory: 20*sb + 2*work})
+	// trainer, 4 for the second (when the sampler takes less than 4 slots'
+	// bytes: the rule below says what it gets otherwise), then none. The
+	// rule: a ring of n slots fits while the slot memory in use plus n
+	// slots' bytes does not pass the cap; the sampler's memory is added
+	// after.
+	mem := 20*sb + 2*work
+	srv, src := gpuServer(t, Config{}, GPUConfig{Devices: []int{0}, SlotMemory: mem})
 	var first *client
-	for i, want := range []uint32{16, 4} {
+	var inUse int64
+	for i := range 2 {
+		want := int64(32)
+		for want > 2 && inUse+want*sb > mem {
+			want /= 2
+		}
+		if inUse+want*sb > mem {
+			t.Fatalf("trainer %d: no room for 2 slots in this test's slot memory (sampler %d bytes, slot %d)", i, work, sb)
+		}
 		c := dial(t, srv)
-		if got := c.handshake(req).Slots; got != want {
+		if got := c.handshake(req).Slots; int64(got) != want {
 			t.Fatalf("trainer %d got %d slots, want %d", i, got, want)
 		}
 		if i == 0 {
+			if want == 32 {
+				t.Fatal("the first trainer got its 32 slots: the test did not make it halve")
+			}
 			first = c
 		}
+		inUse += want*sb + work
+	}
+	if inUse+2*sb <= mem {
+		t.Fatalf("room left for 2 more slots (%d of %d bytes in use): the refusals below would not be tested", inUse, mem)
 	}
 	for _, slots := range []uint32{0, 2} {
 		c := dial(t, srv)
