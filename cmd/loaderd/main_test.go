@@ -57,11 +57,22 @@ func TestUsageErrors(t *testing.T) {
 		{"serve", "--gpu-sweep", strconv.Itoa(gather.MaxSweepParts + 1)},
 		{"serve", "--gpu-sweep", "-1"},
 		{"serve", "--gpu-slots", "0"},
+		{"serve", "--max-slots", "16", "--gpu-slots", "32"}, // asked for explicitly: over the cap
 		{"bench", "nope"},
 	} {
 		if code, _, errOut := runCmd(t, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (usage)\n%s", args, code, errOut)
 		}
+	}
+}
+
+// TestServeMaxSlotsCapsTheGPUDefault: --max-slots under the GPU default (32)
+// caps that default instead of refusing to start; the check of --gpu-slots
+// passes and parsing goes on to the next flag's (a bad --log-level here).
+func TestServeMaxSlotsCapsTheGPUDefault(t *testing.T) {
+	code, _, errOut := runCmd(t, "serve", "--max-slots", "16", "--log-level", "nope")
+	if code != 2 || strings.Contains(errOut, "--gpu-slots") || !strings.Contains(errOut, "nope") {
+		t.Fatalf("serve --max-slots 16: exit %d, want 2 for the log level alone\n%s", code, errOut)
 	}
 }
 

@@ -61,7 +61,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&a.cfg.SamplerThreads, "sampler-threads", 0, "goroutines one batch's sampling and gather may use (0 = all cores)")
 		fs.IntVar(&a.cfg.Prefetch, "prefetch", 2, "batches each trainer's sampler runs ahead of the gather")
 		fs.IntVar(&a.cfg.Slots, "slots", 2, "slots per trainer when the trainer does not ask (2 = ping-pong)")
-		fs.IntVar(&a.cfg.GPUSlots, "gpu-slots", 32, "slots per trainer on a GPU when the trainer does not ask (32: the GPU fills up to 16 at a time in one sweep while the trainer works through the others, 8% faster training than 16 on papers100M for twice the GPU memory, docs/training.md; a trainer that does not fit the memory budget or the GPU gets half as many, down to 2)")
+		fs.IntVar(&a.cfg.GPUSlots, "gpu-slots", 32, "slots per trainer on a GPU when the trainer does not ask (32: the GPU fills up to 16 at a time in one sweep while the trainer works through the others, 8% faster training than 16 on papers100M under MPS, for twice the GPU memory, docs/training.md; a trainer that does not fit the memory budget or the GPU gets half as many, down to 2)")
 		fs.IntVar(&a.cfg.MaxSlots, "max-slots", 32, "most slots one trainer may ask for")
 		fs.IntVar(&a.cfg.MaxTrainers, "max-trainers", 64, "most trainers served at once")
 		fs.StringVar(&a.memoryBudget, "memory-budget", "32GiB", "most memory for all trainers' slots together (e.g. 8GiB, 512MiB)")
@@ -80,7 +80,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&a.gpuCfg.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
 		fs.IntVar(&a.gpuCfg.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass may cover while the GPU is busy (a sorted sweep reads a row they share once; 0 = half the trainer's slots, at most 16; 1 = one batch a pass)")
 		fs.BoolVar(&a.noEdgeFeatures, "no-edge-features", false, "serve batches without the dataset's edge_attr and edge_weight (saves their gather and, on the GPU path, their pinned copy)")
-		fs.StringVar(&a.gpuCache, "gpu-cache", "0", "bytes of hot feature rows each GPU keeps in its own memory, chosen by pre-sampling the first trainer's batches (e.g. 12GiB, or 20% of the feature bytes; 0 = none)")
+		fs.StringVar(&a.gpuCache, "gpu-cache", "0", "bytes of hot feature rows each GPU keeps in its own memory, chosen by pre-sampling batches of the first trainer's split, batch size and fanouts (e.g. 12GiB, or 20% of the feature bytes; 0 = none)")
 		fs.IntVar(&a.gpuCfg.CachePresample, "gpu-cache-presample", 0, "batches pre-sampled to choose the cached rows (0 = 256; -1 = by in-degree only)")
 		fs.StringVar(&a.gpuCfg.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto (on the GPU when the graph's CSR takes at most a third of its free memory), gpu or cpu")
 		fs.StringVar(&a.gpuCfg.SweepPlan, "sweep-plan", "gpu", "where a GPU fill plans its sweep over the batches' ids: gpu (the GPU sorts and merges them) or cpu (the CPU does, as before)")
@@ -142,6 +142,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	if a.cfg.Slots < 1 || a.cfg.Slots > a.cfg.MaxSlots {
 		return usageError{fmt.Sprintf("--slots %d must be between 1 and --max-slots %d", a.cfg.Slots, a.cfg.MaxSlots)}
+	}
+	if !flagSet(fs, "gpu-slots") {
+		a.cfg.GPUSlots = min(a.cfg.GPUSlots, a.cfg.MaxSlots) // --max-slots 16 alone caps the default too
 	}
 	if a.cfg.GPUSlots < 1 || a.cfg.GPUSlots > a.cfg.MaxSlots {
 		return usageError{fmt.Sprintf("--gpu-slots %d must be between 1 and --max-slots %d", a.cfg.GPUSlots, a.cfg.MaxSlots)}
