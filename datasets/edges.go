@@ -42,11 +42,25 @@ func permute[T any](s []T, perm []int64) []T {
 	return out
 }
 
-// makeUndirected symmetrises d's graph like MakeUndirected, carrying the
+// makeUndirected is an import's --undirected: d's graph symmetrised
+// (symmetrise), marked undirected, and its Source saying how.
+func (d *Data) makeUndirected(workers int, reduce EdgeReduce) error {
+	if err := d.symmetrise(workers, reduce); err != nil {
+		return err
+	}
+	d.Directed = false
+	d.Source += " --undirected"
+	if reduce == ReduceSum {
+		d.Source += " --undirected-reduce sum"
+	}
+	return nil
+}
+
+// symmetrise symmetrises d's graph like MakeUndirected, carrying the
 // per-edge arrays (MakeUndirectedEdges) when there are any: each edge
 // keeps its first copy's values, or with ReduceSum the sum of its copies'
 // edge_attr and edge_weight (edge_time stays the first copy's).
-func (d *Data) makeUndirected(workers int, reduce EdgeReduce) error {
+func (d *Data) symmetrise(workers int, reduce EdgeReduce) error {
 	if _, err := ParseEdgeReduce(string(reduce)); err != nil {
 		return fmt.Errorf("undirected: reduce %w", err)
 	}

@@ -311,11 +311,6 @@ func ImportNPZ(path string, opts ImportOptions) (*Data, error) {
 		if err = d.makeUndirected(opts.workers(), opts.UndirectedReduce); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		d.Directed = false
-		d.Source += " --undirected"
-		if opts.UndirectedReduce == ReduceSum {
-			d.Source += " --undirected-reduce sum"
-		}
 	}
 	ratios := opts.ratios()
 	if d.Splits, err = StratifiedSplit(d.Labels, d.NumClasses, ratios, opts.SplitSeed); err != nil {

@@ -88,11 +88,6 @@ func ImportOGB(dir string, opts ImportOptions) (*Data, error) {
 		if err = d.makeUndirected(im.workers, opts.UndirectedReduce); err != nil {
 			return nil, fmt.Errorf("%s: %w", dir, err)
 		}
-		d.Directed = false
-		d.Source += " --undirected"
-		if opts.UndirectedReduce == ReduceSum {
-			d.Source += " --undirected-reduce sum"
-		}
 	}
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)

@@ -33,13 +33,11 @@ func ParseEdgeReduce(s string) (EdgeReduce, error) {
 	return "", fmt.Errorf("%q: want %q or %q", s, ReduceFirst, ReduceSum)
 }
 
-// summable reports whether edge_attr of dtype t can be summed.
+// summable reports whether edge_attr of dtype t can be summed: whether
+// elemCodec knows it.
 func summable(t DType) bool {
-	switch t {
-	case Float32, Float64, Float16, BFloat16, Int64, Int32, UInt8:
-		return true
-	}
-	return false
+	_, _, ok := elemCodec(t)
+	return ok
 }
 
 // sumRows returns the rows of a symmetrised graph's edges, each the sum of
@@ -51,8 +49,8 @@ func sumRows(rows []byte, t DType, dim int, copies *edgeCopies) []byte {
 	rb := dim * es
 	n := len(copies.offs) - 1
 	out := make([]byte, n*rb)
-	get, put := elemCodec(t)
-	acc := make([]uint64, dim) // integers as they wrap; floats as float64 bits
+	get, put, _ := elemCodec(t) // makeUndirected checked summable
+	acc := make([]uint64, dim)  // integers as they wrap; floats as float64 bits
 	for p := range n {
 		clear(acc)
 		for _, q := range copies.of(p) {
@@ -70,13 +68,14 @@ func sumRows(rows []byte, t DType, dim int, copies *edgeCopies) []byte {
 }
 
 // elemCodec returns, for a summable dtype t, add (the element at b added to
-// an accumulator) and put (an accumulator stored at b in t). Accumulators of
-// float types hold float64 bits, of integer types the integer.
-func elemCodec(t DType) (add func(b []byte, acc uint64) uint64, put func(b []byte, acc uint64)) {
+// an accumulator) and put (an accumulator stored at b in t); ok is false for
+// any other dtype. Accumulators of float types hold float64 bits, of integer
+// types the integer.
+func elemCodec(t DType) (add func(b []byte, acc uint64) uint64, put func(b []byte, acc uint64), ok bool) {
 	le := binary.LittleEndian
-	f := func(read func([]byte) float64, write func([]byte, float64)) (func([]byte, uint64) uint64, func([]byte, uint64)) {
+	f := func(read func([]byte) float64, write func([]byte, float64)) (func([]byte, uint64) uint64, func([]byte, uint64), bool) {
 		return func(b []byte, acc uint64) uint64 { return math.Float64bits(math.Float64frombits(acc) + read(b)) },
-			func(b []byte, acc uint64) { write(b, math.Float64frombits(acc)) }
+			func(b []byte, acc uint64) { write(b, math.Float64frombits(acc)) }, true
 	}
 	switch t {
 	case Float32:
@@ -89,13 +88,14 @@ func elemCodec(t DType) (add func(b []byte, acc uint64) uint64, put func(b []byt
 		return f(func(b []byte) float64 { return float64(half.Float16ToFloat32(le.Uint16(b))) },
 			func(b []byte, v float64) { le.PutUint16(b, half.Float32ToFloat16(float32(v))) })
 	case BFloat16:
-		return f(func(b []byte) float64 { return float64(math.Float32frombits(uint32(le.Uint16(b)) << 16)) },
+		return f(func(b []byte) float64 { return float64(half.BFloat16ToFloat32(le.Uint16(b))) },
 			func(b []byte, v float64) { le.PutUint16(b, half.Float32ToBFloat16(float32(v))) })
 	case Int64:
-		return func(b []byte, acc uint64) uint64 { return acc + le.Uint64(b) }, func(b []byte, acc uint64) { le.PutUint64(b, acc) }
+		return func(b []byte, acc uint64) uint64 { return acc + le.Uint64(b) }, func(b []byte, acc uint64) { le.PutUint64(b, acc) }, true
 	case Int32:
-		return func(b []byte, acc uint64) uint64 { return acc + uint64(le.Uint32(b)) }, func(b []byte, acc uint64) { le.PutUint32(b, uint32(acc)) }
+		return func(b []byte, acc uint64) uint64 { return acc + uint64(le.Uint32(b)) }, func(b []byte, acc uint64) { le.PutUint32(b, uint32(acc)) }, true
+	case UInt8:
+		return func(b []byte, acc uint64) uint64 { return acc + uint64(b[0]) }, func(b []byte, acc uint64) { b[0] = byte(acc) }, true
 	}
-	// UInt8 (summable checks t first)
-	return func(b []byte, acc uint64) uint64 { return acc + uint64(b[0]) }, func(b []byte, acc uint64) { b[0] = byte(acc) }
+	return nil, nil, false
 }

@@ -85,7 +85,7 @@ func (d DType) load(b []byte, i int) float32 {
 	case Float32:
 		return math.Float32frombits(le32(b[4*i:]))
 	case BFloat16:
-		return math.Float32frombits(uint32(le16(b[2*i:])) << 16)
+		return half.BFloat16ToFloat32(le16(b[2*i:]))
 	default:
 		return half.Float16ToFloat32(le16(b[2*i:]))
 	}

@@ -65,6 +65,9 @@ func Float32ToFloat16(f float32) uint16 {
 	return sign | uint16(h)
 }
 
+// BFloat16ToFloat32 widens a bfloat16 (the top half of a float32) exactly.
+func BFloat16ToFloat32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
 // Float32ToBFloat16 rounds f to the nearest bfloat16, ties to even (what
 // CUDA's __float2bfloat16_rn does).
 func Float32ToBFloat16(f float32) uint16 {

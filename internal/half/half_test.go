@@ -37,3 +37,17 @@ func TestFloat16RoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// BFloat16ToFloat32 is exact on every bfloat16 that is not a NaN: a
+// float32 with its low 16 bits clear rounds to itself and widens back.
+func TestBFloat16Widen(t *testing.T) {
+	for h := 0; h < 1<<16; h++ {
+		f := BFloat16ToFloat32(uint16(h))
+		if f != f {
+			continue
+		}
+		if got := Float32ToBFloat16(f); got != uint16(h) {
+			t.Fatalf("bfloat16 %#04x widened to %g rounds back to %#04x", h, f, got)
+		}
+	}
+}
