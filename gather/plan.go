@@ -205,13 +205,13 @@ func (g *CUDA) SweepOnDevice(ctx context.Context, parts []DevicePart) error {
 		if err := g.ensurePlan(total); err != nil {
 			return err
 		}
-		return g.launchPlanned(parts)
+		return g.launchPlanned(parts, total)
 	})
 }
 
-// launchPlanned enqueues the planned sweep's kernels. Context current, g.mu
-// held, buffers large enough.
-func (g *CUDA) launchPlanned(parts []DevicePart) error {
+// launchPlanned enqueues the planned sweep's kernels for parts of total ids
+// at most. Context current, g.mu held, buffers large enough.
+func (g *CUDA) launchPlanned(parts []DevicePart, total int64) error {
 	b := &g.plan
 	rb := int64(g.tab.RowBytes)
 	needRows := parts[0].X != 0 // all parts or none (SweepOnDevice checks)
@@ -222,13 +222,19 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 	}
 	wide := cudaext.Dim3{X: 256}
 	flat := func(n int64) cudaext.Dim3 { return cudaext.Dim3{X: uint32(max(1, min((n+255)/256, int64(8*g.sms))))} }
-	// The kernels that visit ids take every part in one launch (plan.cu
-	// Parts): the parts' ids, counts and device counts, by value.
-	var ids, ns, nDevs [MaxSweepParts]uint64
-	var total int64
+	// The kernels take every part in one launch, by value (plan.cu Parts,
+	// gather.cu Bases): the parts' ids, counts and device counts, the read's
+	// destinations, and the assembly's (x for the cached rows only, y).
+	var ids, ns, nDevs, bases, xs, ys [MaxSweepParts]uint64
+	align, labels := uint64(0), false
 	for j, p := range parts {
-		ids[j], ns[j], nDevs[j] = uint64(p.IDs), uint64(p.N), uint64(p.NDev)
-		total += p.N
+		ids[j], ns[j], nDevs[j], bases[j], ys[j] = uint64(p.IDs), uint64(p.N), uint64(p.NDev), uint64(p.X), uint64(p.Y)
+		align |= bases[j]
+		labels = labels || p.Y != 0
+	}
+	withX := needRows && cache != nil
+	if withX {
+		xs = bases
 	}
 	np := int32(len(parts))
 	if err := g.timeSweep(0); err != nil {
@@ -279,12 +285,6 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 		return err
 	}
 	if needRows {
-		var bases [MaxSweepParts]uint64
-		align := uint64(0)
-		for j, p := range parts {
-			bases[j] = uint64(p.X)
-			align |= bases[j]
-		}
 		if err := g.launchSweepTo(bases, align, staged{rows: b.rows, n: b.capRows, nDev: b.unique, first: b.first, extras: b.extras}); err != nil {
 			return err
 		}
@@ -295,17 +295,7 @@ func (g *CUDA) launchPlanned(parts []DevicePart) error {
 	// The cached rows and the labels, in one launch. One group of G lanes
 	// a row (G a power of two, at most a warp, no more than the row's
 	// 16-byte chunks); one lane an id when only labels are left.
-	var xs, ys [MaxSweepParts]uint64
-	some, withX := false, false
-	for j, p := range parts {
-		if cache != nil {
-			xs[j] = uint64(p.X)
-		}
-		ys[j] = uint64(p.Y)
-		some = some || xs[j] != 0 || ys[j] != 0
-		withX = withX || xs[j] != 0
-	}
-	if some {
+	if withX || labels {
 		gshift := 0
 		if withX {
 			gshift = min(5, bits.Len64(uint64(max((rb+15)/16, 1))-1))
