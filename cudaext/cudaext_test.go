@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -233,6 +234,28 @@ func TestModuleLoad(t *testing.T) {
 		}
 		if _, err := m.Function("no_such_kernel"); err == nil {
 			t.Error("missing kernel found")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// NewEvents makes every event in a context (the nocuda build's test checks
+// its failure path).
+func TestNewEvents(t *testing.T) {
+	c := primary(t)
+	err := c.Do(func() error {
+		var evs [5]*Event
+		if err := NewEvents(evs[:], EventDisableTiming); err != nil {
+			return err
+		}
+		for i, e := range evs {
+			if e == nil || slices.Contains(evs[:i], e) {
+				t.Errorf("event %d: %v", i, e)
+			}
+			e.Destroy()
 		}
 		return nil
 	})

@@ -38,3 +38,16 @@ func TestBuiltWithoutCUDA(t *testing.T) {
 		t.Errorf("cleanup of nothing: %v", err)
 	}
 }
+
+// NewEvents fails as NewEvent does and leaves nothing behind.
+func TestNewEventsFails(t *testing.T) {
+	var evs [3]*Event
+	if err := NewEvents(evs[:], EventDefault); !errors.Is(err, ErrNoDriver) {
+		t.Fatalf("NewEvents = %v, want ErrNoDriver", err)
+	}
+	for i, e := range evs {
+		if e != nil {
+			t.Fatalf("event %d left behind after a failure", i)
+		}
+	}
+}

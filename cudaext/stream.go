@@ -13,3 +13,21 @@ const (
 
 // IPCEventHandle is the 64-byte handle another process opens an event with.
 type IPCEventHandle [64]byte
+
+// NewEvents fills events with new events of flags in the current context.
+// On an error it destroys the ones it made, leaves events nil, and returns
+// the error.
+func NewEvents(events []*Event, flags EventFlags) error {
+	for i := range events {
+		e, err := NewEvent(flags)
+		if err != nil {
+			for _, made := range events[:i] {
+				made.Destroy()
+			}
+			clear(events[:i])
+			return err
+		}
+		events[i] = e
+	}
+	return nil
+}

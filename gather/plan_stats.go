@@ -104,12 +104,8 @@ func (g *CUDA) timeSweep(k int) error {
 		g.harvest(false)
 		if len(g.timing.free) == 0 {
 			var s sweepEvents
-			for i := range s {
-				e, err := cudaext.NewEvent(cudaext.EventDefault)
-				if err != nil {
-					return err
-				}
-				s[i] = e
+			if err := cudaext.NewEvents(s[:], cudaext.EventDefault); err != nil {
+				return err
 			}
 			g.timing.free = append(g.timing.free, s)
 		}

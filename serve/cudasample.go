@@ -114,15 +114,8 @@ func (d *deviceSampling) timeMark(k int, st *cudaext.Stream) error {
 		d.harvestLocked(false)
 		if len(d.freeTimes) == 0 {
 			var f fillEvents
-			for i := range f {
-				e, err := cudaext.NewEvent(cudaext.EventDefault)
-				if err != nil {
-					for _, made := range f[:i] {
-						made.Destroy()
-					}
-					return err
-				}
-				f[i] = e
+			if err := cudaext.NewEvents(f[:], cudaext.EventDefault); err != nil {
+				return err
 			}
 			d.freeTimes = append(d.freeTimes, f)
 		}
