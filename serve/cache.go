@@ -27,8 +27,11 @@ import (
 
 // deviceCache is one device's cache of hot rows.
 type deviceCache struct {
-	mu     sync.Mutex // held while it is built
-	built  bool
+	mu    sync.Mutex // held while it is built
+	built bool
+	// ids are the rows chosen (ascending), kept from a build that failed
+	// for the next try, so the pre-sample runs once per device.
+	ids    []int64
 	c      gather.DeviceCache
 	rows   int64
 	choice string // how the rows were chosen, for the log
@@ -52,7 +55,7 @@ func (b *gpuBackend) cacheFor(dev int, ctx *cudaext.Context, g *gather.CUDA, src
 	if !c.built {
 		// A build that fails is not kept: the next Open tries again (the
 		// same trainer with fewer default slots, whose memory the cache
-		// may have lacked, or a later one).
+		// may have lacked, or a later one), with the rows already chosen.
 		start := time.Now()
 		if err := c.build(ctx, g, src, req, b.cfg.Cache, b.cfg.CachePresample); err != nil {
 			return nil, err
@@ -72,8 +75,10 @@ func (c *deviceCache) build(ctx *cudaext.Context, g *gather.CUDA, src *Source, r
 	if k <= 0 {
 		return fmt.Errorf("--gpu-cache %d bytes holds no %d-byte row", bytes, rb)
 	}
-	ids, choice := hotRows(d, req, k, presample)
-	c.choice = choice
+	if c.ids == nil {
+		c.ids, c.choice = hotRows(d, req, k, presample)
+	}
+	ids := c.ids
 	slot := make([]int32, d.Graph.NumNodes)
 	for i := range slot {
 		slot[i] = -1
@@ -105,7 +110,7 @@ func (c *deviceCache) build(ctx *cudaext.Context, g *gather.CUDA, src *Source, r
 		ctx.Do(func() error { c.free(); return nil })
 		return err
 	}
-	c.rows = k
+	c.rows, c.ids = k, nil
 	return nil
 }
 

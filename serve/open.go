@@ -236,28 +236,27 @@ const minDefaultSlots = 2
 // refused: the default is the fastest measured (32 slots, sweeps of 16
 // batches), the halves what still fits beside other trainers.
 func (ss *session) admitRing(req *request, mode batch.Mode, layout pingpong.Layout) (slotRing, error) {
-	cfg := ss.srv.cfg
+	planBytes := seedPlanBytes * int64(len(req.seeds))
+	if req.link != nil {
+		planBytes = linkPlanBytes * int64(len(req.seeds))
+	}
+	gpu := req.device >= 0 && ss.srv.gpu != nil
 	for {
 		width := 1 // batches a fill takes: one on the CPU path
-		if req.device >= 0 && ss.srv.gpu != nil {
+		if gpu {
 			width = sweepWidth(ss.srv.gpu.cfg.SweepBatches, req.slots)
 		}
-		inFlight := int64(2*cfg.Prefetch + width)
-		planBytes := seedPlanBytes * int64(len(req.seeds))
-		if req.link != nil {
-			planBytes = linkPlanBytes * int64(len(req.seeds))
-		}
+		inFlight := int64(2*ss.srv.cfg.Prefetch + width)
 		slotBytes, extra := layout.SlotBytes*int64(req.slots), inFlight*mode.BatchBytes()+planBytes
 		err := ss.srv.admit(ss, slotBytes, extra)
-		var ring slotRing
 		if err == nil {
-			if ring, err = ss.srv.newRing(req, mode.Layout(), layout); err != nil {
-				ss.srv.leave(ss, slotBytes, extra)
+			ring, rerr := ss.srv.newRing(req, mode.Layout(), layout)
+			if rerr == nil {
+				ss.admitted = [2]int64{slotBytes, extra}
+				return ring, nil
 			}
-		}
-		if err == nil {
-			ss.admitted = [2]int64{slotBytes, extra}
-			return ring, nil
+			ss.srv.leave(ss, slotBytes, extra)
+			err = rerr
 		}
 		if !req.slotsDefault || req.slots <= minDefaultSlots || !errors.As(err, new(slotMemoryError)) {
 			return nil, err
