@@ -4,9 +4,9 @@ package serve
 // gives back.
 
 import (
-	"github.com/gnnloader/gnnloader/gather"
 	"testing"
 
+	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/ipc"
 )
 
@@ -115,4 +115,20 @@ func TestSweepWidth(t *testing.T) {
 			t.Errorf("sweepWidth(%d, %d) = %d, want %d", tc.batches, tc.slots, got, tc.want)
 		}
 	}
+}
+
+// TestBatchesAloneOverTheBudget: an Open whose sampled batches in flight
+// alone exceed the memory budget is told so (no number of slots would fit),
+// is refused before anything is allocated, and takes nothing from the
+// budget, however often it is sent.
+func TestBatchesAloneOverTheBudget(t *testing.T) {
+	srv, _ := testServer(t, Config{MemoryBudget: 4096})
+	for range 20 {
+		c := dial(t, srv)
+		c.hello()
+		o := openReq()
+		c.send(&o)
+		c.expectError(ipc.CodeLimit, "exceed the whole memory budget of 4096 bytes: lower batch_size or fanouts")
+	}
+	waitFor(t, func() bool { return srv.Trainers() == 0 && srv.BudgetUsed() == 0 && srv.SlotBytes() == 0 })
 }

@@ -50,7 +50,9 @@ func TestCUDADefaultSlotsHalveToFit(t *testing.T) {
 			t.Fatalf("trainer %d: no room for 2 slots in this test's slot memory (sampler %d bytes, slot %d)", i, work, sb)
 		}
 		c := dial(t, srv)
-		if got := c.handshake(req).Slots; int64(got) != want {
+		ranked := req // ranks of one job, so cudaRingOf tells their rings apart
+		ranked.Rank, ranked.WorldSize = uint32(i), 2
+		if got := c.handshake(ranked).Slots; int64(got) != want {
 			t.Fatalf("trainer %d got %d slots, want %d", i, got, want)
 		}
 		if i == 0 {
@@ -64,28 +66,25 @@ func TestCUDADefaultSlotsHalveToFit(t *testing.T) {
 	if inUse+2*sb <= mem {
 		t.Fatalf("room left for 2 more slots (%d of %d bytes in use): the refusals below would not be tested", inUse, mem)
 	}
-	for _, slots := range []uint32{0, 2} {
+	// Late trainers, asking for the default again and again or for 2, are
+	// refused, and leave the budget and the GPU's slot memory as they were.
+	used, slotMem := srv.BudgetUsed(), metricSums(t, srv)["gnnloader_gpu_slot_bytes"]
+	for i := range 12 {
 		c := dial(t, srv)
-		c.send(&ipc.Hello{Version: ipc.Version, Name: "late"})
-		c.recv()
+		c.hello()
 		r := req
-		r.Slots = slots
+		if i == 0 {
+			r.Slots = 2
+		}
 		c.send(&r)
 		c.expectError(ipc.CodeBusy, "do not fit in the GPU slot memory")
 	}
-	// The trainer given 16 slots is served whole, its fills sweeping up to 8.
-	ring := cudaRingOf(t, srv, 0)
-	first.send(&ipc.StartEpoch{Epoch: 0})
-	for done := false; !done; {
-		switch m := first.recv().(type) {
-		case *ipc.BatchReady:
-			copySlot(t, first, ring, m.Slot)
-			checkBatch(t, first, src, m)
-			first.send(&ipc.Release{Slot: m.Slot, Epoch: m.Epoch, Index: m.Index})
-		case *ipc.EpochEnd:
-			done = true
-		}
+	waitFor(t, func() bool { return srv.Trainers() == 2 })
+	if got, mem := srv.BudgetUsed(), metricSums(t, srv)["gnnloader_gpu_slot_bytes"]; got != used || mem != slotMem {
+		t.Fatalf("after the refusals: budget %d bytes in use (was %d), GPU slot memory %v (was %v)", got, used, mem, slotMem)
 	}
+	// The trainer given 16 slots is served whole, its fills sweeping up to 8.
+	checkCUDAEpoch(t, first, srv, src)
 
 	// A memory budget one byte short of the 32 slots' gives 16; asking for
 	// 32 is refused (they could never fit).
@@ -93,8 +92,7 @@ func TestCUDADefaultSlotsHalveToFit(t *testing.T) {
 	asked := req
 	asked.Slots = 32
 	c := dial(t, tight)
-	c.send(&ipc.Hello{Version: ipc.Version, Name: "asks"})
-	c.recv()
+	c.hello()
 	c.send(&asked)
 	c.expectError(ipc.CodeLimit, "exceed the whole memory budget")
 	if got := dial(t, tight).handshake(req).Slots; got != 16 {

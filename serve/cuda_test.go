@@ -274,22 +274,28 @@ func TestCUDABadRequests(t *testing.T) {
 		{"cuda:0", 16, 1024, ipc.CodeBusy, "do not fit"},
 	} {
 		c := dial(t, srv)
-		c.send(&ipc.Hello{Version: ipc.Version, Name: "bad"})
-		c.recv()
+		c.hello()
 		r := openReq()
 		r.Device, r.Slots, r.BatchSize = tc.device, tc.slots, tc.batch
 		c.send(&r)
 		c.expectError(tc.code, tc.text)
 	}
 	waitFor(t, func() bool { return srv.Trainers() == 1 }) // the refused sessions end after their Error
+	checkCUDAEpoch(t, good, srv, src)
+}
+
+// checkCUDAEpoch runs epoch 0 of the GPU trainer c (rank 0 of srv),
+// checking every batch against src from a copy of its slot.
+func checkCUDAEpoch(t *testing.T, c *client, srv *Server, src *Source) {
+	t.Helper()
 	ring := cudaRingOf(t, srv, 0)
-	good.send(&ipc.StartEpoch{Epoch: 0})
+	c.send(&ipc.StartEpoch{Epoch: 0})
 	for done := false; !done; {
-		switch m := good.recv().(type) {
+		switch m := c.recv().(type) {
 		case *ipc.BatchReady:
-			copySlot(t, good, ring, m.Slot)
-			checkBatch(t, good, src, m)
-			good.send(&ipc.Release{Slot: m.Slot, Epoch: m.Epoch, Index: m.Index})
+			copySlot(t, c, ring, m.Slot)
+			checkBatch(t, c, src, m)
+			c.send(&ipc.Release{Slot: m.Slot, Epoch: m.Epoch, Index: m.Index})
 		case *ipc.EpochEnd:
 			done = true
 		}

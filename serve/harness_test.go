@@ -97,12 +97,18 @@ func (c *client) recv() ipc.Msg {
 	return m
 }
 
-func (c *client) handshake(open ipc.Open) *ipc.Opened {
+// hello sends Hello and takes the Welcome.
+func (c *client) hello() {
 	c.t.Helper()
 	c.send(&ipc.Hello{Version: ipc.Version, Name: "test"})
 	if _, ok := c.recv().(*ipc.Welcome); !ok {
 		c.t.Fatal("no welcome")
 	}
+}
+
+func (c *client) handshake(open ipc.Open) *ipc.Opened {
+	c.t.Helper()
+	c.hello()
 	c.send(&open)
 	m := c.recv()
 	o, ok := m.(*ipc.Opened)

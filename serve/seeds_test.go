@@ -39,14 +39,6 @@ func (c *client) sendSeeds(count uint64, fd int) {
 	}
 }
 
-func (c *client) hello() {
-	c.t.Helper()
-	c.send(&ipc.Hello{Version: ipc.Version, Name: "seeds test"})
-	if _, ok := c.recv().(*ipc.Welcome); !ok {
-		c.t.Fatal("no welcome")
-	}
-}
-
 func customOpen() ipc.Open {
 	o := openReq()
 	o.Split, o.Shuffle, o.BatchSize = ipc.CustomSplit, false, 4
