@@ -26,6 +26,10 @@ Variants (same model, seeds and sampler; only the feature path differs):
             batches are taken from loaderd and copied once before the clock
             starts, then cycled for as many steps as an epoch has (no
             loading at all: the floor any loader can reach)
+  train_slots  train_only's steps on the first 32 batches held in their
+            loaderd slots (not copied; the daemon idle): what reading slots costs
+  train_busy   train_only while a second trainer process takes loaderd's
+            batches at full speed: what the daemon's work beside training costs
   pcie      pinned H2D memcpy bandwidth (the bound for 'loader')
 
 GraphSAGE: 3 layers (mean aggregation, root weight: PyG's SAGEConv), hidden
@@ -50,8 +54,8 @@ from gnnloader.table import open_table  # noqa: E402
 # The parts of this benchmark, sibling modules of this script (its directory
 # is sys.path[0] when it runs as `python3 examples/bench_train.py`). Every
 # name the script held before they were split off is still bench_train.NAME.
-from bench_train_feeds import (CPUGatherFeed, LoaderdFeed, PreloadedFeed, ResidentFeed,  # noqa: E402,F401
-                               _StructFeed, copy_table_to_gpu)
+from bench_train_feeds import (BusyConsumer, CPUGatherFeed, HeldSlotsFeed, LoaderdFeed,  # noqa: E402,F401
+                               PreloadedFeed, ResidentFeed, _StructFeed, copy_table_to_gpu)
 from bench_train_measure import (Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free,  # noqa: E402,F401
                                  host_register, host_unregister, pcie_bound, proc_mem, scrape, sync)
 from bench_train_model import SAGE, SAGEConv, _run_epoch, evaluate, run_epoch, train_variant  # noqa: E402,F401
@@ -162,6 +166,16 @@ def main():
                 # No accuracy: it trains on `keep` batches over and over.
                 r = train_variant(args, out(v), lambda s, sh, sd: PreloadedFeed(args, s, sh, sd, dev), dev, info,
                                   evaluate_after=False)
+            elif v == "train_slots":
+                r = train_variant(args, out(v), lambda s, sh, sd: HeldSlotsFeed(args, s, sh, sd, dev), dev, info,
+                                  evaluate_after=False)
+            elif v == "train_busy":
+                busy = BusyConsumer(args, dev)
+                try:
+                    r = train_variant(args, out(v), lambda s, sh, sd: PreloadedFeed(args, s, sh, sd, dev), dev, info,
+                                      evaluate_after=False)
+                finally:
+                    busy.stop()
             elif v == "cpu":
                 r = train_variant(args, out(v), lambda s, sh, sd: CPUGatherFeed(args, s, sh, sd, dev, table), dev, info)
             elif v == "resident":

@@ -200,6 +200,99 @@ class PreloadedFeed:
         self.batches = []
 
 
+class HeldSlotsFeed:
+    """train_slots: the first `keep` batches of an epoch taken from loaderd
+    and held in their slots (never released, so the daemon has nothing to
+    fill and stays idle), then cycled for len(feed) steps. The training reads
+    the slots' memory as loaderd's trainers do, with no loading beside it:
+    against train_only (the same steps on copies), what reading features from
+    slots costs; against loaderd, what the daemon's work beside training
+    costs."""
+
+    def __init__(self, args, split, shuffle, seed, dev, keep=32):
+        self.ld = gnnloader.Loader(args.socket, split=split, batch_size=args.batch_size, fanouts=args.fanouts,
+                                   shuffle=shuffle, seed=seed, device=str(dev), slots=args.slots, pyg=False,
+                                   release="manual")
+        self.n, self.dev = len(self.ld), dev
+        keep = min(keep, self.ld.opened.slots, self.n)
+        self.held, self.batches = [], []
+        for b in self.ld:
+            self.held.append(b)
+            self.batches.append((b.x, b.edge_index, b.y, b.batch_size, list(b.num_sampled_nodes),
+                                 list(b.num_sampled_edges), b.n_id.numel()))
+            if len(self.held) >= keep:
+                break
+        sync(dev)
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        for i in range(self.n):
+            yield self.batches[i % len(self.batches)]
+
+    def close(self):
+        sync(self.dev)  # the last steps are done with the slots
+        self.batches = []
+        for b in self.held:
+            self.ld.release(b)
+        self.held = []
+        self.ld.close()
+
+
+class BusyConsumer:
+    """A second trainer process that takes loaderd's batches as fast as the
+    daemon fills them (x.sum() on each, like the loader variant) until
+    stopped: the daemon's full load, without feeding the trainer under test
+    (train_busy)."""
+
+    # SIGTERM only sets a flag: the process then finishes its GPU work and
+    # says goodbye. A CUDA process killed with work in flight can leave an
+    # MPS server (and the other clients) hung, which the benchmark runs under.
+    _CODE = (
+        "import signal, sys, torch\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "import gnnloader\n"
+        "stop = []\n"
+        "signal.signal(signal.SIGTERM, lambda *a: stop.append(1))\n"
+        "ld = gnnloader.Loader(sys.argv[2], split='train', batch_size=int(sys.argv[3]),\n"
+        "    fanouts=[int(f) for f in sys.argv[4].split(',')], shuffle=True, seed=7, device=sys.argv[5],\n"
+        "    slots=int(sys.argv[6]), pyg=False)\n"
+        "acc = torch.zeros((), device=sys.argv[5])\n"
+        "print('ready', flush=True)\n"
+        "while not stop:\n"
+        "    for b in ld:\n"
+        "        acc += b.x.sum()\n"
+        "        if stop:\n"
+        "            break\n"
+        "if sys.argv[5].startswith('cuda'):\n"
+        "    torch.cuda.synchronize()\n"
+        "ld.close()\n"
+    )
+
+    def __init__(self, args, dev):
+        import subprocess
+        py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", self._CODE, py, args.socket, str(args.batch_size),
+             ",".join(str(f) for f in args.fanouts), str(dev), str(args.slots)],
+            stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if line.strip() != "ready":
+            self.stop()
+            raise RuntimeError(f"the busy consumer did not start: {line!r}")
+        time.sleep(1.0)  # its first fills in flight: the daemon at full load
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()  # a flag: it synchronises and closes
+            try:
+                self.proc.wait(30)
+            except Exception:  # noqa: BLE001
+                self.proc.kill()
+                self.proc.wait()
+
+
 def copy_table_to_gpu(table, dev):
     """The whole host table into GPU memory: DMA straight from the mapping
     when it can be registered read-only, else through two pinned staging

@@ -43,7 +43,7 @@ def render(paths):
         samp = d.get("sample_ms")
         if name.endswith("cpu"):
             gat = r.get("cpu_gather_ms")
-        elif name.endswith("resident") or name.endswith("train_only"):
+        elif name.endswith(("resident", "train_only", "train_slots", "train_busy")):
             gat = None
         else:
             gat = d.get("gather_fill_ms")

@@ -150,7 +150,10 @@ bench() {
 	shift 2
 	local table=(--table-socket "$work/$name.table")
 	[ -n "${NOTABLE:-}" ] && table=()
-	$PY examples/bench_train.py --socket "$work/$name.sock" "${table[@]}" \
+	# TRAIN_ENV: NAME=value words for the trainer's environment (EXTRA's train.NAME=value).
+	local tenv=()
+	read -r -a tenv <<< "${TRAIN_ENV:-}"
+	env "${tenv[@]}" $PY examples/bench_train.py --socket "$work/$name.sock" "${table[@]}" \
 		--metrics-url "http://127.0.0.1:$port/metrics" --daemon-pid "$dpid" --json-out "$OUT/${JSON_AS:-$name}.json" \
 		--hard-end "$((t_end - 10))" "$@" 2>&1 | cut -c1-2000 | tee -a "$logs"
 }
@@ -221,8 +224,11 @@ fi
 # --- extra daemons: EXTRA="label:flags;label:flags" (e.g.
 # "cpusample:--sampling cpu;sms8:--gather-sms 8"), each a new loaderd with
 # those flags (leading NAME=value words set its environment): loader only and
-# loaderd training, PHASE_BATCHES batches each. A first word slots=N makes
-# that phase's trainer ask for N slots instead of SLOTS (e.g. "s16:slots=16").
+# loaderd training, PHASE_BATCHES batches each. Leading words: slots=N makes
+# that phase's trainer ask for N slots instead of SLOTS (e.g. "s16:slots=16"),
+# variants=LIST runs those variants instead of loader,loaderd, and
+# train.NAME=value sets the trainer's environment (e.g.
+# "part:train.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=88 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=12").
 # PRIO=1 adds a run of the main daemon's flags with training on a
 # high-priority CUDA stream (label prio).
 if [ -n "${PRIO:-}" ]; then EXTRA="prio:;${EXTRA:-}"; fi
@@ -232,16 +238,25 @@ for ex in "${extras[@]}"; do
 	[ -z "$ex" ] && continue
 	lab=${ex%%:*}
 	read -r -a exflags <<< "${ex#*:}"
-	exslots=$SLOTS
-	if [[ ${exflags[0]:-} =~ ^slots=([0-9]+)$ ]]; then
-		exslots=${BASH_REMATCH[1]}
+	exslots=$SLOTS exvariants=loader,loaderd
+	trainenv=()
+	while [ ${#exflags[@]} -gt 0 ]; do
+		if [[ ${exflags[0]} =~ ^slots=([0-9]+)$ ]]; then
+			exslots=${BASH_REMATCH[1]}
+		elif [[ ${exflags[0]} =~ ^variants=([a-z_,]+)$ ]]; then
+			exvariants=${BASH_REMATCH[1]}
+		elif [[ ${exflags[0]} =~ ^train\.([A-Z_][A-Z0-9_]*=.*)$ ]]; then
+			trainenv+=("${BASH_REMATCH[1]}")
+		else
+			break
+		fi
 		exflags=("${exflags[@]:1}")
-	fi
+	done
 	trainflags=()
 	[ "$lab" = prio ] && trainflags=(--train-stream high)
 	port=$((port + 1))
 	if [ "$(left)" -gt "$need" ] && start_daemon "$lab" "$port" "${exflags[@]}"; then
-		JSON_AS=$lab bench "$lab" "$port" --label "$lab" --variants loader,loaderd --max-batches "$PHASE_BATCHES" --no-eval --slots "$exslots" "${trainflags[@]}"
+		JSON_AS=$lab TRAIN_ENV="${trainenv[*]}" bench "$lab" "$port" --label "$lab" --variants "$exvariants" --max-batches "$PHASE_BATCHES" --no-eval --slots "$exslots" "${trainflags[@]}"
 		stop_daemon
 		cat "$work/$lab.log" >> "$logs"
 	else
