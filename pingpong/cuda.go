@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/gnnloader/gnnloader/cudaext"
 )
@@ -30,6 +31,7 @@ type CUDARing struct {
 	base   cudaext.DevicePtr
 	handle cudaext.IPCMemHandle
 
+	mu              sync.Mutex // the events' lifetime: SignalReleased against free
 	ready, released []*cudaext.Event
 	events          [][2]cudaext.IPCEventHandle // per slot: ready, released
 
@@ -81,6 +83,23 @@ func NewCUDARing(ctx *cudaext.Context, n int, l Layout, reserve int64) (*CUDARin
 		return nil, err
 	}
 	return r, nil
+}
+
+// SignalReleased records every slot's "released" event on stream s (a
+// stream of the ring's context; context current), as if the trainer had
+// released every slot: for a trainer gone with its own records still queued
+// behind its kernels (killed mid-step), whose queued work died with its
+// context, so the fills' waits on those records would never end. A wait is
+// satisfied when a later record of the event completes. The trainer must be
+// gone: its kernels may still read the slots.
+func (r *CUDARing) SignalReleased(s *cudaext.Stream) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for _, e := range r.released {
+		errs = append(errs, e.Record(s))
+	}
+	return errors.Join(errs...)
 }
 
 // Context is the context the ring's memory and events live in.
@@ -167,6 +186,8 @@ func (r *CUDARing) Close() error {
 
 func (r *CUDARing) free() error {
 	return r.ctx.Do(func() error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		var errs []error
 		for _, e := range r.ready {
 			errs = append(errs, e.Destroy())

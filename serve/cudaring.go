@@ -198,6 +198,19 @@ func (r *cudaRing) Close() error {
 	return err
 }
 
+// Unstick records every slot's released event from the daemon's side, on
+// a stream of its own (unstick.go says when and why).
+func (r *cudaRing) Unstick() error {
+	return r.Context().Do(func() error {
+		s, err := cudaext.NewStream()
+		if err != nil {
+			return err
+		}
+		err = r.SignalReleased(s)
+		return errors.Join(err, s.Synchronize(), s.Destroy())
+	})
+}
+
 // stats are the ring's sweep counters, summed over its tables (bytes
 // per table's rows), and, with GPUConfig.Timing, the GPU time of its
 // sampling.

@@ -304,6 +304,9 @@ func (ss *session) fail(err error) {
 }
 
 func (ss *session) close() {
+	if u, ok := ss.ring.(unsticker); ok {
+		defer ss.watchClose(u)()
+	}
 	ss.stopEpoch()
 	ss.conn.Close()
 	ss.srv.forget(ss)

@@ -168,6 +168,64 @@ class KilledCudaTrainerTest(unittest.TestCase):
             self.assertEqual(d.stop(), 0)
 
 
+class KilledMidStepTest(unittest.TestCase):
+    """A trainer killed in the middle of a step, its release records still
+    queued behind its kernels (they die with its context): the ring's stream,
+    which waits on them before refilling a slot, must not stall loaderd.
+    Within serve's unstick limit (10 s) loaderd releases the gone trainer's
+    slots itself, frees its GPU memory, and serves the next trainer."""
+
+    def test_next_trainer_is_served(self):
+        require_gpu()
+        import signal
+        import subprocess
+        import time
+        d = Daemon(DATASET, "--gpus", "0")
+        py = os.path.join(os.path.dirname(__file__), "..", "..", "python")
+        try:
+            torch.cuda.init()
+            time.sleep(0.5)
+            before = torch.cuda.mem_get_info(0)[0]
+            # Each step sleeps about a second on the GPU before it touches
+            # the batch; the client records the previous slot's release after
+            # it, so three steps in, releases are queued behind seconds of
+            # kernels when the trainer dies.
+            code = ("import sys; sys.path.insert(0, %r); import torch, gnnloader;"
+                    "ld = gnnloader.Loader(%r, batch_size=1024, fanouts=[15, 10, 5], device='cuda:0', slots=4);"
+                    "n = 0\n"
+                    "for b in ld:\n"
+                    "    torch.cuda._sleep(2_000_000_000); b.x.sum(); n += 1\n"
+                    "    if n == 3: print('busy', flush=True)\n"
+                    ) % (py, d.socket)
+            p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+            self.assertEqual(p.stdout.readline().strip(), "busy")
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            killed = time.monotonic()
+            nxt = ("import sys; sys.path.insert(0, %r); import torch, gnnloader;"
+                   "ld = gnnloader.Loader(%r, batch_size=1024, fanouts=[15, 10, 5], device='cuda:0', slots=4);"
+                   "n = sum(1 for _ in ld); torch.cuda.synchronize(); ld.close(); print('epoch', n, flush=True)"
+                   ) % (py, d.socket)
+            try:
+                out = subprocess.run([sys.executable, "-c", nxt], capture_output=True, text=True, timeout=60)
+            except subprocess.TimeoutExpired:
+                self.fail("the next trainer was not served an epoch within 60 s of the killed one:\n" + d.logs()[-3000:])
+            self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+            self.assertTrue(out.stdout.startswith("epoch "), out.stdout)
+            deadline = time.monotonic() + 30
+            while True:
+                after = torch.cuda.mem_get_info(0)[0]
+                if after >= before - (8 << 20):
+                    break
+                self.assertLess(time.monotonic(), deadline,
+                                f"GPU memory did not return: free {before} before, {after} after\n" + d.logs()[-3000:])
+                time.sleep(0.1)
+            print(f"killed mid-step: next trainer's epoch done and memory back {time.monotonic() - killed:.1f} s after "
+                  f"SIGKILL; unstuck: {'releases its slots itself' in d.logs()}", file=sys.stderr)
+        finally:
+            self.assertEqual(d.stop(), 0)
+
+
 class DriverTooOldTest(unittest.TestCase):
     def test_kernels_the_driver_cannot_load_stop_loaderd_at_start(self):
         """Kernels newer than the driver (here: PTX of a version no driver
