@@ -115,6 +115,12 @@ static const struct { void **ptr; const char *name; } syms[] = {
 	SYM(p_cuIpcOpenEventHandle, "cuIpcOpenEventHandle"),
 };
 
+// CALL calls a resolved driver entry point, or says the driver is not
+// loaded: a call before a successful Init (or after a failed one) is an
+// error, not a jump to a null pointer.
+#define GNN_NOT_INITIALIZED 3 /* CUDA_ERROR_NOT_INITIALIZED (codeNotInitialized in Go) */
+#define CALL(p, ...) ((p) != NULL ? (p)(__VA_ARGS__) : GNN_NOT_INITIALIZED)
+
 int gnn_cu_load(const char *path, char *err, size_t errlen) {
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (h == NULL) {
@@ -136,57 +142,57 @@ int gnn_cu_load(const char *path, char *err, size_t errlen) {
 	return 0;
 }
 
-CUresult gnn_cuInit(unsigned int f) { return p_cuInit(f); }
-CUresult gnn_cuDriverGetVersion(int *v) { return p_cuDriverGetVersion(v); }
-CUresult gnn_cuGetErrorName(CUresult e, const char **s) { return p_cuGetErrorName(e, s); }
-CUresult gnn_cuGetErrorString(CUresult e, const char **s) { return p_cuGetErrorString(e, s); }
-CUresult gnn_cuDeviceGetCount(int *n) { return p_cuDeviceGetCount(n); }
-CUresult gnn_cuDeviceGet(CUdevice *d, int o) { return p_cuDeviceGet(d, o); }
-CUresult gnn_cuDeviceGetAttribute(int *v, int a, CUdevice d) { return p_cuDeviceGetAttribute(v, a, d); }
-CUresult gnn_cuDeviceGetName(char *n, int l, CUdevice d) { return p_cuDeviceGetName(n, l, d); }
-CUresult gnn_cuDeviceGetPCIBusId(char *n, int l, CUdevice d) { return p_cuDeviceGetPCIBusId(n, l, d); }
-CUresult gnn_cuDeviceTotalMem(size_t *b, CUdevice d) { return p_cuDeviceTotalMem(b, d); }
-CUresult gnn_cuDeviceCanAccessPeer(int *c, CUdevice d, CUdevice p) { return p_cuDeviceCanAccessPeer(c, d, p); }
-CUresult gnn_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { return p_cuDevicePrimaryCtxRetain(c, d); }
-CUresult gnn_cuDevicePrimaryCtxRelease(CUdevice d) { return p_cuDevicePrimaryCtxRelease(d); }
-CUresult gnn_cuCtxSetCurrent(CUcontext c) { return p_cuCtxSetCurrent(c); }
-CUresult gnn_cuCtxGetCurrent(CUcontext *c) { return p_cuCtxGetCurrent(c); }
-CUresult gnn_cuCtxSynchronize(void) { return p_cuCtxSynchronize(); }
-CUresult gnn_cuCtxEnablePeerAccess(CUcontext p, unsigned int f) { return p_cuCtxEnablePeerAccess(p, f); }
-CUresult gnn_cuStreamCreate(CUstream *s, unsigned int f) { return p_cuStreamCreate(s, f); }
-CUresult gnn_cuStreamSynchronize(CUstream s) { return p_cuStreamSynchronize(s); }
-CUresult gnn_cuStreamQuery(CUstream s) { return p_cuStreamQuery(s); }
-CUresult gnn_cuStreamDestroy(CUstream s) { return p_cuStreamDestroy(s); }
-CUresult gnn_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int f) { return p_cuStreamWaitEvent(s, e, f); }
-CUresult gnn_cuEventCreate(CUevent *e, unsigned int f) { return p_cuEventCreate(e, f); }
-CUresult gnn_cuEventRecord(CUevent e, CUstream s) { return p_cuEventRecord(e, s); }
-CUresult gnn_cuEventSynchronize(CUevent e) { return p_cuEventSynchronize(e); }
-CUresult gnn_cuEventQuery(CUevent e) { return p_cuEventQuery(e); }
-CUresult gnn_cuEventElapsedTime(float *ms, CUevent a, CUevent b) { return p_cuEventElapsedTime(ms, a, b); }
-CUresult gnn_cuEventDestroy(CUevent e) { return p_cuEventDestroy(e); }
-CUresult gnn_cuMemAlloc(CUdeviceptr *p, size_t n) { return p_cuMemAlloc(p, n); }
-CUresult gnn_cuMemFree(CUdeviceptr p) { return p_cuMemFree(p); }
-CUresult gnn_cuMemGetInfo(size_t *f, size_t *t) { return p_cuMemGetInfo(f, t); }
-CUresult gnn_cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) { return p_cuMemsetD8Async(p, v, n, s); }
-CUresult gnn_cuMemsetD32Async(CUdeviceptr p, unsigned int v, size_t n, CUstream s) { return p_cuMemsetD32Async(p, v, n, s); }
-CUresult gnn_cuMemcpyHtoDAsync(CUdeviceptr d, const void *h, size_t n, CUstream s) { return p_cuMemcpyHtoDAsync(d, h, n, s); }
-CUresult gnn_cuMemcpyDtoHAsync(void *h, CUdeviceptr d, size_t n, CUstream s) { return p_cuMemcpyDtoHAsync(h, d, n, s); }
-CUresult gnn_cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr x, size_t n, CUstream s) { return p_cuMemcpyDtoDAsync(d, x, n, s); }
-CUresult gnn_cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr x, CUcontext xc, size_t n, CUstream s) { return p_cuMemcpyPeerAsync(d, dc, x, xc, n, s); }
-CUresult gnn_cuMemHostRegister(void *p, size_t n, unsigned int f) { return p_cuMemHostRegister(p, n, f); }
-CUresult gnn_cuMemHostUnregister(void *p) { return p_cuMemHostUnregister(p); }
-CUresult gnn_cuMemHostGetDevicePointer(CUdeviceptr *d, void *p, unsigned int f) { return p_cuMemHostGetDevicePointer(d, p, f); }
-CUresult gnn_cuModuleLoadData(CUmodule *m, const void *img) { return p_cuModuleLoadData(m, img); }
-CUresult gnn_cuModuleUnload(CUmodule m) { return p_cuModuleUnload(m); }
-CUresult gnn_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *n) { return p_cuModuleGetFunction(f, m, n); }
+CUresult gnn_cuInit(unsigned int f) { return CALL(p_cuInit, f); }
+CUresult gnn_cuDriverGetVersion(int *v) { return CALL(p_cuDriverGetVersion, v); }
+CUresult gnn_cuGetErrorName(CUresult e, const char **s) { return CALL(p_cuGetErrorName, e, s); }
+CUresult gnn_cuGetErrorString(CUresult e, const char **s) { return CALL(p_cuGetErrorString, e, s); }
+CUresult gnn_cuDeviceGetCount(int *n) { return CALL(p_cuDeviceGetCount, n); }
+CUresult gnn_cuDeviceGet(CUdevice *d, int o) { return CALL(p_cuDeviceGet, d, o); }
+CUresult gnn_cuDeviceGetAttribute(int *v, int a, CUdevice d) { return CALL(p_cuDeviceGetAttribute, v, a, d); }
+CUresult gnn_cuDeviceGetName(char *n, int l, CUdevice d) { return CALL(p_cuDeviceGetName, n, l, d); }
+CUresult gnn_cuDeviceGetPCIBusId(char *n, int l, CUdevice d) { return CALL(p_cuDeviceGetPCIBusId, n, l, d); }
+CUresult gnn_cuDeviceTotalMem(size_t *b, CUdevice d) { return CALL(p_cuDeviceTotalMem, b, d); }
+CUresult gnn_cuDeviceCanAccessPeer(int *c, CUdevice d, CUdevice p) { return CALL(p_cuDeviceCanAccessPeer, c, d, p); }
+CUresult gnn_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { return CALL(p_cuDevicePrimaryCtxRetain, c, d); }
+CUresult gnn_cuDevicePrimaryCtxRelease(CUdevice d) { return CALL(p_cuDevicePrimaryCtxRelease, d); }
+CUresult gnn_cuCtxSetCurrent(CUcontext c) { return CALL(p_cuCtxSetCurrent, c); }
+CUresult gnn_cuCtxGetCurrent(CUcontext *c) { return CALL(p_cuCtxGetCurrent, c); }
+CUresult gnn_cuCtxSynchronize(void) { return CALL(p_cuCtxSynchronize); }
+CUresult gnn_cuCtxEnablePeerAccess(CUcontext p, unsigned int f) { return CALL(p_cuCtxEnablePeerAccess, p, f); }
+CUresult gnn_cuStreamCreate(CUstream *s, unsigned int f) { return CALL(p_cuStreamCreate, s, f); }
+CUresult gnn_cuStreamSynchronize(CUstream s) { return CALL(p_cuStreamSynchronize, s); }
+CUresult gnn_cuStreamQuery(CUstream s) { return CALL(p_cuStreamQuery, s); }
+CUresult gnn_cuStreamDestroy(CUstream s) { return CALL(p_cuStreamDestroy, s); }
+CUresult gnn_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int f) { return CALL(p_cuStreamWaitEvent, s, e, f); }
+CUresult gnn_cuEventCreate(CUevent *e, unsigned int f) { return CALL(p_cuEventCreate, e, f); }
+CUresult gnn_cuEventRecord(CUevent e, CUstream s) { return CALL(p_cuEventRecord, e, s); }
+CUresult gnn_cuEventSynchronize(CUevent e) { return CALL(p_cuEventSynchronize, e); }
+CUresult gnn_cuEventQuery(CUevent e) { return CALL(p_cuEventQuery, e); }
+CUresult gnn_cuEventElapsedTime(float *ms, CUevent a, CUevent b) { return CALL(p_cuEventElapsedTime, ms, a, b); }
+CUresult gnn_cuEventDestroy(CUevent e) { return CALL(p_cuEventDestroy, e); }
+CUresult gnn_cuMemAlloc(CUdeviceptr *p, size_t n) { return CALL(p_cuMemAlloc, p, n); }
+CUresult gnn_cuMemFree(CUdeviceptr p) { return CALL(p_cuMemFree, p); }
+CUresult gnn_cuMemGetInfo(size_t *f, size_t *t) { return CALL(p_cuMemGetInfo, f, t); }
+CUresult gnn_cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) { return CALL(p_cuMemsetD8Async, p, v, n, s); }
+CUresult gnn_cuMemsetD32Async(CUdeviceptr p, unsigned int v, size_t n, CUstream s) { return CALL(p_cuMemsetD32Async, p, v, n, s); }
+CUresult gnn_cuMemcpyHtoDAsync(CUdeviceptr d, const void *h, size_t n, CUstream s) { return CALL(p_cuMemcpyHtoDAsync, d, h, n, s); }
+CUresult gnn_cuMemcpyDtoHAsync(void *h, CUdeviceptr d, size_t n, CUstream s) { return CALL(p_cuMemcpyDtoHAsync, h, d, n, s); }
+CUresult gnn_cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr x, size_t n, CUstream s) { return CALL(p_cuMemcpyDtoDAsync, d, x, n, s); }
+CUresult gnn_cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr x, CUcontext xc, size_t n, CUstream s) { return CALL(p_cuMemcpyPeerAsync, d, dc, x, xc, n, s); }
+CUresult gnn_cuMemHostRegister(void *p, size_t n, unsigned int f) { return CALL(p_cuMemHostRegister, p, n, f); }
+CUresult gnn_cuMemHostUnregister(void *p) { return CALL(p_cuMemHostUnregister, p); }
+CUresult gnn_cuMemHostGetDevicePointer(CUdeviceptr *d, void *p, unsigned int f) { return CALL(p_cuMemHostGetDevicePointer, d, p, f); }
+CUresult gnn_cuModuleLoadData(CUmodule *m, const void *img) { return CALL(p_cuModuleLoadData, m, img); }
+CUresult gnn_cuModuleUnload(CUmodule m) { return CALL(p_cuModuleUnload, m); }
+CUresult gnn_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *n) { return CALL(p_cuModuleGetFunction, f, m, n); }
 CUresult gnn_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                             unsigned int bx, unsigned int by, unsigned int bz,
                             unsigned int shmem, CUstream s, void **params, void **extra) {
-	return p_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+	return CALL(p_cuLaunchKernel, f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
 }
-CUresult gnn_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int b, size_t sh) { return p_cuOccupancyMaxActiveBlocksPerMultiprocessor(n, f, b, sh); }
-CUresult gnn_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) { return p_cuIpcGetMemHandle(h, p); }
-CUresult gnn_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle *h, unsigned int f) { return p_cuIpcOpenMemHandle(p, *h, f); }
-CUresult gnn_cuIpcCloseMemHandle(CUdeviceptr p) { return p_cuIpcCloseMemHandle(p); }
-CUresult gnn_cuIpcGetEventHandle(CUipcEventHandle *h, CUevent e) { return p_cuIpcGetEventHandle(h, e); }
-CUresult gnn_cuIpcOpenEventHandle(CUevent *e, CUipcEventHandle *h) { return p_cuIpcOpenEventHandle(e, *h); }
+CUresult gnn_cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int b, size_t sh) { return CALL(p_cuOccupancyMaxActiveBlocksPerMultiprocessor, n, f, b, sh); }
+CUresult gnn_cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) { return CALL(p_cuIpcGetMemHandle, h, p); }
+CUresult gnn_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle *h, unsigned int f) { return CALL(p_cuIpcOpenMemHandle, p, *h, f); }
+CUresult gnn_cuIpcCloseMemHandle(CUdeviceptr p) { return CALL(p_cuIpcCloseMemHandle, p); }
+CUresult gnn_cuIpcGetEventHandle(CUipcEventHandle *h, CUevent e) { return CALL(p_cuIpcGetEventHandle, h, e); }
+CUresult gnn_cuIpcOpenEventHandle(CUevent *e, CUipcEventHandle *h) { return CALL(p_cuIpcOpenEventHandle, e, *h); }
