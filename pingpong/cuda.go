@@ -86,20 +86,23 @@ func NewCUDARing(ctx *cudaext.Context, n int, l Layout, reserve int64) (*CUDARin
 }
 
 // SignalReleased records every slot's "released" event on stream s (a
-// stream of the ring's context; context current), as if the trainer had
-// released every slot: for a trainer gone with its own records still queued
-// behind its kernels (killed mid-step), whose queued work died with its
-// context, so the fills' waits on those records would never end. A wait is
-// satisfied when a later record of the event completes. The trainer must be
-// gone: its kernels may still read the slots.
-func (r *CUDARing) SignalReleased(s *cudaext.Stream) error {
+// stream of the ring's context; context current), as a trainer releasing
+// every slot would, and returns how many it recorded (none once the ring is
+// closed). It is for a trainer gone with its own records still queued
+// behind its kernels (killed mid-step): those died with its context, and
+// the fills' waits on them would never end. CUDA documents a wait as tied
+// to the record current when the wait was queued, and says nothing of IPC
+// events whose recording process died; whether this record ends such a
+// wait is what python/tests/test_cuda.py's KilledMidStepTest shows on a
+// GPU. The trainer must be gone: its kernels could still read the slots.
+func (r *CUDARing) SignalReleased(s *cudaext.Stream) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var errs []error
 	for _, e := range r.released {
 		errs = append(errs, e.Record(s))
 	}
-	return errors.Join(errs...)
+	return len(r.released), errors.Join(errs...)
 }
 
 // Context is the context the ring's memory and events live in.

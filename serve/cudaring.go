@@ -200,15 +200,16 @@ func (r *cudaRing) Close() error {
 
 // Unstick records every slot's released event from the daemon's side, on
 // a stream of its own (unstick.go says when and why).
-func (r *cudaRing) Unstick() error {
-	return r.Context().Do(func() error {
+func (r *cudaRing) Unstick() (n int, err error) {
+	err = r.Context().Do(func() error {
 		s, err := cudaext.NewStream()
 		if err != nil {
 			return err
 		}
-		err = r.SignalReleased(s)
+		n, err = r.SignalReleased(s)
 		return errors.Join(err, s.Synchronize(), s.Destroy())
 	})
+	return n, err
 }
 
 // stats are the ring's sweep counters, summed over its tables (bytes

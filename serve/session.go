@@ -34,6 +34,9 @@ type session struct {
 	log  *slog.Logger
 	id   uint64
 	pid  int
+	// vanished: the trainer's end of the connection closed without a
+	// goodbye (unstick.go, when its pid is unknown).
+	vanished atomic.Bool
 
 	mu    sync.Mutex
 	state ipc.State
@@ -99,6 +102,7 @@ func (ss *session) run(ctx context.Context) {
 			switch {
 			case ctx.Err() != nil:
 			case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+				ss.vanished.Store(true)
 				if ss.req != nil {
 					ss.log.Info("trainer disconnected without goodbye", "rank", ss.rank(), "pid", ss.pid)
 				}
