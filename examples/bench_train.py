@@ -77,6 +77,9 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-seed", type=int, default=12345)
     p.add_argument("--slots", type=int, default=0, help="slots per trainer (0 = the daemon's default)")
+    p.add_argument("--wait-timeout", type=float, default=120.0,
+                   help="seconds any one wait on loaderd may take before the variant fails (0: no limit); "
+                        "a stalled daemon then ends that variant with an error, not the whole run")
     p.add_argument("--max-batches", type=int, default=0, help="stop an epoch after this many batches (0 = whole)")
     p.add_argument("--no-eval", action="store_true")
     p.add_argument("--label", default="", help="prefix of the variants' names in the output (e.g. mps)")
@@ -106,7 +109,7 @@ def main():
         table = open_table(args.table_socket)
         res["table"] = dict(table.info, map_s=time.perf_counter() - t)
     with gnnloader.Loader(args.socket, split="train", batch_size=args.batch_size, fanouts=args.fanouts,
-                          device="cpu", slots=1, pyg=False, release="manual") as probe:
+                          device="cpu", slots=1, pyg=False, release="manual", timeout=args.wait_timeout) as probe:
         info = {"feature_dim": probe.dataset.feature_dim, "num_classes": probe.dataset.num_classes,
                 "num_nodes": probe.dataset.num_nodes, "num_edges": probe.dataset.num_edges,
                 "batches": len(probe), "feature_dtype": probe.dataset.feature_dtype}
@@ -143,7 +146,7 @@ def main():
                     f1 = gpu_free(dev)
                     second = gnnloader.Loader(args.socket, split="train", batch_size=args.batch_size,
                                               fanouts=args.fanouts, device=str(dev), rank=0, world_size=1,
-                                              slots=args.slots, pyg=False)
+                                              slots=args.slots, pyg=False, timeout=args.wait_timeout)
                     mem["second_gpu_bytes_added"] = f1 - gpu_free(dev)
                     mem["daemon_mem_2"] = proc_mem(args.daemon_pid)
                     second.close()

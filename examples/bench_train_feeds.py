@@ -25,7 +25,8 @@ class LoaderdFeed:
 
     def __init__(self, args, split, shuffle, seed, dev):
         self.ld = gnnloader.Loader(args.socket, split=split, batch_size=args.batch_size, fanouts=args.fanouts,
-                                   shuffle=shuffle, seed=seed, device=str(dev), slots=args.slots, pyg=False)
+                                   shuffle=shuffle, seed=seed, device=str(dev), slots=args.slots, pyg=False,
+                                   timeout=args.wait_timeout)
         self.dev = dev
         self.row_bytes = None
 
@@ -50,7 +51,7 @@ class _StructFeed:
     def __init__(self, args, split, shuffle, seed, dev, table):
         self.ld = StructLoader(args.socket, split=split, batch_size=args.batch_size, fanouts=args.fanouts,
                                shuffle=shuffle, seed=seed, device="cpu", slots=max(args.slots, 3),
-                               release="manual", pyg=False)
+                               release="manual", pyg=False, timeout=args.wait_timeout)
         self.dev, self.table = dev, table
         self.cuda = dev.type == "cuda"
         self.reg = []
@@ -176,7 +177,8 @@ class PreloadedFeed:
 
     def __init__(self, args, split, shuffle, seed, dev, keep=32):
         ld = gnnloader.Loader(args.socket, split=split, batch_size=args.batch_size, fanouts=args.fanouts,
-                              shuffle=shuffle, seed=seed, device=str(dev), slots=args.slots, pyg=False)
+                              shuffle=shuffle, seed=seed, device=str(dev), slots=args.slots, pyg=False,
+                              timeout=args.wait_timeout)
         try:
             self.n = len(ld)
             self.batches = []
@@ -212,7 +214,7 @@ class HeldSlotsFeed:
     def __init__(self, args, split, shuffle, seed, dev, keep=32):
         self.ld = gnnloader.Loader(args.socket, split=split, batch_size=args.batch_size, fanouts=args.fanouts,
                                    shuffle=shuffle, seed=seed, device=str(dev), slots=args.slots, pyg=False,
-                                   release="manual")
+                                   release="manual", timeout=args.wait_timeout)
         self.n, self.dev = len(self.ld), dev
         keep = min(keep, self.ld.opened.slots, self.n)
         self.held, self.batches = [], []
@@ -257,7 +259,7 @@ class BusyConsumer:
         "signal.signal(signal.SIGTERM, lambda *a: stop.append(1))\n"
         "ld = gnnloader.Loader(sys.argv[2], split='train', batch_size=int(sys.argv[3]),\n"
         "    fanouts=[int(f) for f in sys.argv[4].split(',')], shuffle=True, seed=7, device=sys.argv[5],\n"
-        "    slots=int(sys.argv[6]), pyg=False)\n"
+        "    slots=int(sys.argv[6]), pyg=False, timeout=float(sys.argv[7]))\n"
         "acc = torch.zeros((), device=sys.argv[5])\n"
         "print('ready', flush=True)\n"
         "while not stop:\n"
@@ -275,7 +277,7 @@ class BusyConsumer:
         py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", self._CODE, py, args.socket, str(args.batch_size),
-             ",".join(str(f) for f in args.fanouts), str(dev), str(args.slots)],
+             ",".join(str(f) for f in args.fanouts), str(dev), str(args.slots), str(args.wait_timeout)],
             stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if line.strip() != "ready":

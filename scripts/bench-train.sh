@@ -155,7 +155,7 @@ bench() {
 	read -r -a tenv <<< "${TRAIN_ENV:-}"
 	env "${tenv[@]}" $PY examples/bench_train.py --socket "$work/$name.sock" "${table[@]}" \
 		--metrics-url "http://127.0.0.1:$port/metrics" --daemon-pid "$dpid" --json-out "$OUT/${JSON_AS:-$name}.json" \
-		--hard-end "$((t_end - 10))" "$@" 2>&1 | cut -c1-2000 | tee -a "$logs"
+		--hard-end "$((t_end - 10))" "$@" 2>&1 | awk '{ print substr($0, 1, 2000); fflush() }' | tee -a "$logs"
 }
 
 {
