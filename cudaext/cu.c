@@ -116,8 +116,8 @@ static const struct { void **ptr; const char *name; } syms[] = {
 };
 
 // CALL calls a resolved driver entry point, or says the driver is not
-// loaded: a call before a successful Init (or after a failed one) is an
-// error, not a jump to a null pointer.
+// loaded: a call before Init, or after Init failed to load the library, is
+// an error, not a jump to a null pointer.
 #define GNN_NOT_INITIALIZED 3 /* CUDA_ERROR_NOT_INITIALIZED (codeNotInitialized in Go) */
 #define CALL(p, ...) ((p) != NULL ? (p)(__VA_ARGS__) : GNN_NOT_INITIALIZED)
 
@@ -157,7 +157,7 @@ CUresult gnn_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { return CALL(p_
 CUresult gnn_cuDevicePrimaryCtxRelease(CUdevice d) { return CALL(p_cuDevicePrimaryCtxRelease, d); }
 CUresult gnn_cuCtxSetCurrent(CUcontext c) { return CALL(p_cuCtxSetCurrent, c); }
 CUresult gnn_cuCtxGetCurrent(CUcontext *c) { return CALL(p_cuCtxGetCurrent, c); }
-CUresult gnn_cuCtxSynchronize(void) { return CALL(p_cuCtxSynchronize); }
+CUresult gnn_cuCtxSynchronize(void) { return p_cuCtxSynchronize != NULL ? p_cuCtxSynchronize() : GNN_NOT_INITIALIZED; }
 CUresult gnn_cuCtxEnablePeerAccess(CUcontext p, unsigned int f) { return CALL(p_cuCtxEnablePeerAccess, p, f); }
 CUresult gnn_cuStreamCreate(CUstream *s, unsigned int f) { return CALL(p_cuStreamCreate, s, f); }
 CUresult gnn_cuStreamSynchronize(CUstream s) { return CALL(p_cuStreamSynchronize, s); }

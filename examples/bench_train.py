@@ -26,8 +26,9 @@ Variants (same model, seeds and sampler; only the feature path differs):
             batches are taken from loaderd and copied once before the clock
             starts, then cycled for as many steps as an epoch has (no
             loading at all: the floor any loader can reach)
-  train_slots  train_only's steps on the first 32 batches held in their
-            loaderd slots (not copied; the daemon idle): what reading slots costs
+  train_slots  train_only's steps on the first 32 batches (at most its
+            slots) held in their loaderd slots (not copied; the daemon
+            idle): what reading slots costs
   train_busy   train_only while a second trainer process takes loaderd's
             batches at full speed: what the daemon's work beside training costs
   pcie      pinned H2D memcpy bandwidth (the bound for 'loader')
@@ -177,8 +178,11 @@ def main():
                 try:
                     r = train_variant(args, out(v), lambda s, sh, sd: PreloadedFeed(args, s, sh, sd, dev), dev, info,
                                       evaluate_after=False)
+                    alive = busy.running()
                 finally:
-                    busy.stop()
+                    code = busy.stop()
+                if not alive:  # it stopped taking batches: that was train_only
+                    r = {"error": f"the busy consumer exited ({code}) before the steps ended", "measured": r}
             elif v == "cpu":
                 r = train_variant(args, out(v), lambda s, sh, sd: CPUGatherFeed(args, s, sh, sd, dev, table), dev, info)
             elif v == "resident":

@@ -216,15 +216,21 @@ class HeldSlotsFeed:
                                    shuffle=shuffle, seed=seed, device=str(dev), slots=args.slots, pyg=False,
                                    release="manual", timeout=args.wait_timeout)
         self.n, self.dev = len(self.ld), dev
-        keep = min(keep, self.ld.opened.slots, self.n)
         self.held, self.batches = [], []
-        for b in self.ld:
-            self.held.append(b)
-            self.batches.append((b.x, b.edge_index, b.y, b.batch_size, list(b.num_sampled_nodes),
-                                 list(b.num_sampled_edges), b.n_id.numel()))
-            if len(self.held) >= keep:
-                break
-        sync(dev)
+        try:
+            # At most the trainer's slots: with fewer slots it cycles fewer
+            # batches than train_only's 32 (each is a whole batch all the same).
+            keep = min(keep, self.ld.opened.slots, self.n)
+            for b in self.ld:
+                self.held.append(b)
+                self.batches.append((b.x, b.edge_index, b.y, b.batch_size, list(b.num_sampled_nodes),
+                                     list(b.num_sampled_edges), b.n_id.numel()))
+                if len(self.held) >= keep:
+                    break
+            sync(dev)
+        except BaseException:
+            self.close()
+            raise
 
     def __len__(self):
         return self.n
@@ -273,26 +279,46 @@ class BusyConsumer:
     )
 
     def __init__(self, args, dev):
+        import select
         import subprocess
         py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+        self.wait_timeout = args.wait_timeout or 120.0
         self.proc = subprocess.Popen(
             [sys.executable, "-c", self._CODE, py, args.socket, str(args.batch_size),
              ",".join(str(f) for f in args.fanouts), str(dev), str(args.slots), str(args.wait_timeout)],
-            stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
+            stdout=subprocess.PIPE, text=True, preexec_fn=_term_with_parent)
+        ready, _, _ = select.select([self.proc.stdout], [], [], self.wait_timeout)
+        line = self.proc.stdout.readline() if ready else ""
         if line.strip() != "ready":
             self.stop()
-            raise RuntimeError(f"the busy consumer did not start: {line!r}")
+            raise RuntimeError(f"the busy consumer did not start within {self.wait_timeout:.0f} s: {line!r}")
         time.sleep(1.0)  # its first fills in flight: the daemon at full load
 
+    def running(self):
+        """Whether it is still taking batches (train_busy is train_only if not)."""
+        return self.proc.poll() is None
+
     def stop(self):
+        """Stops it; returns its exit status."""
         if self.proc.poll() is None:
             self.proc.terminate()  # a flag: it synchronises and closes
-            try:
-                self.proc.wait(30)
+            try:  # at most one wait on the daemon, then its goodbye
+                self.proc.wait(self.wait_timeout + 30)
             except Exception:  # noqa: BLE001
                 self.proc.kill()
                 self.proc.wait()
+        return self.proc.returncode
+
+
+def _term_with_parent():
+    """In the busy consumer, before exec: SIGTERM (its clean stop) when the
+    benchmark dies, so it never outlives it (Linux prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None).prctl(1, int(signal.SIGTERM))
+    except (OSError, AttributeError):
+        pass
 
 
 def copy_table_to_gpu(table, dev):

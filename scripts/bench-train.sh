@@ -155,7 +155,7 @@ bench() {
 	read -r -a tenv <<< "${TRAIN_ENV:-}"
 	env "${tenv[@]}" $PY examples/bench_train.py --socket "$work/$name.sock" "${table[@]}" \
 		--metrics-url "http://127.0.0.1:$port/metrics" --daemon-pid "$dpid" --json-out "$OUT/${JSON_AS:-$name}.json" \
-		--hard-end "$((t_end - 10))" "$@" 2>&1 | awk '{ print substr($0, 1, 2000); fflush() }' | tee -a "$logs"
+		--hard-end "$((t_end - 10))" "$@" 2>&1 | sed -u 's/^\(.\{2000\}\).*/\1/' | tee -a "$logs"
 }
 
 {
@@ -224,7 +224,8 @@ fi
 # --- extra daemons: EXTRA="label:flags;label:flags" (e.g.
 # "cpusample:--sampling cpu;sms8:--gather-sms 8"), each a new loaderd with
 # those flags (leading NAME=value words set its environment): loader only and
-# loaderd training, PHASE_BATCHES batches each. Leading words: slots=N makes
+# loaderd training, PHASE_BATCHES batches each. Leading words (first these,
+# in any order, then the daemon's NAME=value words; no value holds a space): slots=N makes
 # that phase's trainer ask for N slots instead of SLOTS (e.g. "s16:slots=16"),
 # variants=LIST runs those variants instead of loader,loaderd, and
 # train.NAME=value sets the trainer's environment (e.g.
