@@ -20,6 +20,24 @@ from bench_train_measure import host_register, host_unregister, sync  # noqa: E4
 # Each yields (x, edge_index, y, batch_size, nodes, edges, cleanup) on the device,
 # x already available to the current stream.
 
+def step_inputs(b, x, ei, y):
+    """What a feed yields for batch b with these x, edge_index and y."""
+    return x, ei, y, b.batch_size, list(b.num_sampled_nodes), list(b.num_sampled_edges), b.n_id.numel()
+
+
+class _CycledFeed:
+    """A feed of len(feed) steps over the batches it keeps, in turn."""
+
+    n = 0
+    batches = ()
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        for i in range(self.n):
+            yield self.batches[i % len(self.batches)]
+
 class LoaderdFeed:
     """loaderd's GPU slots (or CPU slots on a CPU-only machine)."""
 
@@ -38,7 +56,7 @@ class LoaderdFeed:
             x, ei, y = b.x, b.edge_index, b.y
             if self.dev.type != "cuda" and x.device != self.dev:
                 x, ei, y = x.to(self.dev), ei.to(self.dev), y.to(self.dev)
-            yield x, ei, y, b.batch_size, list(b.num_sampled_nodes), list(b.num_sampled_edges), b.n_id.numel()
+            yield step_inputs(b, x, ei, y)
 
     def close(self):
         self.ld.close()
@@ -124,8 +142,7 @@ class CPUGatherFeed(_StructFeed):
                 torch.cuda.current_stream(self.dev).wait_event(ev)
                 for t in (x, ei, y):
                     t.record_stream(torch.cuda.current_stream(self.dev))
-            item = (x, ei, y, cur.batch_size, list(cur.num_sampled_nodes), list(cur.num_sampled_edges),
-                    cur.n_id.numel())
+            item = step_inputs(cur, x, ei, y)
             if prev is not None:
                 self.ld.release(prev)  # its copies were waited for before it was yielded
             yield item  # training of cur is enqueued when control comes back
@@ -162,7 +179,7 @@ class ResidentFeed(_StructFeed):
                 ei, y = ei.clone(), y.clone()
             if prev is not None:
                 self.ld.release(prev)
-            yield x, ei, y, b.batch_size, list(b.num_sampled_nodes), list(b.num_sampled_edges), b.n_id.numel()
+            yield step_inputs(b, x, ei, y)
             if ev is not None:
                 ev.synchronize()  # the slot's structure has been copied (training may still run)
             prev = b
@@ -170,7 +187,7 @@ class ResidentFeed(_StructFeed):
             self.ld.release(prev)
 
 
-class PreloadedFeed:
+class PreloadedFeed(_CycledFeed):
     """train_only: `keep` batches taken from loaderd once and copied into GPU
     memory before timing, then cycled for len(feed) steps (an epoch's worth).
     What an epoch costs with loading taken away entirely."""
@@ -183,26 +200,18 @@ class PreloadedFeed:
             self.n = len(ld)
             self.batches = []
             for b in ld:
-                self.batches.append((b.x.clone(), b.edge_index.clone(), b.y.clone(), b.batch_size,
-                                     list(b.num_sampled_nodes), list(b.num_sampled_edges), b.n_id.numel()))
+                self.batches.append(step_inputs(b, b.x.clone(), b.edge_index.clone(), b.y.clone()))
                 if len(self.batches) >= keep:
                     break
         finally:
             ld.close()
         sync(dev)
 
-    def __len__(self):
-        return self.n
-
-    def __iter__(self):
-        for i in range(self.n):
-            yield self.batches[i % len(self.batches)]
-
     def close(self):
         self.batches = []
 
 
-class HeldSlotsFeed:
+class HeldSlotsFeed(_CycledFeed):
     """train_slots: the first `keep` batches of an epoch taken from loaderd
     and held in their slots (never released, so the daemon has nothing to
     fill and stays idle), then cycled for len(feed) steps. The training reads
@@ -223,21 +232,13 @@ class HeldSlotsFeed:
             keep = min(keep, self.ld.opened.slots, self.n)
             for b in self.ld:
                 self.held.append(b)
-                self.batches.append((b.x, b.edge_index, b.y, b.batch_size, list(b.num_sampled_nodes),
-                                     list(b.num_sampled_edges), b.n_id.numel()))
+                self.batches.append(step_inputs(b, b.x, b.edge_index, b.y))
                 if len(self.held) >= keep:
                     break
             sync(dev)
         except BaseException:
             self.close()
             raise
-
-    def __len__(self):
-        return self.n
-
-    def __iter__(self):
-        for i in range(self.n):
-            yield self.batches[i % len(self.batches)]
 
     def close(self):
         sync(self.dev)  # the last steps are done with the slots
