@@ -29,6 +29,21 @@ def require_gpu():
         raise unittest.SkipTest("no CUDA: torch.cuda.is_available() is False")
 
 
+def wait_gpu_memory_back(test, before, timeout, what):
+    """Waits until the GPU's free memory is back within 8 MiB of `before`
+    (free bytes, all processes); fails the test after `timeout` seconds,
+    with what() saying what happened. Returns the free bytes then."""
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        after = torch.cuda.mem_get_info(0)[0]
+        if after >= before - (8 << 20):
+            return after
+        test.assertLess(time.monotonic(), deadline,
+                        f"GPU memory did not return: free {before} before, {after} after{what()}")
+        time.sleep(0.05)
+
+
 class CudaLoaderTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -154,14 +169,7 @@ class KilledCudaTrainerTest(unittest.TestCase):
             while "trainer disconnected without goodbye" not in d.logs():
                 self.assertLess(time.monotonic() - killed, 1.0, "loaderd did not notice within 1 s")
                 time.sleep(0.01)
-            deadline = time.monotonic() + 10
-            while True:
-                after = torch.cuda.mem_get_info(0)[0]
-                if after >= before - (8 << 20):
-                    break
-                self.assertLess(time.monotonic(), deadline,
-                                f"GPU memory did not return: free {before} before, {during} with the trainer, {after} after")
-                time.sleep(0.05)
+            after = wait_gpu_memory_back(self, before, 10, lambda: f" ({during} with the trainer)")
             print(f"GPU free memory: {before >> 20} MiB before, {during >> 20} MiB with the trainer, "
                   f"{after >> 20} MiB {time.monotonic() - killed:.2f} s after SIGKILL", file=sys.stderr)
         finally:
@@ -219,17 +227,11 @@ class KilledMidStepTest(unittest.TestCase):
             try:
                 out = subprocess.run([sys.executable, "-c", nxt], capture_output=True, text=True, timeout=60)
             except subprocess.TimeoutExpired:
-                self.fail("the next trainer was not served an epoch within 60 s of the killed one:\n" + d.logs()[-3000:])
+                self.fail("the next trainer was not served an epoch within 60 s of the killed one:\n"
+                          + d.logs()[-3000:])
             self.assertEqual(out.returncode, 0, out.stderr[-2000:])
             self.assertTrue(out.stdout.startswith("epoch "), out.stdout)
-            deadline = time.monotonic() + 30
-            while True:
-                after = torch.cuda.mem_get_info(0)[0]
-                if after >= before - (8 << 20):
-                    break
-                self.assertLess(time.monotonic(), deadline,
-                                f"GPU memory did not return: free {before} before, {after} after\n" + d.logs()[-3000:])
-                time.sleep(0.1)
+            wait_gpu_memory_back(self, before, 30, lambda: "\n" + d.logs()[-3000:])
             print(f"killed mid-step: next trainer's epoch done and memory back {time.monotonic() - killed:.1f} s after "
                   f"SIGKILL; loaderd forced the releases: {'released its slots itself' in d.logs()}", file=sys.stderr)
         finally:
