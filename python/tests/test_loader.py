@@ -74,6 +74,25 @@ class Daemon:
         self.log.seek(0)
         return self.log.read()
 
+    def dump(self):
+        """Ends loaderd with SIGQUIT, which makes the Go runtime print every
+        goroutine's stack (a goroutine in a CUDA call shows the cgo frame),
+        and returns its log with them: for a test that finds it stuck."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        logs = self.logs()
+        keep = os.environ.get("GNNLOADER_TEST_LOGS")
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            with open(os.path.join(keep, os.path.basename(self.dir) + ".log"), "w") as f:
+                f.write(logs)
+        return logs
+
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout=30)
