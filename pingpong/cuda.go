@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/gnnloader/gnnloader/cudaext"
 )
@@ -20,8 +21,9 @@ var ErrNoRoom = errors.New("pingpong: slots do not fit in GPU memory")
 // "ready", recorded by loaderd on its gather stream after the slot is filled,
 // and "released", recorded by the trainer on its own stream after its last use
 // of the slot. Before a slot is written again the filling stream waits on its
-// "released" event on the GPU (WaitReleased), so a trainer whose kernels still
-// read the slot never sees it overwritten, whatever the CPU messages say.
+// "released" event is done (AwaitReleased, a wait on the host), so a trainer
+// whose kernels still read the slot never sees it overwritten, whatever the
+// CPU messages say.
 //
 // The slot lifecycle (free, filling, held) is the one of ShmRing. Methods are
 // safe for concurrent use.
@@ -31,7 +33,7 @@ type CUDARing struct {
 	base   cudaext.DevicePtr
 	handle cudaext.IPCMemHandle
 
-	mu              sync.Mutex // the events' lifetime: SignalReleased against free
+	mu              sync.Mutex // the events' lifetime: AwaitReleased against free
 	ready, released []*cudaext.Event
 	events          [][2]cudaext.IPCEventHandle // per slot: ready, released
 
@@ -85,26 +87,6 @@ func NewCUDARing(ctx *cudaext.Context, n int, l Layout, reserve int64) (*CUDARin
 	return r, nil
 }
 
-// SignalReleased records every slot's "released" event on stream s (a
-// stream of the ring's context; context current), as a trainer releasing
-// every slot would, and returns how many it recorded (none once the ring is
-// closed). It is for a trainer gone with its own records still queued
-// behind its kernels (killed mid-step): those died with its context, and
-// the fills' waits on them would never end. CUDA documents a wait as tied
-// to the record current when the wait was queued, and says nothing of IPC
-// events whose recording process died; whether this record ends such a
-// wait is what python/tests/test_cuda.py's KilledMidStepTest shows on a
-// GPU. The trainer must be gone: its kernels could still read the slots.
-func (r *CUDARing) SignalReleased(s *cudaext.Stream) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var errs []error
-	for _, e := range r.released {
-		errs = append(errs, e.Record(s))
-	}
-	return len(r.released), errors.Join(errs...)
-}
-
 // Context is the context the ring's memory and events live in.
 func (r *CUDARing) Context() *cudaext.Context { return r.ctx }
 
@@ -138,11 +120,56 @@ func (r *CUDARing) RegionAt(i, k int) (cudaext.DevicePtr, int64) {
 	return r.Slot(i) + cudaext.DevicePtr(g.Offset), g.Bytes
 }
 
-// WaitReleased makes later work on s (a stream of the ring's context, which
-// must be current) wait, on the GPU, until the trainer's last use of slot i
-// is done. A slot whose released event was never recorded does not wait.
-func (r *CUDARing) WaitReleased(i int, s *cudaext.Stream) error {
-	return s.WaitEvent(r.released[i])
+// AwaitReleased waits, on the host, until the trainer's last use of slot i
+// is done on the GPU (its released event complete; one never recorded is
+// done), or until ctx ends, or the ring closes (ErrClosed).
+//
+// The wait is on the host, never a stream's wait on the event: a trainer
+// killed mid-step (SIGKILL, the OOM killer) takes the release records still
+// queued behind its kernels down with its context, and they never complete.
+// A stream of loaderd's waiting on one would wait forever, and with it every
+// call that synchronises loaderd's context (module loads, frees, stream
+// creation: measured on an H100, the next trainer's Open hung in
+// cuModuleLoadData), so that one killed trainer would stop the GPU for all.
+// A host wait ends with the session's context instead.
+func (r *CUDARing) AwaitReleased(ctx context.Context, i int) error {
+	for wait := time.Duration(0); ; {
+		done, err := r.releasedDone(i)
+		if err != nil || done {
+			return err
+		}
+		wait = min(max(2*wait, minPoll), maxPoll)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// The polling interval of AwaitReleased: it doubles from minPoll up to
+// maxPoll. A trainer releases a slot once its step is queued, so the record
+// is usually done by the time the slot is filled again and the first query
+// answers; otherwise the step is a few milliseconds from its end.
+const (
+	minPoll = 20 * time.Microsecond
+	maxPoll = 200 * time.Microsecond
+)
+
+// releasedDone queries slot i's released event.
+func (r *CUDARing) releasedDone(i int) (done bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.released == nil {
+		return false, ErrClosed
+	}
+	err = r.ctx.Do(func() error {
+		done, err = r.released[i].Done()
+		return err
+	})
+	return done, err
 }
 
 // RecordReady records slot i's ready event on s (context current): the
@@ -168,7 +195,7 @@ func (r *CUDARing) Abandon(i int) { r.slots.abandon(i) }
 
 // Release returns a held slot to free; the tag must match. The trainer has
 // recorded the slot's released event before asking, so the next fill's
-// WaitReleased orders after the trainer's last use.
+// AwaitReleased orders after the trainer's last use.
 func (r *CUDARing) Release(i int, tag Tag) error { return r.slots.release(i, tag) }
 
 // ReleaseAll frees every held slot.

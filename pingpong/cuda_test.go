@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/gnnloader/gnnloader/cudaext"
 	"github.com/gnnloader/gnnloader/cudaext/cudatest"
@@ -98,9 +100,11 @@ func TestCUDARingTooBig(t *testing.T) {
 }
 
 // TestCUDARingWaitsForRelease: a "trainer" stream reads slot 0 late (after a
-// long chain of memsets) and records released; the "loaderd" stream waits on
-// it before overwriting the slot. The trainer's late read must see the old
-// contents.
+// long chain of memsets) and records released; loaderd waits for it on the
+// host (AwaitReleased) before queuing the overwrite. The trainer's late read
+// must see the old contents; a wait bounded by a context shorter than the
+// trainer's work ends with that context's error, and the wait on a closed
+// ring with ErrClosed.
 func TestCUDARingWaitsForRelease(t *testing.T) {
 	c := cudatest.Context(t)
 	l := nodeLayout(t, 1<<16, 0, 256) // 16 MiB of x
@@ -111,7 +115,7 @@ func TestCUDARingWaitsForRelease(t *testing.T) {
 	defer r.Close()
 	x, n := r.Region(0, "x")
 	want := bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, int(n)/8)
-	for _, waitOnGPU := range []bool{true, false} {
+	for _, wait := range []bool{true, false} {
 		got := make([]byte, n)
 		err := c.Do(func() error {
 			trainer, err := cudaext.NewStream()
@@ -150,9 +154,15 @@ func TestCUDARingWaitsForRelease(t *testing.T) {
 			if err := r.ReleasedEvent(0).Record(trainer); err != nil {
 				return err
 			}
-			// loaderd refills the slot.
-			if waitOnGPU {
-				if err := r.WaitReleased(0, loader); err != nil {
+			// loaderd refills the slot, once the trainer is done with it.
+			if wait {
+				short, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+				err := r.AwaitReleased(short, 0)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					return fmt.Errorf("a wait of 1 ms on a release queued behind 40 GiB of memsets: %v, want the deadline", err)
+				}
+				if err := r.AwaitReleased(context.Background(), 0); err != nil {
 					return err
 				}
 			}
@@ -174,13 +184,19 @@ func TestCUDARingWaitsForRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		same := bytes.Equal(got, want)
-		if waitOnGPU && !same {
+		if wait && !same {
 			t.Fatal("the slot was overwritten while the trainer still read it")
 		}
-		if !waitOnGPU {
+		if !wait {
 			// Without the wait the overwrite usually wins the race: this shows
 			// the test can see the difference (not asserted: it is a race).
-			t.Logf("without the GPU-side wait the trainer's late read saw the old contents: %v", same)
+			t.Logf("without the wait the trainer's late read saw the old contents: %v", same)
 		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AwaitReleased(context.Background(), 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("AwaitReleased on a closed ring: %v, want ErrClosed", err)
 	}
 }

@@ -21,7 +21,7 @@ func (r *cudaRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) erro
 	if r.sampling != nil {
 		return r.fillSampled(ctx, slots, bs)
 	}
-	if err := r.onStream(slots, r.WaitReleased); err != nil {
+	if err := r.awaitReleased(ctx, slots); err != nil {
 		return err
 	}
 	counts, err := r.copyStructure(slots, bs)
@@ -172,6 +172,17 @@ func (r *cudaRing) sweepPlannedOnCPU(ctx context.Context, grp gatherGroup, slots
 	}
 	for _, p := range parts {
 		if err := t.Gather(ctx, p.Dst, p.Nid, p.Order); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// awaitReleased waits on the host until the trainer's last use of each of
+// slots is done (pingpong.CUDARing.AwaitReleased says why not on the GPU).
+func (r *cudaRing) awaitReleased(ctx context.Context, slots []int) error {
+	for _, slot := range slots {
+		if err := r.AwaitReleased(ctx, slot); err != nil {
 			return err
 		}
 	}

@@ -198,20 +198,6 @@ func (r *cudaRing) Close() error {
 	return err
 }
 
-// Unstick records every slot's released event from the daemon's side, on
-// a stream of its own (unstick.go says when and why).
-func (r *cudaRing) Unstick() (n int, err error) {
-	err = r.Context().Do(func() error {
-		s, err := cudaext.NewStream()
-		if err != nil {
-			return err
-		}
-		n, err = r.SignalReleased(s)
-		return errors.Join(err, s.Synchronize(), s.Destroy())
-	})
-	return n, err
-}
-
 // stats are the ring's sweep counters, summed over its tables (bytes
 // per table's rows), and, with GPUConfig.Timing, the GPU time of its
 // sampling.

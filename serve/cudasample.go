@@ -206,19 +206,21 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 		}
 		dbs[j] = db
 	}
+	// The trainer's last use of the slots, waited for on the host (see
+	// pingpong.CUDARing.AwaitReleased), before anything of this fill is
+	// queued.
+	if err := r.awaitReleased(ctx, slots); err != nil {
+		return err
+	}
 	k := d.seq % countsRing
 	d.seq++
 	counts := d.counts[k]
 	err = r.Context().Do(func() error {
 		for _, slot := range slots {
-			// The trainer's last use of the slot, and the daemon's own last
-			// fill of it: a batch is announced once its counts are known,
-			// possibly before its sweep ends on the ring's stream, so a
-			// trainer that releases it at once must not let this stream
-			// write the slot's ids under that sweep.
-			if err := r.WaitReleased(slot, d.st); err != nil {
-				return err
-			}
+			// The daemon's own last fill of the slot: a batch is announced
+			// once its counts are known, possibly before its sweep ends on
+			// the ring's stream, so a trainer that releases it at once must
+			// not let this stream write the slot's ids under that sweep.
 			if err := d.st.WaitEvent(r.ReadyEvent(slot)); err != nil {
 				return err
 			}

@@ -22,7 +22,6 @@ type metrics struct {
 	gatherBytes prometheus.Counter
 	swept       prometheus.Counter
 	fills       prometheus.Counter
-	unstuck     prometheus.Counter
 	connections prometheus.Counter
 	refused     prometheus.Counter
 	errors      *prometheus.CounterVec // by code
@@ -50,9 +49,6 @@ func newMetrics(s *Server) *metrics {
 	m.swept = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gnnloader_swept_batches_total", Help: "Batches filled together with others in one sorted sweep of the table (GPU path).",
 	})
-	m.unstuck = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "gnnloader_unstuck_sessions_total", Help: "Sessions of trainers gone mid-step whose GPU slots loaderd released itself, their close having waited past the limit.",
-	})
 	m.fills = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gnnloader_fills_total", Help: "Fills: one batch each on the CPU path, one sweep of one or more batches on the GPU path.",
 	})
@@ -65,7 +61,7 @@ func newMetrics(s *Server) *metrics {
 	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gnnloader_connection_errors_total", Help: "Connections ended with an Error frame, by error code.",
 	}, []string{"code"})
-	for _, c := range []prometheus.Collector{m.batches, m.sample, m.gather, m.slotWait, m.trainerHold, m.gatherBytes, m.swept, m.fills, m.unstuck, m.connections, m.refused, m.errors} {
+	for _, c := range []prometheus.Collector{m.batches, m.sample, m.gather, m.slotWait, m.trainerHold, m.gatherBytes, m.swept, m.fills, m.connections, m.refused, m.errors} {
 		f(c)
 	}
 	gauge := func(name, help string, v func() float64) {

@@ -34,9 +34,6 @@ type session struct {
 	log  *slog.Logger
 	id   uint64
 	pid  int
-	// vanished: the trainer's end of the connection closed without a
-	// goodbye (unstick.go, when its pid is unknown).
-	vanished atomic.Bool
 
 	mu    sync.Mutex
 	state ipc.State
@@ -102,7 +99,6 @@ func (ss *session) run(ctx context.Context) {
 			switch {
 			case ctx.Err() != nil:
 			case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
-				ss.vanished.Store(true)
 				if ss.req != nil {
 					ss.log.Info("trainer disconnected without goodbye", "rank", ss.rank(), "pid", ss.pid)
 				}
@@ -308,9 +304,6 @@ func (ss *session) fail(err error) {
 }
 
 func (ss *session) close() {
-	if u, ok := ss.ring.(unsticker); ok {
-		defer ss.watchClose(u)()
-	}
 	ss.stopEpoch()
 	ss.conn.Close()
 	ss.srv.forget(ss)
