@@ -14,10 +14,13 @@ out=$(realpath -m "$out")
 cd "$(dirname "$0")/../../cudaext/kernels"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-sed -e 's/ld\.global\.nc\.L1::no_allocate\.v4\.u32/ld.global.nc.L1::no_allocate.L2::evict_first.v4.u32/' \
-	-e 's/^\t\*reinterpret_cast<uint4 \*>(p) = v;$/\tasm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");/' \
-	gather.cu > "$tmp/gather.cu"
-if ! grep -q 'L2::evict_first' "$tmp/gather.cu" || ! grep -q 'st\.global\.cs' "$tmp/gather.cu"; then
+# L2 eviction priority on a 16-byte load needs an access policy operand on
+# sm_80/sm_90 (a bare .L2::evict_first is only for 256-bit loads):
+# createpolicy.fractional.L2::evict_first, then ld...L2::cache_hint.
+perl -0pe 's/asm volatile\("ld\.global\.nc\.L1::no_allocate\.v4\.u32 \{%0,%1,%2,%3\}, \[%4\];"\n(\s*): "=r"\(v\.x\), "=r"\(v\.y\), "=r"\(v\.z\), "=r"\(v\.w\)\n\s*: "l"\(p\)\);/uint64_t pol;\n\tasm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));\n\tasm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"\n$1: "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)\n$1: "l"(p), "l"(pol));/' gather.cu |
+	sed -e 's/^\t\*reinterpret_cast<uint4 \*>(p) = v;$/\tasm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");/' \
+	> "$tmp/gather.cu"
+if ! grep -q 'L2::cache_hint' "$tmp/gather.cu" || ! grep -q 'st\.global\.cs' "$tmp/gather.cu"; then
 	echo "gather-l2hints: gather.cu changed, the substitutions did not apply" >&2
 	exit 1
 fi
