@@ -21,7 +21,7 @@ func (r *cudaRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) erro
 	if r.sampling != nil {
 		return r.fillSampled(ctx, slots, bs)
 	}
-	if err := r.awaitReleased(ctx, slots); err != nil {
+	if err := r.AwaitReleased(ctx, slots); err != nil {
 		return err
 	}
 	counts, err := r.copyStructure(slots, bs)
@@ -178,11 +178,13 @@ func (r *cudaRing) sweepPlannedOnCPU(ctx context.Context, grp gatherGroup, slots
 	return nil
 }
 
-// awaitReleased waits on the host until the trainer's last use of each of
+// AwaitReleased waits on the host until the trainer's last use of each of
 // slots is done (pingpong.CUDARing.AwaitReleased says why not on the GPU).
-func (r *cudaRing) awaitReleased(ctx context.Context, slots []int) error {
+// Fill calls it too, so that no fill can skip it; after the pipeline's
+// call each query answers at once.
+func (r *cudaRing) AwaitReleased(ctx context.Context, slots []int) error {
 	for _, slot := range slots {
-		if err := r.AwaitReleased(ctx, slot); err != nil {
+		if err := r.CUDARing.AwaitReleased(ctx, slot); err != nil {
 			return err
 		}
 	}

@@ -209,7 +209,7 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 	// The trainer's last use of the slots, waited for on the host (see
 	// pingpong.CUDARing.AwaitReleased), before anything of this fill is
 	// queued.
-	if err := r.awaitReleased(ctx, slots); err != nil {
+	if err := r.AwaitReleased(ctx, slots); err != nil {
 		return err
 	}
 	k := d.seq % countsRing

@@ -3,7 +3,9 @@ package serve
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/ipc"
@@ -93,4 +95,130 @@ func TestHeldSlotSurvivesEpochBoundary(t *testing.T) {
 	if _, ok := c.recv().(*ipc.EpochEnd); !ok {
 		t.Fatal("epoch 1 did not end after the late release")
 	}
+}
+
+// gpuWorkRing is a shared-memory ring that stands for a GPU ring's release
+// records: the trainer's work on a slot it has released ends when done says
+// (never, for a trainer killed mid-step). It checks that the pipeline waits
+// for that work before it fills a slot again.
+type gpuWorkRing struct {
+	slotRing
+	done func(slot int) bool
+
+	mu       sync.Mutex
+	filled   map[int]bool // slots filled before, whose work must be awaited
+	awaited  map[int]bool // slots whose work has been awaited since their fill
+	unawaits []int        // slots filled again without a wait: the pipeline's bug
+	ended    chan error   // what each wait that never saw the work end returned
+}
+
+func (r *gpuWorkRing) AwaitReleased(ctx context.Context, slots []int) error {
+	for _, s := range slots {
+		r.mu.Lock()
+		again := r.filled[s]
+		r.mu.Unlock()
+		if again && !r.done(s) {
+			<-ctx.Done()
+			r.ended <- ctx.Err()
+			return ctx.Err()
+		}
+		r.mu.Lock()
+		r.awaited[s] = true
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+func (r *gpuWorkRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) error {
+	r.mu.Lock()
+	for _, s := range slots {
+		if r.filled[s] && !r.awaited[s] {
+			r.unawaits = append(r.unawaits, s)
+		}
+		r.filled[s], r.awaited[s] = true, false
+	}
+	r.mu.Unlock()
+	return r.slotRing.Fill(ctx, slots, bs)
+}
+
+func newGPUWorkRing(srv *Server, done func(int) bool) func(*request, *batch.Layout, pingpong.Layout) (slotRing, error) {
+	return func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error) {
+		cpu := *req
+		cpu.device = -1
+		r, err := srv.newRing(&cpu, layout, sl)
+		return &gpuWorkRing{slotRing: r, done: done, filled: map[int]bool{}, awaited: map[int]bool{},
+			ended: make(chan error, 1)}, err
+	}
+}
+
+// Every refill of a slot waits for the trainer's work on it first (an
+// epoch over two slots refills each many times).
+func TestRefillsAwaitTheTrainersWork(t *testing.T) {
+	var ring *gpuWorkRing
+	srv, src := testServer(t, Config{}, func(srv *Server) {
+		mk := newGPUWorkRing(srv, func(int) bool { return true })
+		srv.newCUDARing = func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error) {
+			r, err := mk(req, layout, sl)
+			ring = r.(*gpuWorkRing)
+			return r, err
+		}
+	})
+	c := dial(t, srv)
+	o := openReq()
+	o.Device = "cuda:0"
+	o.Slots = 2
+	c.handshake(o)
+	c.epoch(src, 0)
+	ring.mu.Lock()
+	defer ring.mu.Unlock()
+	if len(ring.unawaits) > 0 {
+		t.Fatalf("slots %v filled again without waiting for the trainer's work on them", ring.unawaits)
+	}
+	if len(ring.filled) != 2 {
+		t.Fatalf("%d slots filled, want both", len(ring.filled))
+	}
+}
+
+// A trainer that disconnects while its GPU work on a released slot never
+// ends (killed mid-step) does not stall the daemon: the wait ends with the
+// session, and the next trainer is served.
+func TestTrainerGoneMidStepDoesNotStall(t *testing.T) {
+	var ring *gpuWorkRing
+	srv, src := testServer(t, Config{}, func(srv *Server) {
+		mk := newGPUWorkRing(srv, func(int) bool { return false })
+		srv.newCUDARing = func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error) {
+			if ring != nil { // the next trainer: an ordinary ring
+				cpu := *req
+				cpu.device = -1
+				return srv.newRing(&cpu, layout, sl)
+			}
+			r, err := mk(req, layout, sl)
+			ring = r.(*gpuWorkRing)
+			return r, err
+		}
+	})
+	c := dial(t, srv)
+	o := openReq()
+	o.Device = "cuda:0"
+	o.Slots = 2
+	c.handshake(o)
+	c.send(&ipc.StartEpoch{})
+	b := c.recv().(*ipc.BatchReady)
+	c.recv()
+	c.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index}) // its work on the slot never ends
+	c.conn.Close()
+	select {
+	case err := <-ring.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the wait on the gone trainer's work ended with %v, want the session's cancel", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait on a gone trainer's GPU work did not end with its session")
+	}
+	next := dial(t, srv)
+	no := openReq()
+	no.Device = "cuda:0"
+	next.handshake(no)
+	next.epoch(src, 0)
+	waitFor(t, func() bool { return srv.Trainers() == 1 })
 }

@@ -21,8 +21,13 @@ import (
 type slotRing interface {
 	// Acquire waits for a free slot.
 	Acquire(ctx context.Context) (int, error)
+	// AwaitReleased waits until the trainer's last use of each of slots
+	// is done: on a GPU, until its kernels that read the slot have ended
+	// (the slots' released events; pingpong.CUDARing.AwaitReleased); in
+	// shared memory a released slot is done at once.
+	AwaitReleased(ctx context.Context, slots []int) error
 	// Fill writes batch bs[j] into slot slots[j], at most SweepWidth of
-	// them. When it returns, the slots' contents are ready for the trainer
+	// them, once AwaitReleased has returned for them. When it returns, the slots' contents are ready for the trainer
 	// (or, on a GPU, ordered before each slot's "ready" event).
 	Fill(ctx context.Context, slots []int, bs []batch.Batch) error
 	// SweepWidth is the most batches one Fill may take: above 1 when the
@@ -99,7 +104,9 @@ func (r *shmRing) Describe(o *ipc.Opened) []int {
 }
 
 func (r *shmRing) SweepWidth() int { return 1 }
-func (r *shmRing) Busy() bool      { return false }
+
+func (r *shmRing) AwaitReleased(context.Context, []int) error { return nil }
+func (r *shmRing) Busy() bool                                 { return false }
 
 // Fill writes each batch into its slot: the gathered regions from their
 // tables, then the structure.
