@@ -3,6 +3,7 @@ GPU memory, cudaHostRegister through torch's libcudart, per-step timers, and
 the pinned H2D memcpy bandwidth (the PCIe bound)."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -187,3 +188,54 @@ def pcie_bound(dev, nbytes=1 << 30, reps=10):
         best.append(nbytes / (a.elapsed_time(b) / 1e3) / 1e9)
     del h, d
     return max(best)
+
+
+class ProfileWindow:
+    """GNNLOADER_BENCH_PROFILE=START:COUNT:DIR profiles the GPU kernels of
+    steps START .. START+COUNT of each variant's epoch (torch.profiler) and
+    writes the kernels with their GPU time, ordered by it, to DIR/NAME.txt:
+    which of a step's kernels slow down beside loaderd (an experiment aid;
+    the profiler's own overhead makes these steps no timing figure)."""
+
+    def __init__(self, name):
+        self.prof = None
+        self.start = self.count = 0
+        spec = os.environ.get("GNNLOADER_BENCH_PROFILE", "")
+        if not spec:
+            return
+        start, count, self.dir = spec.split(":", 2)
+        self.start, self.count, self.name = int(start), int(count), name
+
+    def before(self, step):
+        if self.count and step == self.start:
+            from torch.profiler import ProfilerActivity, profile
+            self.cuda = torch.cuda.is_available()  # on a CPU build: the CPU ops, to try the window out
+            self.prof = profile(activities=[ProfilerActivity.CUDA if self.cuda else ProfilerActivity.CPU])
+            self.prof.__enter__()
+
+    def after(self, step):
+        if self.prof is not None and step + 1 == self.start + self.count:
+            self.finish()
+
+    def finish(self):
+        if self.prof is None:
+            return
+        if self.cuda:
+            torch.cuda.synchronize()
+        prof, self.prof = self.prof, None
+        prof.__exit__(None, None, None)
+        rows = []
+        for e in prof.key_averages():
+            if self.cuda:
+                t = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+            else:
+                t = e.self_cpu_time_total
+            if t > 0:
+                rows.append((t, e.count, e.key))
+        rows.sort(reverse=True)
+        total = sum(t for t, _, _ in rows)
+        os.makedirs(self.dir, exist_ok=True)
+        with open(os.path.join(self.dir, f"{self.name}.txt"), "w") as f:
+            f.write(f"{self.name}: {self.count} steps from step {self.start}; {'GPU' if self.cuda else 'CPU'} time {total / 1e3 / self.count:.3f} ms a step\n")
+            for t, n, key in rows[:40]:
+                f.write(f"{t / 1e3 / self.count:8.3f} ms/step {n // self.count:4d}x  {key[:110]}\n")

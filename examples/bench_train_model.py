@@ -8,7 +8,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from bench_train_measure import Timer, sync
+from bench_train_measure import ProfileWindow, Timer, sync
 
 
 # -- model --------------------------------------------------------------------
@@ -77,8 +77,10 @@ def _run_epoch(args, feed, dev, model, opt, touch_only, max_batches):
     loss_sum = torch.zeros((), device=dev)
     nodes_total = batches = 0
     partial = False
+    prof = ProfileWindow(getattr(args, "variant_name", "variant"))
     t0 = time.perf_counter()
     for x, ei, y, bs, nodes, edges, nn in feed:
+        prof.before(batches)
         s = timer.start()
         if touch_only == "bare":
             pass
@@ -92,6 +94,7 @@ def _run_epoch(args, feed, dev, model, opt, touch_only, max_batches):
             opt.step()
             loss_sum += loss.detach()
         timer.stop(s)
+        prof.after(batches)
         nodes_total += nn
         batches += 1
         if max_batches and batches >= max_batches:
@@ -99,6 +102,7 @@ def _run_epoch(args, feed, dev, model, opt, touch_only, max_batches):
         if args.hard_end and time.time() > args.hard_end:
             partial = True
             break
+    prof.finish()
     sync(dev)
     wall = time.perf_counter() - t0
     steps = timer.ms()
@@ -128,6 +132,7 @@ def evaluate(args, model, make_feed, dev):
 
 
 def train_variant(args, name, make_feed, dev, info, evaluate_after=True):
+    args.variant_name = name
     torch.manual_seed(args.seed)
     if dev.type == "cuda":
         torch.cuda.manual_seed(args.seed)
