@@ -33,6 +33,10 @@ Variants (same model, seeds and sampler; only the feature path differs):
             batches at full speed: what the daemon's work beside training costs
   pcie      pinned H2D memcpy bandwidth (the bound for 'loader')
 
+GNNLOADER_BENCH_PROFILE=START:COUNT:DIR profiles steps START..START+COUNT of
+every variant (torch.profiler) into DIR/VARIANT.txt, the kernels by GPU time
+(bench_train_measure.ProfileWindow; the profiler slows those epochs).
+
 GraphSAGE: 3 layers (mean aggregation, root weight: PyG's SAGEConv), hidden
 256, fanouts [15,10,5], batch 1024, layers trimmed to the hops they need (as
 PyG's trim_to_layer), Adam lr 0.003, dropout 0.5. After the epoch: accuracy
