@@ -43,6 +43,7 @@ def daemon_stage_ms(before, after):
     return {"sample_ms": 1e3 * d("gnnloader_sample_seconds_sum") / n,
             "gather_fill_ms": 1e3 * d("gnnloader_gather_seconds_sum") / g,
             "slot_wait_ms": 1e3 * d("gnnloader_slot_wait_seconds_sum") / g,
+            "release_wait_ms": 1e3 * d("gnnloader_release_wait_seconds_sum") / g,
             "gather_bytes": d("gnnloader_gather_bytes_total"),
             "swept_batches": d("gnnloader_swept_batches_total"), "fills": d("gnnloader_fills_total"), "filled_batches": d("gnnloader_gather_seconds_count"),
             "rows_looked_up": d("gnnloader_gpu_rows_looked_up_total"),

@@ -183,14 +183,17 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 	ss, srv := p.ss, p.ss.srv
 	bs, slots := p.group[:m], p.slots[:m]
 	// Waiting for the trainer's GPU work on the slots counts as waiting
-	// for the slots, not as filling them.
+	// for the slots (Stats.WaitNanos; gnnloader_release_wait_seconds on a
+	// GPU), not as filling them.
 	awaited := time.Now()
 	if err := ss.ring.AwaitReleased(ctx, slots); err != nil {
 		return err
 	}
 	waited := time.Since(awaited)
 	srv.stats.WaitNanos.Add(int64(waited))
-	srv.metrics.slotWait.Observe(seconds(waited))
+	if ss.req.device >= 0 {
+		srv.metrics.releaseWait.Observe(seconds(waited))
+	}
 	filled := time.Now()
 	ss.queued.Add(-int64(m))
 	if err := ss.ring.Fill(ctx, slots, bs); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,12 +155,12 @@ func newGPUWorkRing(srv *Server, done func(int) bool) func(*request, *batch.Layo
 // Every refill of a slot waits for the trainer's work on it first (an
 // epoch over two slots refills each many times).
 func TestRefillsAwaitTheTrainersWork(t *testing.T) {
-	var ring *gpuWorkRing
+	rings := make(chan *gpuWorkRing, 1)
 	srv, src := testServer(t, Config{}, func(srv *Server) {
 		mk := newGPUWorkRing(srv, func(int) bool { return true })
 		srv.newCUDARing = func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error) {
 			r, err := mk(req, layout, sl)
-			ring = r.(*gpuWorkRing)
+			rings <- r.(*gpuWorkRing)
 			return r, err
 		}
 	})
@@ -169,6 +170,7 @@ func TestRefillsAwaitTheTrainersWork(t *testing.T) {
 	o.Slots = 2
 	c.handshake(o)
 	c.epoch(src, 0)
+	ring := <-rings
 	ring.mu.Lock()
 	defer ring.mu.Unlock()
 	if len(ring.unawaits) > 0 {
@@ -183,17 +185,18 @@ func TestRefillsAwaitTheTrainersWork(t *testing.T) {
 // ends (killed mid-step) does not stall the daemon: the wait ends with the
 // session, and the next trainer is served.
 func TestTrainerGoneMidStepDoesNotStall(t *testing.T) {
-	var ring *gpuWorkRing
+	rings := make(chan *gpuWorkRing, 1)
+	var made atomic.Int32
 	srv, src := testServer(t, Config{}, func(srv *Server) {
 		mk := newGPUWorkRing(srv, func(int) bool { return false })
 		srv.newCUDARing = func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error) {
-			if ring != nil { // the next trainer: an ordinary ring
+			if made.Add(1) > 1 { // the next trainer: an ordinary ring
 				cpu := *req
 				cpu.device = -1
 				return srv.newRing(&cpu, layout, sl)
 			}
 			r, err := mk(req, layout, sl)
-			ring = r.(*gpuWorkRing)
+			rings <- r.(*gpuWorkRing)
 			return r, err
 		}
 	})
@@ -207,6 +210,7 @@ func TestTrainerGoneMidStepDoesNotStall(t *testing.T) {
 	c.recv()
 	c.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index}) // its work on the slot never ends
 	c.conn.Close()
+	ring := <-rings
 	select {
 	case err := <-ring.ended:
 		if !errors.Is(err, context.Canceled) {

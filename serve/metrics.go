@@ -18,6 +18,7 @@ type metrics struct {
 	sample      prometheus.Histogram
 	gather      prometheus.Histogram
 	slotWait    prometheus.Histogram
+	releaseWait prometheus.Histogram
 	trainerHold prometheus.Histogram
 	gatherBytes prometheus.Counter
 	swept       prometheus.Counter
@@ -41,6 +42,7 @@ func newMetrics(s *Server) *metrics {
 	}
 	m.sample = hist("gnnloader_sample_seconds", "Time to sample one batch (on a sampler goroutine).")
 	m.gather = hist("gnnloader_gather_seconds", "Time to fill one slot: feature rows, labels, n_id, edge_index.")
+	m.releaseWait = hist("gnnloader_release_wait_seconds", "Time a fill on a GPU waited, once the trainer had released its slots, for the trainer's kernels that read them to end.")
 	m.slotWait = hist("gnnloader_slot_wait_seconds", "Time the gather stage waited for the trainer to release a slot (long = the trainer is the bottleneck).")
 	m.trainerHold = hist("gnnloader_trainer_hold_seconds", "Time from BatchReady to the trainer's Release of that batch.")
 	m.gatherBytes = prometheus.NewCounter(prometheus.CounterOpts{
@@ -61,7 +63,7 @@ func newMetrics(s *Server) *metrics {
 	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gnnloader_connection_errors_total", Help: "Connections ended with an Error frame, by error code.",
 	}, []string{"code"})
-	for _, c := range []prometheus.Collector{m.batches, m.sample, m.gather, m.slotWait, m.trainerHold, m.gatherBytes, m.swept, m.fills, m.connections, m.refused, m.errors} {
+	for _, c := range []prometheus.Collector{m.batches, m.sample, m.gather, m.slotWait, m.releaseWait, m.trainerHold, m.gatherBytes, m.swept, m.fills, m.connections, m.refused, m.errors} {
 		f(c)
 	}
 	gauge := func(name, help string, v func() float64) {
