@@ -136,6 +136,7 @@ def main():
             res["variants"][out(v)] = {"skipped": "deadline"}
             print(f"[{out(v)}] skipped: past the deadline", flush=True)
             continue
+        args.variant_name = out(v)  # names the profile window's file (GNNLOADER_BENCH_PROFILE)
         before = scrape(args.metrics_url)
         free0 = gpu_free(dev)
         mem = {}

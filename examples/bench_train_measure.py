@@ -209,13 +209,17 @@ class ProfileWindow:
 
     def before(self, step):
         if self.count and step == self.start:
+            self.steps = 0
             from torch.profiler import ProfilerActivity, profile
             self.cuda = torch.cuda.is_available()  # on a CPU build: the CPU ops, to try the window out
             self.prof = profile(activities=[ProfilerActivity.CUDA if self.cuda else ProfilerActivity.CPU])
             self.prof.__enter__()
 
     def after(self, step):
-        if self.prof is not None and step + 1 == self.start + self.count:
+        if self.prof is None:
+            return
+        self.steps += 1
+        if step + 1 == self.start + self.count:
             self.finish()
 
     def finish(self):
@@ -235,8 +239,9 @@ class ProfileWindow:
                 rows.append((t, e.count, e.key))
         rows.sort(reverse=True)
         total = sum(t for t, _, _ in rows)
+        steps = max(self.steps, 1)  # fewer than COUNT where the epoch ended first
         os.makedirs(self.dir, exist_ok=True)
         with open(os.path.join(self.dir, f"{self.name}.txt"), "w") as f:
-            f.write(f"{self.name}: {self.count} steps from step {self.start}; {'GPU' if self.cuda else 'CPU'} time {total / 1e3 / self.count:.3f} ms a step\n")
+            f.write(f"{self.name}: {steps} steps from step {self.start}; {'GPU' if self.cuda else 'CPU'} time {total / 1e3 / steps:.3f} ms a step\n")
             for t, n, key in rows[:40]:
-                f.write(f"{t / 1e3 / self.count:8.3f} ms/step {n // self.count:4d}x  {key[:110]}\n")
+                f.write(f"{t / 1e3 / steps:8.3f} ms/step {n // steps:4d}x  {key[:110]}\n")

@@ -72,12 +72,19 @@ def run_epoch(args, feed, dev, model=None, opt=None, touch_only=False, max_batch
 
 
 def _run_epoch(args, feed, dev, model, opt, touch_only, max_batches):
+    prof = ProfileWindow(getattr(args, "variant_name", "variant"))
+    try:
+        return _steps(args, feed, dev, model, opt, touch_only, max_batches, prof)
+    finally:
+        prof.finish()  # an epoch that ends early or fails leaves no profiler running
+
+
+def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     timer = Timer(dev)
     acc = torch.zeros((), device=dev)
     loss_sum = torch.zeros((), device=dev)
     nodes_total = batches = 0
     partial = False
-    prof = ProfileWindow(getattr(args, "variant_name", "variant"))
     t0 = time.perf_counter()
     for x, ei, y, bs, nodes, edges, nn in feed:
         prof.before(batches)
@@ -132,7 +139,6 @@ def evaluate(args, model, make_feed, dev):
 
 
 def train_variant(args, name, make_feed, dev, info, evaluate_after=True):
-    args.variant_name = name
     torch.manual_seed(args.seed)
     if dev.type == "cuda":
         torch.cuda.manual_seed(args.seed)

@@ -20,7 +20,7 @@ var ErrNoRoom = errors.New("pingpong: slots do not fit in GPU memory")
 // by its CUDA IPC memory handle. Each slot has two interprocess events:
 // "ready", recorded by loaderd on its gather stream after the slot is filled,
 // and "released", recorded by the trainer on its own stream after its last use
-// of the slot. Before a slot is written again the filling stream waits on its
+// of the slot. Before a slot is written again loaderd waits until its
 // "released" event is done (AwaitReleased, a wait on the host), so a trainer
 // whose kernels still read the slot never sees it overwritten, whatever the
 // CPU messages say.

@@ -182,8 +182,9 @@ func (d *deviceSampling) close() {
 	}
 }
 
-// fillSampled is Fill for batches sampled on the GPU: on the sampling
-// stream, the slots' released events are waited for, the seeds go up, every
+// fillSampled is Fill for batches sampled on the GPU: once the slots'
+// released events are done (a wait on the host), on the sampling stream
+// the seeds go up, every
 // batch is sampled into its slot and the counts come back (each batch's Meta
 // waits for them); the ring's stream waits for that, then fills the gathered
 // regions by sweeps planned on the GPU from the n_id the sampler wrote, the

@@ -5,8 +5,8 @@ loaded (no extra dependency), and zero-copy tensor views of the slots.
 Per batch: the current stream waits on the slot's "ready" event (recorded by
 loaderd after the gather) before anything reads the views; when the batch is
 released, the slot's "released" event is recorded on the current stream, then
-the Release message goes out. loaderd's stream waits on that event on the GPU
-before it writes the slot again, so kernels still reading the slot are safe.
+the Release message goes out. loaderd waits until that event is done before it
+writes the slot again, so kernels still reading the slot are safe.
 """
 
 from __future__ import annotations

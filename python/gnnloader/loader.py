@@ -212,7 +212,7 @@ class Loader(_Connection):
     def _release_slot(self, slot: int) -> None:
         epoch, index = self._held.pop(slot)
         if self._cuda is not None:
-            self._cuda.record_released(slot)  # before Release: loaderd's stream waits on it
+            self._cuda.record_released(slot)  # before Release: loaderd waits for it before a refill
         self._send(p.Release(slot=slot, epoch=epoch, index=index))
 
     def _view(self, m: p.BatchReady):

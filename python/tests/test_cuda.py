@@ -235,7 +235,7 @@ class KilledMidStepTest(unittest.TestCase):
                 logs, dumped = d.dump(), True
                 err = out.stderr or ""
                 self.fail("the next trainer was not served an epoch within 60 s of the killed one;\n"
-                          f"its stderr (end): {err[-3000:] if isinstance(err, str) else err.decode()[-3000:]}\n"
+                          f"its stderr (end): {err[-3000:] if isinstance(err, str) else err.decode(errors='replace')[-3000:]}\n"
                           f"loaderd's goroutines in the serve and cudaext packages:\n{serve_stacks(logs)}")
             self.assertTrue(out.stdout.startswith("epoch "), out.stdout)
             wait_gpu_memory_back(self, before, 30, lambda: "\n" + d.logs()[-3000:])
@@ -245,7 +245,9 @@ class KilledMidStepTest(unittest.TestCase):
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
-            if not dumped:
+            if dumped:
+                d.cleanup()
+            else:
                 self.assertEqual(d.stop(), 0)
 
 

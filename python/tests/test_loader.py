@@ -94,11 +94,24 @@ class Daemon:
         return logs
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=30)
-        self.log.close()
+        """SIGTERM, then the exit code; a loaderd that does not exit within
+        30 s is killed (and the TimeoutExpired raised after the clean-up)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        finally:
+            self.cleanup()
+
+    def cleanup(self):
+        """Closes the log and removes the directory (after stop or dump)."""
+        if not self.log.closed:
+            self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-        return code
 
 
 class LoaderTest(unittest.TestCase):
