@@ -142,33 +142,43 @@ func (r *gpuWorkRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) e
 	return r.slotRing.Fill(ctx, slots, bs)
 }
 
-func newGPUWorkRing(srv *Server, done func(int) bool) func(*request, *batch.Layout, pingpong.Layout) (slotRing, error) {
-	return func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error) {
-		cpu := *req
-		cpu.device = -1
-		r, err := srv.newRing(&cpu, layout, sl)
-		return &gpuWorkRing{slotRing: r, done: done, filled: map[int]bool{}, awaited: map[int]bool{},
-			ended: make(chan error, 1)}, err
-	}
-}
-
-// Every refill of a slot waits for the trainer's work on it first (an
-// epoch over two slots refills each many times).
-func TestRefillsAwaitTheTrainersWork(t *testing.T) {
+// gpuWorkServer is a test server whose first "cuda:0" trainer gets a
+// gpuWorkRing (sent on the channel) with the given done, and later ones an
+// ordinary shared-memory ring; gpuWorkTrainer is such a trainer, two slots.
+func gpuWorkServer(t *testing.T, done func(int) bool) (*Server, *Source, <-chan *gpuWorkRing) {
 	rings := make(chan *gpuWorkRing, 1)
+	var made atomic.Int32
 	srv, src := testServer(t, Config{}, func(srv *Server) {
-		mk := newGPUWorkRing(srv, func(int) bool { return true })
 		srv.newCUDARing = func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error) {
-			r, err := mk(req, layout, sl)
-			rings <- r.(*gpuWorkRing)
-			return r, err
+			cpu := *req
+			cpu.device = -1
+			r, err := srv.newRing(&cpu, layout, sl)
+			if err != nil || made.Add(1) > 1 {
+				return r, err
+			}
+			w := &gpuWorkRing{slotRing: r, done: done, filled: map[int]bool{}, awaited: map[int]bool{},
+				ended: make(chan error, 1)}
+			rings <- w
+			return w, nil
 		}
 	})
+	return srv, src, rings
+}
+
+func gpuWorkTrainer(t *testing.T, srv *Server) *client {
 	c := dial(t, srv)
 	o := openReq()
 	o.Device = "cuda:0"
 	o.Slots = 2
 	c.handshake(o)
+	return c
+}
+
+// Every refill of a slot waits for the trainer's work on it first (an
+// epoch over two slots refills each many times).
+func TestRefillsAwaitTheTrainersWork(t *testing.T) {
+	srv, src, rings := gpuWorkServer(t, func(int) bool { return true })
+	c := gpuWorkTrainer(t, srv)
 	c.epoch(src, 0)
 	ring := <-rings
 	ring.mu.Lock()
@@ -185,26 +195,8 @@ func TestRefillsAwaitTheTrainersWork(t *testing.T) {
 // ends (killed mid-step) does not stall the daemon: the wait ends with the
 // session, and the next trainer is served.
 func TestTrainerGoneMidStepDoesNotStall(t *testing.T) {
-	rings := make(chan *gpuWorkRing, 1)
-	var made atomic.Int32
-	srv, src := testServer(t, Config{}, func(srv *Server) {
-		mk := newGPUWorkRing(srv, func(int) bool { return false })
-		srv.newCUDARing = func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error) {
-			if made.Add(1) > 1 { // the next trainer: an ordinary ring
-				cpu := *req
-				cpu.device = -1
-				return srv.newRing(&cpu, layout, sl)
-			}
-			r, err := mk(req, layout, sl)
-			rings <- r.(*gpuWorkRing)
-			return r, err
-		}
-	})
-	c := dial(t, srv)
-	o := openReq()
-	o.Device = "cuda:0"
-	o.Slots = 2
-	c.handshake(o)
+	srv, src, rings := gpuWorkServer(t, func(int) bool { return false })
+	c := gpuWorkTrainer(t, srv)
 	c.send(&ipc.StartEpoch{})
 	b := c.recv().(*ipc.BatchReady)
 	c.recv()
@@ -219,10 +211,6 @@ func TestTrainerGoneMidStepDoesNotStall(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the wait on a gone trainer's GPU work did not end with its session")
 	}
-	next := dial(t, srv)
-	no := openReq()
-	no.Device = "cuda:0"
-	next.handshake(no)
-	next.epoch(src, 0)
+	gpuWorkTrainer(t, srv).epoch(src, 0)
 	waitFor(t, func() bool { return srv.Trainers() == 1 })
 }
