@@ -68,3 +68,41 @@ class TableTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TableSocketFramesTest(unittest.TestCase):
+    """open_table against a fake table socket (no loaderd needed)."""
+
+    def serve_once(self, nfds):
+        """A socket whose one client gets a JSON line with nfds descriptors
+        (of /dev/null) attached; returns its path."""
+        import array
+        import socket
+        import threading
+        tmp = tempfile.mkdtemp(prefix="gnnloader-faketable-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        path = os.path.join(tmp, "t.sock")
+        srv = socket.socket(socket.AF_UNIX)
+        srv.bind(path)
+        srv.listen(1)
+        self.addCleanup(srv.close)
+
+        def answer():
+            c, _ = srv.accept()
+            fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(nfds)]
+            try:
+                c.sendmsg([b'{"bytes": 0}\n'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+            finally:
+                for fd in fds:
+                    os.close(fd)
+                c.close()
+        threading.Thread(target=answer, daemon=True).start()
+        return path
+
+    def test_more_descriptors_than_room_is_an_error_and_leaks_none(self):
+        path = self.serve_once(64)
+        before = len(os.listdir("/proc/self/fd"))
+        with self.assertRaisesRegex(gnnloader.LoaderError, "more descriptors than one"):
+            open_table(path, timeout=10)
+        time.sleep(0.1)  # the fake server's thread closes its copies
+        self.assertLessEqual(len(os.listdir("/proc/self/fd")), before)
