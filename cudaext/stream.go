@@ -1,5 +1,10 @@
 package cudaext
 
+import (
+	"context"
+	"time"
+)
+
 // EventFlags are cuEventCreate's flags.
 type EventFlags uint
 
@@ -31,3 +36,32 @@ func NewEvents(events []*Event, flags EventFlags) error {
 	}
 	return nil
 }
+
+// PollUntil calls done until it reports true or an error, sleeping between
+// calls (20 us, doubling up to 200 us), or until ctx ends (its error). It
+// is for waiting on the host for GPU work that may never finish, such as
+// another process's event records, where a stream's wait or
+// Event.Synchronize could block forever.
+func PollUntil(ctx context.Context, done func() (bool, error)) error {
+	for wait := time.Duration(0); ; {
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		wait = min(max(2*wait, minPoll), maxPoll)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// PollUntil's intervals. An event a waiter polls is usually done by its
+// first query; otherwise the work before it is milliseconds from its end.
+const (
+	minPoll = 20 * time.Microsecond
+	maxPoll = 200 * time.Microsecond
+)

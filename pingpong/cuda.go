@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/gnnloader/gnnloader/cudaext"
 )
@@ -120,9 +119,9 @@ func (r *CUDARing) RegionAt(i, k int) (cudaext.DevicePtr, int64) {
 	return r.Slot(i) + cudaext.DevicePtr(g.Offset), g.Bytes
 }
 
-// AwaitReleased waits, on the host, until the trainer's last use of slot i
-// is done on the GPU (its released event complete; one never recorded is
-// done), or until ctx ends, or the ring closes (ErrClosed).
+// AwaitReleased waits, on the host, until the trainer's last use of each
+// of slots is done on the GPU (its released event complete; one never
+// recorded is done), or until ctx ends, or the ring closes (ErrClosed).
 //
 // The wait is on the host, never a stream's wait on the event: a trainer
 // killed mid-step (SIGKILL, the OOM killer) takes the release records still
@@ -132,44 +131,36 @@ func (r *CUDARing) RegionAt(i, k int) (cudaext.DevicePtr, int64) {
 // creation: measured on an H100, the next trainer's Open hung in
 // cuModuleLoadData), so that one killed trainer would stop the GPU for all.
 // A host wait ends with the session's context instead.
-func (r *CUDARing) AwaitReleased(ctx context.Context, i int) error {
-	for wait := time.Duration(0); ; {
-		done, err := r.releasedDone(i)
-		if err != nil || done {
-			return err
-		}
-		wait = min(max(2*wait, minPoll), maxPoll)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+func (r *CUDARing) AwaitReleased(ctx context.Context, slots []int) error {
+	pending := slots
+	return cudaext.PollUntil(ctx, func() (bool, error) {
+		var err error
+		pending, err = r.notReleased(pending)
+		return len(pending) == 0, err
+	})
 }
 
-// The polling interval of AwaitReleased: it doubles from minPoll up to
-// maxPoll. A trainer releases a slot once its step is queued, so the record
-// is usually done by the time the slot is filled again and the first query
-// answers; otherwise the step is a few milliseconds from its end.
-const (
-	minPoll = 20 * time.Microsecond
-	maxPoll = 200 * time.Microsecond
-)
-
-// releasedDone queries slot i's released event.
-func (r *CUDARing) releasedDone(i int) (done bool, err error) {
+// notReleased returns those of slots whose released event is not done yet,
+// querying each in one context switch (a new slice: slots stays as it is).
+func (r *CUDARing) notReleased(slots []int) (left []int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.released == nil {
-		return false, ErrClosed
+		return nil, ErrClosed
 	}
 	err = r.ctx.Do(func() error {
-		done, err = r.released[i].Done()
-		return err
+		for _, i := range slots {
+			done, err := r.released[i].Done()
+			if err != nil {
+				return err
+			}
+			if !done {
+				left = append(left, i)
+			}
+		}
+		return nil
 	})
-	return done, err
+	return left, err
 }
 
 // RecordReady records slot i's ready event on s (context current): the

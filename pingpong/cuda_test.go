@@ -157,12 +157,12 @@ func TestCUDARingWaitsForRelease(t *testing.T) {
 			// loaderd refills the slot, once the trainer is done with it.
 			if wait {
 				short, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-				err := r.AwaitReleased(short, 0)
+				err := r.AwaitReleased(short, []int{0})
 				cancel()
 				if !errors.Is(err, context.DeadlineExceeded) {
 					return fmt.Errorf("a wait of 1 ms on a release queued behind 40 GiB of memsets: %v, want the deadline", err)
 				}
-				if err := r.AwaitReleased(context.Background(), 0); err != nil {
+				if err := r.AwaitReleased(context.Background(), []int{0}); err != nil {
 					return err
 				}
 			}
@@ -196,7 +196,7 @@ func TestCUDARingWaitsForRelease(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.AwaitReleased(context.Background(), 0); !errors.Is(err, ErrClosed) {
+	if err := r.AwaitReleased(context.Background(), []int{0}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("AwaitReleased on a closed ring: %v, want ErrClosed", err)
 	}
 }

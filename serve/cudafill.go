@@ -21,9 +21,6 @@ func (r *cudaRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) erro
 	if r.sampling != nil {
 		return r.fillSampled(ctx, slots, bs)
 	}
-	if err := r.AwaitReleased(ctx, slots); err != nil {
-		return err
-	}
 	counts, err := r.copyStructure(slots, bs)
 	if err != nil {
 		return err
@@ -172,19 +169,6 @@ func (r *cudaRing) sweepPlannedOnCPU(ctx context.Context, grp gatherGroup, slots
 	}
 	for _, p := range parts {
 		if err := t.Gather(ctx, p.Dst, p.Nid, p.Order); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// AwaitReleased waits on the host until the trainer's last use of each of
-// slots is done (pingpong.CUDARing.AwaitReleased says why not on the GPU).
-// Fill calls it too, so that no fill can skip it; after the pipeline's
-// call each query answers at once.
-func (r *cudaRing) AwaitReleased(ctx context.Context, slots []int) error {
-	for _, slot := range slots {
-		if err := r.CUDARing.AwaitReleased(ctx, slot); err != nil {
 			return err
 		}
 	}

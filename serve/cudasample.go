@@ -182,13 +182,12 @@ func (d *deviceSampling) close() {
 	}
 }
 
-// fillSampled is Fill for batches sampled on the GPU: once the slots'
-// released events are done (a wait on the host), on the sampling stream
-// the seeds go up, every
-// batch is sampled into its slot and the counts come back (each batch's Meta
-// waits for them); the ring's stream waits for that, then fills the gathered
-// regions by sweeps planned on the GPU from the n_id the sampler wrote, the
-// counts read on the device.
+// fillSampled is Fill for batches sampled on the GPU (the slots' released
+// events done: the pipeline's AwaitReleased): on the sampling stream the
+// seeds go up, every batch is sampled into its slot and the counts come
+// back (each batch's Meta waits for them); the ring's stream waits for
+// that, then fills the gathered regions by sweeps planned on the GPU from
+// the n_id the sampler wrote, the counts read on the device.
 func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batch) (err error) {
 	d := r.sampling
 	defer func() {
@@ -206,12 +205,6 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 			return fmt.Errorf("serve: %d seeds, the ring's GPU sampler takes %d", len(db.Seeds()), d.batch)
 		}
 		dbs[j] = db
-	}
-	// The trainer's last use of the slots, waited for on the host (see
-	// pingpong.CUDARing.AwaitReleased), before anything of this fill is
-	// queued.
-	if err := r.AwaitReleased(ctx, slots); err != nil {
-		return err
 	}
 	k := d.seq % countsRing
 	d.seq++

@@ -23,12 +23,13 @@ type slotRing interface {
 	Acquire(ctx context.Context) (int, error)
 	// AwaitReleased waits until the trainer's last use of each of slots
 	// is done: on a GPU, until its kernels that read the slot have ended
-	// (the slots' released events; pingpong.CUDARing.AwaitReleased); in
+	// (the slots' released events: pingpong.CUDARing.AwaitReleased); in
 	// shared memory a released slot is done at once.
 	AwaitReleased(ctx context.Context, slots []int) error
 	// Fill writes batch bs[j] into slot slots[j], at most SweepWidth of
-	// them, once AwaitReleased has returned for them. When it returns, the slots' contents are ready for the trainer
-	// (or, on a GPU, ordered before each slot's "ready" event).
+	// them; the caller has waited for them with AwaitReleased. When it
+	// returns, the slots' contents are ready for the trainer (or, on a GPU,
+	// ordered before each slot's "ready" event).
 	Fill(ctx context.Context, slots []int, bs []batch.Batch) error
 	// SweepWidth is the most batches one Fill may take: above 1 when the
 	// ring gathers several batches in one pass over the table (the GPU

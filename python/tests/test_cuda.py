@@ -256,7 +256,7 @@ def serve_stacks(logs, limit=6000):
     code of the serve, pingpong, gather or cudaext packages, the cgo calls
     among them first."""
     blocks = [b for b in logs.split("\n\n") if b.startswith("goroutine ")
-              and any(f"/{pkg}." in b or f"{pkg}." in b for pkg in ("serve", "pingpong", "gather", "cudaext"))]
+              and any(f"{pkg}." in b for pkg in ("serve", "pingpong", "gather", "cudaext"))]
     blocks.sort(key=lambda b: "_Cfunc_" not in b)
     return "\n\n".join(blocks)[:limit] or logs[-limit:]
 
