@@ -214,3 +214,29 @@ func TestTrainerGoneMidStepDoesNotStall(t *testing.T) {
 	gpuWorkTrainer(t, srv).epoch(src, 0)
 	waitFor(t, func() bool { return srv.Trainers() == 1 })
 }
+
+// A trainer that stays connected while its GPU work on released slots
+// never ends (a hostile client recording its releases behind an endless
+// kernel, or a hung one) stalls only its own fills: another trainer of the
+// daemon is served a whole epoch meanwhile, and the stalled one's slots and
+// budget come back when it goes.
+func TestEndlessTrainerWorkStallsOnlyItsSession(t *testing.T) {
+	srv, src, rings := gpuWorkServer(t, func(int) bool { return false })
+	hostile := gpuWorkTrainer(t, srv)
+	hostile.send(&ipc.StartEpoch{})
+	b := hostile.recv().(*ipc.BatchReady)
+	hostile.recv()
+	hostile.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index}) // its work on the slot never ends
+	ring := <-rings
+	gpuWorkTrainer(t, srv).epoch(src, 0)
+	select {
+	case err := <-ring.ended:
+		t.Fatalf("the stalled trainer's wait ended (%v) while it was connected", err)
+	default:
+	}
+	hostile.conn.Close()
+	if err := <-ring.ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the stalled trainer's wait ended with %v, want the session's cancel", err)
+	}
+	waitFor(t, func() bool { return srv.Trainers() == 1 })
+}
