@@ -174,6 +174,29 @@ func gpuWorkTrainer(t *testing.T, srv *Server) *client {
 	return c
 }
 
+// stalledTrainer is a gpuWorkTrainer in its first epoch that has released
+// its first batch (on a ring whose work never ends, a release its fills
+// wait on) and holds the second.
+func stalledTrainer(t *testing.T, srv *Server) *client {
+	c := gpuWorkTrainer(t, srv)
+	c.send(&ipc.StartEpoch{})
+	b := c.recv().(*ipc.BatchReady)
+	c.recv()
+	c.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index})
+	return c
+}
+
+// waitEnded is what a wait that never saw the work end returned, within 10 s.
+func (r *gpuWorkRing) waitEnded(t *testing.T) error {
+	select {
+	case err := <-r.ended:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait on a trainer's GPU work did not end with its session")
+		return nil
+	}
+}
+
 // Every refill of a slot waits for the trainer's work on it first (an
 // epoch over two slots refills each many times).
 func TestRefillsAwaitTheTrainersWork(t *testing.T) {
@@ -196,20 +219,11 @@ func TestRefillsAwaitTheTrainersWork(t *testing.T) {
 // session, and the next trainer is served.
 func TestTrainerGoneMidStepDoesNotStall(t *testing.T) {
 	srv, src, rings := gpuWorkServer(t, func(int) bool { return false })
-	c := gpuWorkTrainer(t, srv)
-	c.send(&ipc.StartEpoch{})
-	b := c.recv().(*ipc.BatchReady)
-	c.recv()
-	c.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index}) // its work on the slot never ends
+	c := stalledTrainer(t, srv)
 	c.conn.Close()
 	ring := <-rings
-	select {
-	case err := <-ring.ended:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("the wait on the gone trainer's work ended with %v, want the session's cancel", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the wait on a gone trainer's GPU work did not end with its session")
+	if err := ring.waitEnded(t); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the wait on the gone trainer's work ended with %v, want the session's cancel", err)
 	}
 	gpuWorkTrainer(t, srv).epoch(src, 0)
 	waitFor(t, func() bool { return srv.Trainers() == 1 })
@@ -222,11 +236,7 @@ func TestTrainerGoneMidStepDoesNotStall(t *testing.T) {
 // budget come back when it goes.
 func TestEndlessTrainerWorkStallsOnlyItsSession(t *testing.T) {
 	srv, src, rings := gpuWorkServer(t, func(int) bool { return false })
-	hostile := gpuWorkTrainer(t, srv)
-	hostile.send(&ipc.StartEpoch{})
-	b := hostile.recv().(*ipc.BatchReady)
-	hostile.recv()
-	hostile.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index}) // its work on the slot never ends
+	hostile := stalledTrainer(t, srv)
 	ring := <-rings
 	gpuWorkTrainer(t, srv).epoch(src, 0)
 	select {
@@ -235,7 +245,7 @@ func TestEndlessTrainerWorkStallsOnlyItsSession(t *testing.T) {
 	default:
 	}
 	hostile.conn.Close()
-	if err := <-ring.ended; !errors.Is(err, context.Canceled) {
+	if err := ring.waitEnded(t); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the stalled trainer's wait ended with %v, want the session's cancel", err)
 	}
 	waitFor(t, func() bool { return srv.Trainers() == 1 })
