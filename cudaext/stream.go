@@ -2,6 +2,7 @@ package cudaext
 
 import (
 	"context"
+	"runtime"
 	"time"
 )
 
@@ -37,19 +38,30 @@ func NewEvents(events []*Event, flags EventFlags) error {
 	return nil
 }
 
-// PollUntil calls done until it reports true or an error, sleeping between
-// calls (20 us, doubling up to 200 us), or until ctx ends (its error). It
-// is for waiting on the host for GPU work that may never finish, such as
-// another process's event records, where a stream's wait or
-// Event.Synchronize could block forever.
+// PollUntil calls done until it reports true or an error, or until ctx ends
+// (its error). It is for waiting on the host for GPU work that may never
+// finish, such as another process's event records, where a stream's wait or
+// Event.Synchronize could block forever. For the first spinPoll it asks again
+// at once, yielding the processor between calls; after that it sleeps
+// sleepPoll between calls. (A Go timer shorter than a millisecond sleeps
+// about a millisecond when the process has nothing else to run: sleeping
+// from the first miss made every wait that missed once cost a millisecond,
+// e.g. a gradient all-reduce waiting for its trainers' copies, docs/ring.md.)
 func PollUntil(ctx context.Context, done func() (bool, error)) error {
-	for wait := time.Duration(0); ; {
+	start := time.Now()
+	for {
 		ok, err := done()
 		if err != nil || ok {
 			return err
 		}
-		wait = min(max(2*wait, minPoll), maxPoll)
-		t := time.NewTimer(wait)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if time.Since(start) < spinPoll {
+			runtime.Gosched()
+			continue
+		}
+		t := time.NewTimer(sleepPoll)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -59,9 +71,10 @@ func PollUntil(ctx context.Context, done func() (bool, error)) error {
 	}
 }
 
-// PollUntil's intervals. An event a waiter polls is usually done by its
-// first query; otherwise the work before it is milliseconds from its end.
+// PollUntil's phases. An event a waiter polls is usually done by its first
+// query, or within microseconds (a copy the trainer enqueued just before
+// saying so); otherwise the work before it is milliseconds from its end.
 const (
-	minPoll = 20 * time.Microsecond
-	maxPoll = 200 * time.Microsecond
+	spinPoll  = 500 * time.Microsecond
+	sleepPoll = time.Millisecond
 )
