@@ -42,8 +42,9 @@ func (s *Server) gradGroups() *gradGroups {
 type gradBackend interface {
 	// describe fills GradRegistered for rank r and returns the fds to pass.
 	describe(r int, m *ipc.GradRegistered) []int
-	// reduce all-reduces the first count elements of every rank's buffer.
-	reduce(count int64, dt ring.DType, op ring.Op) error
+	// reduce all-reduces the first count elements of every rank's buffer;
+	// a wait on the trainers (their GPU work) ends with ctx.
+	reduce(ctx context.Context, count int64, dt ring.DType, op ring.Op) error
 	close()
 }
 
@@ -328,7 +329,18 @@ func (gc *gradConn) allReduce(ctx context.Context, g *gradGroup, m *ipc.AllReduc
 	}
 	g.mu.Unlock()
 	if last {
-		r.err = g.backend.reduce(int64(m.Count), dt, op)
+		// The reduce may wait on the ranks' GPU work: it ends when this
+		// connection does or the group breaks (a rank left).
+		rctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-g.broken:
+				cancel()
+			case <-rctx.Done():
+			}
+		}()
+		r.err = g.backend.reduce(rctx, int64(m.Count), dt, op)
+		cancel()
 		close(r.done)
 	}
 	select {
@@ -384,7 +396,7 @@ func (g *gradShm) describe(r int, m *ipc.GradRegistered) []int {
 	return []int{g.fds[r]}
 }
 
-func (g *gradShm) reduce(count int64, dt ring.DType, op ring.Op) error {
+func (g *gradShm) reduce(_ context.Context, count int64, dt ring.DType, op ring.Op) error {
 	return ring.ReduceCPU(g.bufs, count, dt, op)
 }
 

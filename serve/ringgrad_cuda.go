@@ -1,7 +1,9 @@
 package serve
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/gnnloader/gnnloader/cudaext"
 	"github.com/gnnloader/gnnloader/ipc"
@@ -92,15 +94,20 @@ func (g *gradCUDA) describe(r int, m *ipc.GradRegistered) []int {
 	return nil
 }
 
-// reduce makes every rank's ring stream wait for the trainer's "ready"
-// event, enqueues the ring and records "done"; it does not wait: the
-// trainers' streams wait on "done".
-func (g *gradCUDA) reduce(count int64, dt ring.DType, op ring.Op) error {
+// reduce waits on the host until every trainer's "ready" event is done,
+// enqueues the ring and records "done"; it does not wait for the ring: the
+// trainers' streams wait on "done". The wait is on the host, not the ring
+// streams' wait on "ready": a trainer killed with its record still queued
+// behind its backward pass never completes it, and a stream of loaderd's
+// waiting on it would wait forever, with every call that synchronises the
+// GPU's primary context, the slot rings' too (docs/gpu.md, "A trainer killed
+// mid-step").
+func (g *gradCUDA) reduce(ctx context.Context, count int64, dt ring.DType, op ring.Op) error {
 	bufs := make([]cudaext.DevicePtr, len(g.pos))
 	for p, r := range g.pos {
 		bufs[p] = g.bufs[r]
-		if err := g.ctxs[r].Do(func() error { return g.ring.Stream(p).WaitEvent(g.ready[r]) }); err != nil {
-			return err
+		if err := awaitEvent(ctx, g.ctxs[r], g.ready[r]); err != nil {
+			return fmt.Errorf("rank %d's gradients: %w", r, err)
 		}
 	}
 	if err := g.ring.AllReduce(bufs, count, dt, op); err != nil {
@@ -132,5 +139,28 @@ func (g *gradCUDA) close() {
 			return nil
 		})
 		c.Release()
+	}
+}
+
+// awaitEvent polls e (an event of context c) on the host until it is done
+// or ctx ends, at the intervals of pingpong.CUDARing.AwaitReleased.
+func awaitEvent(ctx context.Context, c *cudaext.Context, e *cudaext.Event) error {
+	for wait := time.Duration(0); ; {
+		var done bool
+		err := c.Do(func() (err error) {
+			done, err = e.Done()
+			return err
+		})
+		if err != nil || done {
+			return err
+		}
+		wait = min(max(2*wait, 20*time.Microsecond), 200*time.Microsecond)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
 	}
 }
