@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/gnnloader/gnnloader/cudaext"
 	"github.com/gnnloader/gnnloader/ipc"
@@ -142,25 +141,14 @@ func (g *gradCUDA) close() {
 	}
 }
 
-// awaitEvent polls e (an event of context c) on the host until it is done
-// or ctx ends, at the intervals of pingpong.CUDARing.AwaitReleased.
+// awaitEvent waits on the host until e (an event of context c) is done,
+// or ctx ends (cudaext.PollUntil).
 func awaitEvent(ctx context.Context, c *cudaext.Context, e *cudaext.Event) error {
-	for wait := time.Duration(0); ; {
-		var done bool
-		err := c.Do(func() (err error) {
+	return cudaext.PollUntil(ctx, func() (done bool, err error) {
+		err = c.Do(func() error {
 			done, err = e.Done()
 			return err
 		})
-		if err != nil || done {
-			return err
-		}
-		wait = min(max(2*wait, 20*time.Microsecond), 200*time.Microsecond)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+		return done, err
+	})
 }
