@@ -245,16 +245,25 @@ func (gc *gradConn) serve(ctx context.Context, rg *ipc.RegisterGrad) error {
 	// Wait for the other ranks, watching the connection meanwhile: a rank
 	// that hangs up (or sends anything) before its GradRegistered leaves at
 	// once, giving back its rank and its share of the memory budget. The
-	// read started here is the first one of the loop below.
-	type read struct {
-		m   ipc.Msg
-		fds []int
-		err error
-	}
-	first := make(chan read, 1)
+	// connection is read by a goroutine of its own from here on, so that a
+	// rank that dies in the middle of an all-reduce is seen at once too
+	// (allReduce), not only by its next read.
+	msgs := make(chan gradRead, 1)
+	quit := make(chan struct{})
+	defer close(quit)
 	go func() {
-		m, fds, err := gc.ss.conn.ReadMsg()
-		first <- read{m, fds, err}
+		for {
+			m, fds, err := gc.ss.conn.ReadMsg()
+			select {
+			case msgs <- gradRead{m, fds, err}:
+			case <-quit:
+				ipc.CloseFDs(fds)
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
 	}()
 	select {
 	case <-g.full:
@@ -262,7 +271,7 @@ func (gc *gradConn) serve(ctx context.Context, rg *ipc.RegisterGrad) error {
 		return g.err
 	case <-ctx.Done():
 		return ctx.Err()
-	case r := <-first:
+	case r := <-msgs:
 		ipc.CloseFDs(r.fds)
 		if r.err != nil {
 			return r.err
@@ -274,21 +283,25 @@ func (gc *gradConn) serve(ctx context.Context, rg *ipc.RegisterGrad) error {
 	if err := gc.write(reg, fds...); err != nil {
 		return err
 	}
-	r := <-first
-	m, fds, err := r.m, r.fds, r.err
-	for ; ; m, fds, err = gc.ss.conn.ReadMsg() {
-		ipc.CloseFDs(fds)
-		if err != nil {
+	for {
+		var r gradRead
+		select {
+		case r = <-msgs:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		ipc.CloseFDs(r.fds)
+		if r.err != nil {
+			return r.err
+		}
+		if err := gc.state.Next(ipc.FromClient, r.m); err != nil {
 			return err
 		}
-		if err := gc.state.Next(ipc.FromClient, m); err != nil {
-			return err
-		}
-		switch m := m.(type) {
+		switch m := r.m.(type) {
 		case *ipc.Goodbye:
 			return nil
 		case *ipc.AllReduce:
-			if err := gc.allReduce(ctx, g, m); err != nil {
+			if err := gc.allReduce(ctx, g, m, msgs); err != nil {
 				return err
 			}
 		default:
@@ -297,8 +310,32 @@ func (gc *gradConn) serve(ctx context.Context, rg *ipc.RegisterGrad) error {
 	}
 }
 
-// allReduce joins the group's round for m and answers when it is done.
-func (gc *gradConn) allReduce(ctx context.Context, g *gradGroup, m *ipc.AllReduce) error {
+// gradRead is one read of a gradient connection.
+type gradRead struct {
+	m   ipc.Msg
+	fds []int
+	err error
+}
+
+// leftMidRound handles what a rank's connection delivered while an
+// all-reduce was under way: it hung up (the rank died or closed) or sent
+// something, which the protocol does not allow before AllReduceDone. Either
+// way the group breaks, so the other ranks get an error instead of waiting
+// for this rank's GPU work, which may never finish.
+func (gc *gradConn) leftMidRound(g *gradGroup, r gradRead) error {
+	ipc.CloseFDs(r.fds)
+	err := r.err
+	if err == nil {
+		err = perrf(ipc.CodeOutOfOrder, "%s during an all-reduce", r.m.Type())
+	}
+	g.fail(perrf(ipc.CodeInternal, "rank %d of job %q left during an all-reduce", gc.rank, g.job))
+	return err
+}
+
+// allReduce joins the group's round for m and answers when it is done. msgs
+// is the connection's reads: anything on it before the answer ends the
+// round for every rank (leftMidRound).
+func (gc *gradConn) allReduce(ctx context.Context, g *gradGroup, m *ipc.AllReduce, msgs <-chan gradRead) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
@@ -330,17 +367,31 @@ func (gc *gradConn) allReduce(ctx context.Context, g *gradGroup, m *ipc.AllReduc
 	g.mu.Unlock()
 	if last {
 		// The reduce may wait on the ranks' GPU work: it ends when this
-		// connection does or the group breaks (a rank left).
+		// connection's context does, the group breaks (another rank left)
+		// or this rank's own connection delivers anything (it left).
 		rctx, cancel := context.WithCancel(ctx)
+		early := make(chan gradRead, 1)
+		watched := make(chan struct{})
 		go func() {
+			defer close(watched)
 			select {
 			case <-g.broken:
-				cancel()
+			case rd := <-msgs:
+				early <- rd
 			case <-rctx.Done():
 			}
+			cancel()
 		}()
 		r.err = g.backend.reduce(rctx, int64(m.Count), dt, op)
 		cancel()
+		<-watched
+		select {
+		case rd := <-early:
+			err := gc.leftMidRound(g, rd)
+			close(r.done)
+			return err
+		default:
+		}
 		close(r.done)
 	}
 	select {
@@ -349,8 +400,16 @@ func (gc *gradConn) allReduce(ctx context.Context, g *gradGroup, m *ipc.AllReduc
 		return g.err
 	case <-ctx.Done():
 		return ctx.Err()
+	case rd := <-msgs:
+		return gc.leftMidRound(g, rd)
 	}
 	if r.err != nil {
+		g.mu.Lock()
+		gerr := g.err
+		g.mu.Unlock()
+		if gerr != nil {
+			return gerr // the round ended because the group broke
+		}
 		return perrf(ipc.CodeInternal, "all-reduce: %v", r.err)
 	}
 	return gc.write(&ipc.AllReduceDone{Seq: m.Seq})

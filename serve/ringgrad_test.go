@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"math/rand"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,4 +173,50 @@ func errFromMsg(m ipc.Msg) error {
 		return &ipc.ProtocolError{Code: e.Code, Msg: e.Message}
 	}
 	return nil
+}
+
+// TestGradRankLeavesMidRound: of three ranks, rank 1 asks for an all-reduce
+// and hangs up before rank 2 asks; rank 0, which asked too, gets an error
+// naming rank 1 at once, instead of waiting for a round that can never end
+// (before, nobody read a connection while its rank waited in a round). On
+// a GPU the same hang-up mid-round also ends a reduce that waits on the ranks'
+// ready events (scripts/grad_kill_check.py).
+func TestGradRankLeavesMidRound(t *testing.T) {
+	srv, _ := testServer(t, Config{})
+	const world, size = 3, 1 << 12
+	conns := make([]*ipc.Conn, world)
+	var wg sync.WaitGroup
+	for r := 0; r < world; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conns[r], _ = gradClient(t, srv, "job", r, world, size)
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	req := &ipc.AllReduce{Seq: 0, Count: 16, DType: "float32", Op: "sum"}
+	for _, r := range []int{0, 1} {
+		if err := conns[r].WriteMsg(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // both are in the round
+	conns[1].Close()
+	conns[0].UnixConn().SetDeadline(time.Now().Add(10 * time.Second))
+	m, _, err := conns[0].ReadMsg()
+	e, ok := m.(*ipc.Error)
+	if err != nil || !ok || !strings.Contains(e.Message, "rank 1") {
+		t.Fatalf("rank 0 after rank 1 hung up mid-round: %#v %v, want an Error naming rank 1", m, err)
+	}
+	// Rank 2 asking now is told the group is gone.
+	if err := conns[2].WriteMsg(req); err != nil {
+		t.Fatal(err)
+	}
+	conns[2].UnixConn().SetDeadline(time.Now().Add(10 * time.Second))
+	if m, _, err := conns[2].ReadMsg(); err != nil || m.Type() != ipc.TypeError {
+		t.Fatalf("rank 2 after the group broke: %#v %v, want an Error", m, err)
+	}
 }
