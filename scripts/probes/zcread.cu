@@ -21,6 +21,17 @@
 //   bulk-st   the same, stored with cp.async.bulk shared -> global
 //   seq       the same over consecutive rows (no scatter): the zero-copy ceiling
 //   memcpy    cudaMemcpyAsync of the same number of bytes, contiguous
+//
+//   batch     cudaMemcpyBatchAsync: one copy a row (the driver's batched
+//             memcpy; whether copy engines or SMs carry it is the question)
+//   batch-ov  the same with cudaMemcpyFlagPreferOverlapWithCompute
+//   cpu       OpenMP threads copy the rows into pinned staging, then one
+//             cudaMemcpyAsync (the copy engines); the CPU time is printed too
+//
+// Loop mode (scripts/probes/interference.sh): `zcread 512 600000 SECONDS
+// loop-ld16:SMS[:THREADS]|loop-memcpy|loop-batch|loop-cpu TABLE` sets the table up, prints "looping",
+// then repeats one method back to back for SECONDS or until SIGTERM (work
+// for another process to run beside) and prints the rate it kept.
 // Tables: GiB then a kind (alloc_table): c cudaHostAlloc, h/n mmap advised
 // for huge pages or not then cudaHostRegister (loaderd's way), v/V
 // cuMemCreate on the host. What it showed on an H100: docs/benchmarks.md,
@@ -32,6 +43,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <omp.h>
+#include <signal.h>
+#include <time.h>
 
 #include <algorithm>
 #include <random>
@@ -277,8 +291,82 @@ static long anon_huge_kb() {
 	return kb;
 }
 
+// CEPaths are the copy-engine ways to move the rows: one batched memcpy of
+// a copy a row, and a CPU gather into pinned staging plus one memcpy.
+struct CEPaths {
+	std::vector<const void *> srcs, dsts;
+	std::vector<size_t> sizes;
+	uint8_t *staging = nullptr;
+	double cpu_ms = 0;  // the last cpu_gather's wall time
+	cudaStream_t s = 0; // the batched memcpy refuses the legacy stream
+};
+
+static void ce_setup(Ctx &c, CEPaths &e) {
+	for (int64_t k = 0; k < c.n; k++) {
+		e.srcs.push_back(c.table + (int64_t)c.rows[k] * c.rb);
+		e.dsts.push_back(c.dst + k * c.rb);
+		e.sizes.push_back(c.rb);
+	}
+	CK(cudaHostAlloc((void **)&e.staging, c.n * c.rb, cudaHostAllocDefault));
+	CK(cudaStreamCreate(&e.s)); // blocking: ordered with the legacy stream's events
+}
+
+static cudaError_t batch_copy_err(CEPaths &e, unsigned flags) {
+	cudaMemcpyAttributes a = {};
+	a.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+	a.flags = flags;
+	size_t idx = 0;
+#if CUDART_VERSION >= 13000
+	return cudaMemcpyBatchAsync((const void **)e.dsts.data(), (const void **)e.srcs.data(), e.sizes.data(), e.sizes.size(),
+	                            &a, &idx, 1, e.s);
+#else
+	size_t fail = 0;
+	return cudaMemcpyBatchAsync((void **)e.dsts.data(), (void **)e.srcs.data(), e.sizes.data(), e.sizes.size(), &a, &idx,
+	                            1, &fail, e.s);
+#endif
+}
+
+static void batch_copy(CEPaths &e, unsigned flags) { CK(batch_copy_err(e, flags)); }
+
+// gather_rows copies rows [lo, hi) into the staging, prefetching the row
+// pf ahead (0: none).
+static void gather_rows(Ctx &c, CEPaths &e, int64_t lo, int64_t hi, int pf) {
+#pragma omp parallel for schedule(static, 256)
+	for (int64_t k = lo; k < hi; k++) {
+		if (pf && k + pf < hi) {
+			const uint8_t *q = c.table + (int64_t)c.rows[k + pf] * c.rb;
+			for (int64_t b = 0; b < c.rb; b += 64) __builtin_prefetch(q + b);
+		}
+		memcpy(e.staging + k * c.rb, c.table + (int64_t)c.rows[k] * c.rb, c.rb);
+	}
+}
+
+// cpu_gather gathers every row then copies them in one memcpy (chunk 0), or
+// copies each chunk of rows as soon as it is gathered, the copy engines
+// carrying chunk i while the CPU gathers chunk i+1.
+static void cpu_gather(Ctx &c, CEPaths &e, int pf = 0, int64_t chunk = 0) {
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (!chunk) {
+		gather_rows(c, e, 0, c.n, pf);
+		CK(cudaMemcpyAsync(c.dst, e.staging, c.n * c.rb, cudaMemcpyHostToDevice));
+	} else {
+		for (int64_t lo = 0; lo < c.n; lo += chunk) {
+			int64_t hi = std::min(c.n, lo + chunk);
+			gather_rows(c, e, lo, hi, pf);
+			CK(cudaMemcpyAsync(c.dst + lo * c.rb, e.staging + lo * c.rb, (hi - lo) * c.rb, cudaMemcpyHostToDevice));
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	e.cpu_ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+}
+
+static volatile sig_atomic_t stop_loop = 0;
+static void on_term(int) { stop_loop = 1; }
+
 // run_table measures one table: argument like "16h" (GiB, kind).
-static void run_table(const char *spec, int64_t rb, int64_t n, int reps, bool bulk, const cudaDeviceProp &p) {
+static void run_table(const char *spec, int64_t rb, int64_t n, int reps, bool bulk, const cudaDeviceProp &p,
+                      const char *loop) {
 	double gib = atof(spec);
 	char kind = spec[strlen(spec) - 1];
 	Ctx c;
@@ -316,10 +404,80 @@ static void run_table(const char *spec, int64_t rb, int64_t n, int reps, bool bu
 	CK(cudaEventCreate(&c.e0));
 	CK(cudaEventCreate(&c.e1));
 
+	const int gshift = rb >= 512 ? 3 : 5; // gather.cu: 8 lanes for 512-byte rows
+	CEPaths ce;
+	ce_setup(c, ce);
+	if (loop) {
+		const char *colon = strchr(loop, ':');
+		int sms = atoi(colon ? colon + 1 : "16");
+		int threads = colon && strchr(colon + 1, ':') ? atoi(strchr(colon + 1, ':') + 1) : 256;
+		bool memcpy_ = strncmp(loop, "loop-memcpy", 11) == 0, batch_ = strcmp(loop, "loop-batch") == 0,
+		     cpu_ = strcmp(loop, "loop-cpu") == 0;
+		signal(SIGTERM, on_term); // ends the loop cleanly: no client of MPS killed with work in flight
+		printf("looping %s for at most %d s\n", loop, reps);
+		fflush(stdout);
+		CK(cudaEventRecord(c.e0));
+		long launches = 0;
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (;;) {
+			for (int i = 0; i < 4; i++, launches++) {
+				if (memcpy_)
+					CK(cudaMemcpyAsync(c.dst, c.table, c.n * c.rb, cudaMemcpyDefault));
+				else if (batch_)
+					batch_copy(ce, 0);
+				else if (cpu_) {
+					cpu_gather(c, ce, 16, 32768);
+					CK(cudaStreamSynchronize(0)); // the staging is reused
+				} else
+					gnn_gather16<<<sms, threads>>>(c.dtable, c.rb, c.drows, nullptr, c.n, nullptr, c.dst, gshift);
+			}
+			CK(cudaDeviceSynchronize());
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if (stop_loop || t.tv_sec - t0.tv_sec >= reps) break;
+		}
+		CK(cudaEventRecord(c.e1));
+		CK(cudaEventSynchronize(c.e1));
+		float total;
+		CK(cudaEventElapsedTime(&total, c.e0, c.e1));
+		printf("loop %s: %ld launches in %.1f s, %.1f GB/s\n", loop, launches, total / 1e3,
+		       launches * (double)c.n * c.rb / (total * 1e6));
+		return;
+	}
 	float ms = time_it(c, [&] { CK(cudaMemcpyAsync(c.dst, c.table, c.n * c.rb, cudaMemcpyDefault)); });
 	report(c, "memcpy", "copy engine", ms, check(c, true));
+	CK(cudaMemset(c.dst, 0, c.n * c.rb));
+	cudaError_t be = batch_copy_err(ce, 0);
+	if (be != cudaSuccess) {
+		printf("batch      cudaMemcpyBatchAsync: %s\n", cudaGetErrorString(be));
+		cudaGetLastError();
+	} else {
+		CK(cudaDeviceSynchronize());
+		struct timespec h0, h1;
+		clock_gettime(CLOCK_MONOTONIC, &h0);
+		batch_copy(ce, 0);
+		clock_gettime(CLOCK_MONOTONIC, &h1);
+		CK(cudaDeviceSynchronize());
+		printf("batch      host time of one call: %.3f ms\n", (h1.tv_sec - h0.tv_sec) * 1e3 + (h1.tv_nsec - h0.tv_nsec) / 1e6);
+		ms = time_it(c, [&] { batch_copy(ce, 0); });
+		report(c, "batch", "a copy a row", ms, check(c, false));
+		CK(cudaMemset(c.dst, 0, c.n * c.rb));
+		ms = time_it(c, [&] { batch_copy(ce, cudaMemcpyFlagPreferOverlapWithCompute); });
+		report(c, "batch-ov", "a copy a row", ms, check(c, false));
+	}
+	CK(cudaMemset(c.dst, 0, c.n * c.rb));
+	for (int pf : {0, 4, 16}) {
+		for (int64_t chunk : {(int64_t)0, (int64_t)32768}) {
+			char nm[32];
+			snprintf(nm, sizeof nm, "cpu pf%d", pf);
+			ms = time_it(c, [&] { cpu_gather(c, ce, pf, chunk); });
+			report(c, nm, chunk ? "chunks of 32K" : "omp + memcpy", ms, check(c, false));
+			printf("%-10s gather alone   %8.3f ms %7.2f GB/s (%d threads)\n", nm, ce.cpu_ms,
+			       (double)c.n * c.rb / (ce.cpu_ms * 1e6), omp_get_max_threads());
+			CK(cudaMemset(c.dst, 0, c.n * c.rb));
+		}
+	}
 	char grid[64];
-	const int gshift = rb >= 512 ? 3 : 5; // gather.cu: 8 lanes for 512-byte rows
 	for (int sms : {4, 8, 12, 16, 24, 32, p.multiProcessorCount}) {
 		for (int threads : {128, 256, 512}) {
 			if (threads != 256 && sms != 16 && sms != 8) continue;
@@ -371,10 +529,11 @@ int main(int argc, char **argv) {
 	int64_t rb = atoll(argv[1]), n = atoll(argv[2]);
 	int reps = atoi(argv[3]);
 	bool bulk = strcmp(argv[4], "bulk") == 0;
+	const char *loop = strncmp(argv[4], "loop-", 5) == 0 ? argv[4] : nullptr;
 	cudaDeviceProp p;
 	CK(cudaGetDeviceProperties(&p, 0));
 	CK(cudaFree(0)); // the primary context, current for the driver calls
 	printf("device %s, %d SMs\n", p.name, p.multiProcessorCount);
-	for (int i = 5; i < argc; i++) run_table(argv[i], rb, n, reps, bulk, p);
+	for (int i = 5; i < argc; i++) run_table(argv[i], rb, n, reps, bulk, p, loop);
 	return 0;
 }
