@@ -111,6 +111,7 @@ type gpuWorkRing struct {
 	awaited  map[int]bool // slots whose work has been awaited since their fill
 	unawaits []int        // slots filled again without a wait: the pipeline's bug
 	ended    chan error   // what each wait that never saw the work end returned
+	blocked  chan struct{} // a wait has begun that will not see the work end
 }
 
 func (r *gpuWorkRing) AwaitReleased(ctx context.Context, slots []int) error {
@@ -119,6 +120,10 @@ func (r *gpuWorkRing) AwaitReleased(ctx context.Context, slots []int) error {
 		again := r.filled[s]
 		r.mu.Unlock()
 		if again && !r.done(s) {
+			select {
+			case r.blocked <- struct{}{}:
+			default:
+			}
 			<-ctx.Done()
 			r.ended <- ctx.Err()
 			return ctx.Err()
@@ -157,7 +162,7 @@ func gpuWorkServer(t *testing.T, done func(int) bool) (*Server, *Source, <-chan 
 				return r, err
 			}
 			w := &gpuWorkRing{slotRing: r, done: done, filled: map[int]bool{}, awaited: map[int]bool{},
-				ended: make(chan error, 1)}
+				ended: make(chan error, 1), blocked: make(chan struct{}, 1)}
 			rings <- w
 			return w, nil
 		}
@@ -184,6 +189,17 @@ func stalledTrainer(t *testing.T, srv *Server) *client {
 	c.recv()
 	c.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index})
 	return c
+}
+
+// waitBlocked returns once the ring's pipeline waits on work that never
+// ends (within 10 s): a trainer that goes before that moment leaves no such
+// wait to end, and the tests below would wait for nothing.
+func (r *gpuWorkRing) waitBlocked(t *testing.T) {
+	select {
+	case <-r.blocked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pipeline never waited on the trainer's released slot")
+	}
 }
 
 // waitEnded is what a wait that never saw the work end returned, within 10 s.
@@ -220,8 +236,9 @@ func TestRefillsAwaitTheTrainersWork(t *testing.T) {
 func TestTrainerGoneMidStepDoesNotStall(t *testing.T) {
 	srv, src, rings := gpuWorkServer(t, func(int) bool { return false })
 	c := stalledTrainer(t, srv)
-	c.conn.Close()
 	ring := <-rings
+	ring.waitBlocked(t)
+	c.conn.Close()
 	if err := ring.waitEnded(t); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the wait on the gone trainer's work ended with %v, want the session's cancel", err)
 	}
@@ -238,6 +255,7 @@ func TestEndlessTrainerWorkStallsOnlyItsSession(t *testing.T) {
 	srv, src, rings := gpuWorkServer(t, func(int) bool { return false })
 	hostile := stalledTrainer(t, srv)
 	ring := <-rings
+	ring.waitBlocked(t)
 	gpuWorkTrainer(t, srv).epoch(src, 0)
 	select {
 	case err := <-ring.ended:
