@@ -107,10 +107,10 @@ type gpuWorkRing struct {
 	done func(slot int) bool
 
 	mu       sync.Mutex
-	filled   map[int]bool // slots filled before, whose work must be awaited
-	awaited  map[int]bool // slots whose work has been awaited since their fill
-	unawaits []int        // slots filled again without a wait: the pipeline's bug
-	ended    chan error   // what each wait that never saw the work end returned
+	filled   map[int]bool  // slots filled before, whose work must be awaited
+	awaited  map[int]bool  // slots whose work has been awaited since their fill
+	unawaits []int         // slots filled again without a wait: the pipeline's bug
+	ended    chan error    // what each wait that never saw the work end returned
 	blocked  chan struct{} // a wait has begun that will not see the work end
 }
 
