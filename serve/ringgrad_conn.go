@@ -6,9 +6,11 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"syscall"
+	"time"
 
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/ring"
@@ -98,9 +100,23 @@ func (gc *gradConn) serve(ctx context.Context, rg *ipc.RegisterGrad) error {
 	// rank that dies in the middle of an all-reduce is seen at once too
 	// (allReduce), not only by its next read.
 	msgs := make(chan gradRead, 1)
-	quit := make(chan struct{})
-	defer close(quit)
+	quit, readerDone := make(chan struct{}), make(chan struct{})
+	defer func() {
+		// Stop the reader before returning, and close the descriptors of
+		// whatever it read that nobody will handle (a frame after Goodbye,
+		// or one read while the round ended): an unread frame's descriptors
+		// would go with the socket, a read one's stay open in this process.
+		close(quit)
+		gc.ss.conn.UnixConn().SetReadDeadline(time.Unix(1, 0))
+		<-readerDone
+		select {
+		case r := <-msgs:
+			ipc.CloseFDs(r.fds)
+		default:
+		}
+	}()
 	go func() {
+		defer close(readerDone)
 		for {
 			m, fds, err := gc.ss.conn.ReadMsg()
 			select {
@@ -116,6 +132,11 @@ func (gc *gradConn) serve(ctx context.Context, rg *ipc.RegisterGrad) error {
 	}()
 	select {
 	case <-g.full:
+		select {
+		case <-g.broken: // full, then a rank left before this one got here
+			return g.err
+		default:
+		}
 	case <-g.broken:
 		return g.err
 	case <-ctx.Done():
@@ -150,7 +171,9 @@ func (gc *gradConn) serve(ctx context.Context, rg *ipc.RegisterGrad) error {
 		case *ipc.Goodbye:
 			return nil
 		case *ipc.AllReduce:
-			if err := gc.allReduce(ctx, g, m, msgs); err != nil {
+			if err := gc.allReduce(ctx, g, m, msgs); errors.Is(err, errGoodbyeMidRound) {
+				return nil
+			} else if err != nil {
 				return err
 			}
 		default:
@@ -166,18 +189,30 @@ type gradRead struct {
 	err error
 }
 
+// errGoodbyeMidRound ends a connection whose rank said Goodbye during an
+// all-reduce (no Error goes back to it).
+var errGoodbyeMidRound = errors.New("serve: Goodbye during an all-reduce")
+
 // leftMidRound handles what a rank's connection delivered while an
-// all-reduce was under way: it hung up (the rank died or closed) or sent
-// something, which the protocol does not allow before AllReduceDone. Either
-// way the group breaks, so the other ranks get an error instead of waiting
-// for this rank's GPU work, which may never finish.
+// all-reduce was under way: it hung up (the rank died or closed), said
+// Goodbye, or sent something else, which the protocol does not allow before
+// AllReduceDone. Any of them breaks the group, so the other ranks get an
+// error instead of waiting for this rank's GPU work, which may never finish.
 func (gc *gradConn) leftMidRound(g *gradGroup, r gradRead) error {
 	ipc.CloseFDs(r.fds)
+	var why string
 	err := r.err
-	if err == nil {
-		err = perrf(ipc.CodeOutOfOrder, "%s during an all-reduce", r.m.Type())
+	switch m := r.m; {
+	case err != nil:
+		why = "hung up"
+	case m.Type() == ipc.TypeGoodbye:
+		why, err = "said Goodbye", errGoodbyeMidRound
+		gc.state.Next(ipc.FromClient, m) // closed: no Error is written back
+	default:
+		why = fmt.Sprintf("sent %s", m.Type())
+		err = perrf(ipc.CodeOutOfOrder, "%s during an all-reduce", m.Type())
 	}
-	g.fail(perrf(ipc.CodeInternal, "rank %d of job %q left during an all-reduce", gc.rank, g.job))
+	g.fail(perrf(ipc.CodeBadRequest, "rank %d of job %q %s during an all-reduce: the job's gradient ring is broken", gc.rank, g.job, why))
 	return err
 }
 
@@ -236,6 +271,10 @@ func (gc *gradConn) allReduce(ctx context.Context, g *gradGroup, m *ipc.AllReduc
 		<-watched
 		select {
 		case rd := <-early:
+			if r.err == nil {
+				close(r.done) // the round finished: the others are answered
+				return gc.leftMidRound(g, rd)
+			}
 			err := gc.leftMidRound(g, rd)
 			close(r.done)
 			return err
@@ -246,7 +285,11 @@ func (gc *gradConn) allReduce(ctx context.Context, g *gradGroup, m *ipc.AllReduc
 	select {
 	case <-r.done:
 	case <-g.broken:
-		return g.err
+		select {
+		case <-r.done: // the round finished before the group broke
+		default:
+			return g.err
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	case rd := <-msgs:

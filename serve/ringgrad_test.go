@@ -2,7 +2,9 @@ package serve
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -218,5 +220,78 @@ func TestGradRankLeavesMidRound(t *testing.T) {
 	conns[2].UnixConn().SetDeadline(time.Now().Add(10 * time.Second))
 	if m, _, err := conns[2].ReadMsg(); err != nil || m.Type() != ipc.TypeError {
 		t.Fatalf("rank 2 after the group broke: %#v %v, want an Error", m, err)
+	}
+}
+
+// A frame that comes with a descriptor right after a rank's Goodbye is read
+// by the connection's reader and never handled: its descriptor is closed
+// all the same (a client repeating this must not pile up descriptors in
+// the daemon).
+func TestGradFramesAfterGoodbyeLeakNoFDs(t *testing.T) {
+	srv, _ := testServer(t, Config{})
+	const name = "grad-leak-check"
+	for i := range 20 {
+		c, _ := gradClient(t, srv, fmt.Sprintf("job%d", i), 0, 1, 1<<12)
+		if c == nil {
+			t.FailNow()
+		}
+		fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.WriteMsg(&ipc.Goodbye{})
+		c.WriteMsg(&ipc.Seeds{Count: 1}, fd)
+		unix.Close(fd)
+		c.UnixConn().SetReadDeadline(time.Now().Add(10 * time.Second))
+		c.ReadMsg() // EOF once the daemon is done with the connection
+		c.Close()
+	}
+	waitFor(t, func() bool { return srv.Trainers() == 0 })
+	left := 0
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, e := range ents {
+		if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); strings.Contains(l, name) {
+			left++
+		}
+	}
+	if left != 0 {
+		t.Fatalf("%d descriptors sent after Goodbye are still open in the daemon", left)
+	}
+}
+
+// A rank that says Goodbye in the middle of a round breaks the group: the
+// other rank is told why, and the one that left gets no Error.
+func TestGradGoodbyeMidRound(t *testing.T) {
+	srv, _ := testServer(t, Config{})
+	var c0, c1 *ipc.Conn
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c0, _ = gradClient(t, srv, "job", 0, 2, 1<<12) }()
+	go func() { defer wg.Done(); c1, _ = gradClient(t, srv, "job", 1, 2, 1<<12) }()
+	wg.Wait()
+	if c0 == nil || c1 == nil {
+		t.FailNow()
+	}
+	req := &ipc.AllReduce{Seq: 0, Count: 16, DType: "float32", Op: "sum"}
+	if err := c0.WriteMsg(req); err != nil {
+		t.Fatal(err)
+	}
+	if err := c0.WriteMsg(&ipc.Goodbye{Reason: "bye"}); err != nil {
+		t.Fatal(err)
+	}
+	c0.UnixConn().SetReadDeadline(time.Now().Add(10 * time.Second))
+	if m, _, err := c0.ReadMsg(); err == nil {
+		t.Fatalf("rank 0 after its Goodbye got %#v, want its connection closed", m)
+	}
+	if err := c1.WriteMsg(req); err != nil {
+		t.Fatal(err)
+	}
+	c1.UnixConn().SetReadDeadline(time.Now().Add(10 * time.Second))
+	m, _, err := c1.ReadMsg()
+	if e, ok := m.(*ipc.Error); err != nil || !ok || !strings.Contains(e.Message, "rank 0") || !strings.Contains(e.Message, "Goodbye") {
+		t.Fatalf("rank 1 after rank 0's Goodbye mid-round: %#v %v, want an Error saying so", m, err)
 	}
 }
