@@ -47,7 +47,8 @@ type GPUConfig struct {
 	// for benchmarks.
 	Timing bool
 	// CachePresample is how many of that trainer's batches are sampled to
-	// choose the rows (0 = 256; -1 = none: by in-degree only).
+	// choose the rows, with in-degree as a prior (0 = a whole epoch's; -1 =
+	// none: by in-degree only).
 	CachePresample int
 	// Sampling is where trainers on a GPU are sampled: "auto" (the default:
 	// on the GPU when the graph's CSR takes at most a third of its free

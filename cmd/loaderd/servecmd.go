@@ -81,7 +81,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&a.gpuCfg.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass may cover while the GPU is busy (a sorted sweep reads a row they share once; 0 = half the trainer's slots, at most 16; 1 = one batch a pass)")
 		fs.BoolVar(&a.noEdgeFeatures, "no-edge-features", false, "serve batches without the dataset's edge_attr and edge_weight (saves their gather and, on the GPU path, their pinned copy)")
 		fs.StringVar(&a.gpuCache, "gpu-cache", "0", "bytes of hot feature rows each GPU keeps in its own memory, chosen by pre-sampling batches of the first trainer's split, batch size and fanouts (e.g. 12GiB, or 20% of the feature bytes; 0 = none)")
-		fs.IntVar(&a.gpuCfg.CachePresample, "gpu-cache-presample", 0, "batches pre-sampled to choose the cached rows (0 = 256; -1 = by in-degree only)")
+		fs.IntVar(&a.gpuCfg.CachePresample, "gpu-cache-presample", 0, "batches pre-sampled to choose the cached rows, in-degree serving as a prior (0 = a whole epoch's; -1 = by in-degree only)")
 		fs.StringVar(&a.gpuCfg.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto (on the GPU when the graph's CSR takes at most a third of its free memory), gpu or cpu")
 		fs.StringVar(&a.gpuCfg.SweepPlan, "sweep-plan", "gpu", "where a GPU fill plans its sweep over the batches' ids: gpu (the GPU sorts and merges them) or cpu (the CPU does, as before)")
 		fs.StringVar(&a.gpuReserve, "gpu-reserve", "1GiB", "GPU memory slots never take, left to the trainers")
