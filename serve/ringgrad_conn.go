@@ -271,16 +271,19 @@ func (gc *gradConn) allReduce(ctx context.Context, g *gradGroup, m *ipc.AllReduc
 		<-watched
 		select {
 		case rd := <-early:
+			// A round that finished is answered before the group breaks;
+			// one cut short breaks it first, so the others learn why.
 			if r.err == nil {
-				close(r.done) // the round finished: the others are answered
-				return gc.leftMidRound(g, rd)
+				close(r.done)
 			}
 			err := gc.leftMidRound(g, rd)
-			close(r.done)
+			if r.err != nil {
+				close(r.done)
+			}
 			return err
 		default:
+			close(r.done)
 		}
-		close(r.done)
 	}
 	select {
 	case <-r.done:
