@@ -133,7 +133,6 @@ def send_msg(sock: socket.socket, msg: _Msg, fds: Sequence[int] = ()) -> None:
         sock.sendall(frame)
 
 
-_ANC_SIZE = socket.CMSG_SPACE(MAX_FDS * 4)
 _RECV_FLAGS = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
 
 
@@ -145,17 +144,28 @@ def _close_fds(fds: Sequence[int]) -> None:
             pass
 
 
+def recv_with_fds(sock: socket.socket, n: int, max_fds: int) -> Tuple[bytes, List[int], bool]:
+    """One recvmsg of at most n bytes with room for max_fds descriptors,
+    received close-on-exec: the data, the SCM_RIGHTS descriptors, and
+    whether the control data was truncated (more descriptors than room; the
+    caller closes those it got and refuses the message)."""
+    data, anc, flags, _ = sock.recvmsg(n, socket.CMSG_SPACE(max_fds * 4), _RECV_FLAGS)
+    fds: List[int] = []
+    for level, kind, cdata in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            a = array.array("i")
+            a.frombytes(cdata[:len(cdata) - len(cdata) % a.itemsize])
+            fds.extend(a)
+    return data, fds, bool(flags & getattr(socket, "MSG_CTRUNC", 0))
+
+
 def _read_exact(sock: socket.socket, n: int, fds: List[int], at_start: bool) -> bytes:
     """Read exactly n bytes, never past them, collecting SCM_RIGHTS descriptors."""
     buf = bytearray()
     while len(buf) < n:
-        data, anc, flags, _ = sock.recvmsg(n - len(buf), _ANC_SIZE, _RECV_FLAGS)
-        for level, kind, cdata in anc:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                a = array.array("i")
-                a.frombytes(cdata[:len(cdata) - len(cdata) % a.itemsize])
-                fds.extend(a)
-        if flags & getattr(socket, "MSG_CTRUNC", 0):
+        data, got, truncated = recv_with_fds(sock, n - len(buf), MAX_FDS)
+        fds.extend(got)
+        if truncated:
             raise ProtocolError(Code.BAD_FRAME, f"control data truncated: more than {MAX_FDS} descriptors")
         if len(fds) > MAX_FDS:
             raise ProtocolError(Code.BAD_FRAME, f"{len(fds)} descriptors, at most {MAX_FDS}")

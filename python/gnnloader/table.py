@@ -17,17 +17,16 @@ n_id and edge_index only (batch.x is an empty view, never written).
 
 from __future__ import annotations
 
-import array
 import json
 import mmap
 import os
-import socket
 import warnings
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
+from . import protocol as p
 from . import trust
 from .loader import Loader, LoaderError
 
@@ -70,17 +69,11 @@ def open_table(path: str, timeout: Optional[float] = 30.0, populate: bool = Fals
     (else UntrustedDaemonError, gnnloader.trust)."""
     s = trust.connect(path, timeout, trust.trusted_uids(daemon_uid), what="loaderd's table socket")
     try:
-        fds = array.array("i")
         # Close-on-exec from the start (a fork of this process keeps no
         # copy of the table's descriptor), as protocol.py receives them.
-        data, anc, flags, _ = s.recvmsg(1 << 16, socket.CMSG_SPACE(4 * fds.itemsize),
-                                        getattr(socket, "MSG_CMSG_CLOEXEC", 0))
-        for level, kind, payload in anc:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
-        if flags & getattr(socket, "MSG_CTRUNC", 0):
-            for fd in fds:
-                os.close(fd)
+        data, fds, truncated = p.recv_with_fds(s, 1 << 16, 4)
+        if truncated:
+            p._close_fds(fds)
             raise LoaderError(f"loaderd's table socket {path} sent more descriptors than one (control data truncated)")
         if not fds:
             raise LoaderError(f"loaderd's table socket {path} sent no file descriptor (refused?)")
