@@ -150,3 +150,23 @@ func TestHotRowsServeMoreOfTheEpoch(t *testing.T) {
 		t.Errorf("hit rates: now %.4f, in-degree %.4f, before %.4f, best %.4f: want now above both by a point, at most best", now, inDeg, old, best)
 	}
 }
+
+// Hostile: a dataset whose in-degrees are huge (a hub listed by 2^31 rows)
+// cannot make topNodes keep more than scoreCap+1 counters: hotScores caps
+// every score, and the ranking still puts the hub first.
+func TestHotScoresCapped(t *testing.T) {
+	counts := []uint32{1, 0, 0}
+	deg := []uint32{0, 1 << 31, 3}
+	s := hotScores(counts, deg, 1, 1<<24) // the hub's prior: 0.5 * 2^24 * 1/(2^31+3) * 2^31, about 2^23
+	if s[1] != scoreCap {
+		t.Fatalf("scores %v: the hub's is not capped at %d", s, scoreCap)
+	}
+	for _, v := range s {
+		if v > scoreCap {
+			t.Fatalf("scores %v: above the cap %d", s, scoreCap)
+		}
+	}
+	if got := topNodes(s, deg, 1); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("top node %v, want the hub (1)", got)
+	}
+}
