@@ -36,9 +36,17 @@ type GPUConfig struct {
 	// SweepBatches caps the batches one gather pass may cover (a sorted
 	// sweep reads a row shared by them once): 0 means half the trainer's
 	// slots, at most gather.MaxSweepParts; 1 means one batch a pass. A
-	// sweep only grows while the trainer's earlier fills still run on the
-	// GPU, so a trainer that keeps up gets its batches one at a time.
+	// sweep grows while the trainer's earlier fills still run on the GPU,
+	// and while the trainer has more than SweepAhead batches announced and
+	// not yet released (SweepAhead).
 	SweepBatches int
+	// SweepAhead: while a trainer holds more than this many announced,
+	// unreleased batches, a fill waits for a whole sweep of free slots even
+	// when the GPU is idle, so a loader faster than the trainer (a GPU
+	// cache) still reads wide sweeps in few bursts instead of a batch or two
+	// as each slot comes back. 0 means half the sweep width; negative means
+	// never (a fill goes as soon as the GPU is idle, the old behaviour).
+	SweepAhead int
 	// Cache is the bytes of hot feature rows each device keeps in its own
 	// memory, so sweeps copy them from there instead of reading them over
 	// PCIe (cache.go; 0 = none). Built at the first trainer on the device.

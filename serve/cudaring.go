@@ -101,7 +101,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 	}
 	sweep := sweepWidth(b.cfg.SweepBatches, slots)
 	r := &cudaRing{CUDARing: ring, dev: dev, g: groups[0].table, groups: groups, layout: layout,
-		workers: b.workers, sweep: sweep, planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}
+		workers: b.workers, sweep: sweep, ahead: sweepAhead(b.cfg.SweepAhead, sweep), planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}
 	b.mu.Lock()
 	b.rings[r] = struct{}{}
 	b.mu.Unlock()
@@ -125,6 +125,19 @@ func sweepWidth(batches, slots int) int {
 	return max(1, min(batches, slots, gather.MaxSweepParts))
 }
 
+// sweepAhead is the announced, unreleased batches above which a fill of a
+// ring sweeping width batches waits for a whole sweep, for
+// GPUConfig.SweepAhead ahead (0: half the width; negative: never).
+func sweepAhead(ahead, width int) int {
+	switch {
+	case width <= 1 || ahead < 0:
+		return -1
+	case ahead == 0:
+		return width / 2
+	}
+	return ahead
+}
+
 // cudaRing is the GPU path: slots in GPU memory, filled on the trainer's own
 // non-blocking gather stream. Per fill, on that stream: wait for the slots'
 // "released" events, gather the rows of each gathered region (in address
@@ -140,6 +153,7 @@ type cudaRing struct {
 	workers  int // goroutines writing a batch's structure
 	giveBack func()
 	sweep    int         // most batches one fill may cover
+	ahead    int         // SweepAhead: announced batches above which a fill waits for a whole sweep
 	busy     atomic.Bool // tests: Busy reports true whatever the stream does
 	once     sync.Once
 	meta     batch.Meta
@@ -165,6 +179,9 @@ func (r *cudaRing) Describe(o *ipc.Opened) []int {
 
 // SweepWidth is the most batches one Fill may take.
 func (r *cudaRing) SweepWidth() int { return r.sweep }
+
+// SweepAhead is GPUConfig.SweepAhead resolved for this ring.
+func (r *cudaRing) SweepAhead() int { return r.ahead }
 
 // Busy reports whether fills enqueued earlier are still running on the GPU.
 func (r *cudaRing) Busy() bool {

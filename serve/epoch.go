@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -136,8 +137,9 @@ func (p *pipeline) sample(ctx context.Context, w int) error {
 
 // fill is the fill stage. A fill covers one batch or, when the ring sweeps,
 // up to width of them: while the trainer's earlier fills still run on the
-// GPU, more sampled batches and freed slots join the next one; when the GPU
-// is idle it goes at once.
+// GPU, or while the trainer has more than the ring's SweepAhead batches
+// announced and not released, more sampled batches and freed slots join the
+// next one (growSweep); otherwise it goes at once.
 func (p *pipeline) fill(ctx context.Context) error {
 	defer func() {
 		for _, slot := range p.slots {
@@ -157,7 +159,7 @@ func (p *pipeline) fill(ctx context.Context) error {
 				return err
 			}
 		}
-		for len(p.slots) < p.width && i+len(p.slots) < p.n && ring.Busy() {
+		for growSweep(len(p.slots), p.width, p.n-i, p.trainerAhead(), ring.Busy) {
 			var err error
 			if len(p.group) == len(p.slots) {
 				_, err = p.take(ctx, i+len(p.group), poll)
@@ -175,6 +177,62 @@ func (p *pipeline) fill(ctx context.Context) error {
 		i += m
 	}
 	return nil
+}
+
+// growSweep reports whether a fill that has slots free slots, of width at
+// most, with left batches of the epoch still to fill, waits for more: while
+// the ring is busy with earlier fills, or while the trainer is ahead
+// (pipeline.trainerAhead). Waiting for the trainer keeps sweeps wide when
+// the loader outruns it (a GPU cache): a row shared by a sweep's batches is
+// read once, scattered rows are read faster together, and the daemon's work
+// beside the trainer's steps comes in few bursts.
+func growSweep(slots, width, left int, trainerAhead bool, busy func() bool) bool {
+	if slots >= width || slots >= left {
+		return false
+	}
+	return trainerAhead || busy()
+}
+
+// trainerAhead reports whether the trainer holds more than the ring's
+// SweepAhead announced, unreleased batches and keeps releasing them: then
+// the next fill may wait for its releases, and the trainer still has
+// SweepAhead batches to train on when it goes. A trainer that has released
+// nothing for a while (releasePace.stalled) may be waiting for a batch
+// while it keeps the ones it has, so nothing waits for it.
+func (p *pipeline) trainerAhead() bool {
+	ahead := p.ss.ring.SweepAhead()
+	return ahead >= 0 && p.ss.held() > ahead && !p.ss.releases.stalled(time.Now())
+}
+
+// releasePace follows the gaps between a trainer's releases.
+type releasePace struct {
+	last atomic.Int64 // unix ns of the last release; 0: none yet
+	gap  atomic.Int64 // moving average of the gaps, ns
+}
+
+// stallFloor is the least time without a release that counts as a stall.
+const stallFloor = 5 * time.Millisecond
+
+func (r *releasePace) released(now time.Time) {
+	t := now.UnixNano()
+	if prev := r.last.Swap(t); prev != 0 && t > prev {
+		g := r.gap.Load()
+		if g == 0 {
+			g = t - prev
+		}
+		r.gap.Store(g - g/8 + (t-prev)/8)
+	}
+}
+
+// stalled reports whether the trainer has released nothing for four of its
+// average gaps (at least stallFloor), or never has.
+func (r *releasePace) stalled(now time.Time) bool {
+	last := r.last.Load()
+	if last == 0 {
+		return true
+	}
+	limit := max(4*time.Duration(r.gap.Load()), stallFloor)
+	return now.Sub(time.Unix(0, last)) > limit
 }
 
 // fillAndAnnounce fills the first m slots with the first m batches of the

@@ -39,6 +39,10 @@ type slotRing interface {
 	// Busy reports whether earlier fills are still running: while they
 	// are, the pipeline may gather more batches into the next Fill.
 	Busy() bool
+	// SweepAhead: while the trainer holds more than this many announced,
+	// unreleased batches, the pipeline gathers more batches into the next
+	// Fill even when the ring is not busy (negative: never).
+	SweepAhead() int
 	// Publish hands a filled slot to the trainer.
 	Publish(slot int, tag pingpong.Tag)
 	// Abandon returns an acquired slot that was not published.
@@ -108,6 +112,7 @@ func (r *shmRing) SweepWidth() int { return 1 }
 
 func (r *shmRing) AwaitReleased(context.Context, []int) error { return nil }
 func (r *shmRing) Busy() bool                                 { return false }
+func (r *shmRing) SweepAhead() int                            { return -1 }
 
 // Fill writes each batch into its slot: the gathered regions from their
 // tables, then the structure.

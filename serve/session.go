@@ -50,6 +50,7 @@ type session struct {
 	batchesServed prometheus.Counter // this trainer's gnnloader_batches_served_total
 	readyAt       []atomic.Int64     // per slot, when it was announced (unix ns, for hold times)
 	heldSlots     atomic.Int64       // slots announced and not released
+	releases      releasePace        // when the trainer releases slots (growSweep's stall guard)
 
 	pending bool // in its handshake (counted in Server.pending); guarded by srv.mu
 
@@ -203,6 +204,7 @@ func (ss *session) handle(ctx context.Context, m ipc.Msg) error {
 			return perrf(ipc.CodeBadRequest, "%v", err)
 		}
 		ss.heldSlots.Add(-1)
+		ss.releases.released(time.Now())
 		ss.srv.metrics.trainerHold.Observe(seconds(time.Duration(time.Now().UnixNano() - ss.readyAt[m.Slot].Load())))
 		return nil
 	case *ipc.Goodbye:

@@ -50,6 +50,7 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&base.slots, "slots", 0, "slots per trainer (0 = the daemon's default)")
 		fs.StringVar(&device, "device", "cpu", "where the trainers ask for their slots: cpu or cuda:N (the GPU path: the table pinned, CUDA gather)")
 		fs.IntVar(&base.gpu.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass covers (0 = half the slots)")
+		fs.IntVar(&base.gpu.SweepAhead, "sweep-ahead", 0, "announced, unreleased batches above which a GPU fill waits for a whole sweep (0 = half the sweep width; -1 = never)")
 		fs.IntVar(&base.gpu.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
 		fs.StringVar(&base.gpu.SweepPlan, "sweep-plan", "gpu", "where GPU fills plan their sweeps: gpu or cpu")
 		fs.StringVar(&base.gpu.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto, gpu or cpu")
@@ -57,7 +58,7 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&base.maxBatches, "batches", 0, "stop each trainer after this many batches (0 = whole epochs)")
 		fs.BoolVar(&base.gpu.Timing, "gpu-timing", true, "time the GPU work of the fills with events, by phase")
 		fs.BoolVar(&base.budget, "budget", true, "profile the daemon while the trainers consume and print the CPU time per batch of each stage")
-		fs.StringVar(&variants, "variants", "", "runs to make one after the other over the same dataset, ';'-separated, each a ','-separated list of flag=value overriding the flags above (slots, gpu-sweep, gpu-cache, sampling, sweep-plan, prefetch, sampler-threads, gather-sms, trainers, batches)")
+		fs.StringVar(&variants, "variants", "", "runs to make one after the other over the same dataset, ';'-separated, each a ','-separated list of flag=value overriding the flags above (slots, gpu-sweep, sweep-ahead, gpu-cache, sampling, sweep-plan, prefetch, sampler-threads, gather-sms, trainers, batches)")
 	})
 	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 {
 		if err == nil {
@@ -133,6 +134,8 @@ func parseVariants(base serveRun, s string) ([]serveRun, error) {
 				err = num(&r.slots)
 			case "gpu-sweep":
 				err = num(&r.gpu.SweepBatches)
+			case "sweep-ahead":
+				err = num(&r.gpu.SweepAhead)
 			case "gather-sms":
 				err = num(&r.gpu.MaxSMs)
 			case "prefetch":

@@ -79,6 +79,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&a.gpus, "gpus", "", "comma-separated GPU ordinals trainers may ask for (empty = every GPU)")
 		fs.IntVar(&a.gpuCfg.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
 		fs.IntVar(&a.gpuCfg.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass may cover while the GPU is busy (a sorted sweep reads a row they share once; 0 = half the trainer's slots, at most 16; 1 = one batch a pass)")
+		fs.IntVar(&a.gpuCfg.SweepAhead, "sweep-ahead", 0, "while a GPU trainer holds more than this many announced, unreleased batches, a fill waits for a whole sweep of free slots even when the GPU is idle (wide sweeps when the loader outruns the trainer, e.g. with --gpu-cache; 0 = half the sweep width; -1 = never)")
 		fs.BoolVar(&a.noEdgeFeatures, "no-edge-features", false, "serve batches without the dataset's edge_attr and edge_weight (saves their gather and, on the GPU path, their pinned copy)")
 		fs.StringVar(&a.gpuCache, "gpu-cache", "0", "bytes of hot feature rows each GPU keeps in its own memory, chosen by pre-sampling batches of the first trainer's split, batch size and fanouts (e.g. 12GiB, or 20% of the feature bytes; 0 = none)")
 		fs.IntVar(&a.gpuCfg.CachePresample, "gpu-cache-presample", 0, "batches pre-sampled to choose the cached rows, in-degree serving as a prior (0 = a whole epoch's; -1 = by in-degree only)")
