@@ -29,7 +29,7 @@
 //             cudaMemcpyAsync (the copy engines); the CPU time is printed too
 //
 // Loop mode (scripts/probes/interference.sh): `zcread 512 600000 SECONDS
-// loop-ld16:SMS[:THREADS]|loop-memcpy|loop-batch|loop-cpu TABLE` sets the table up, prints "looping",
+// loop-ld16:SMS[:THREADS]|loop-seq:SMS[:THREADS]|loop-memcpy|loop-batch|loop-cpu TABLE` sets the table up, prints "looping",
 // then repeats one method back to back for SECONDS or until SIGTERM (work
 // for another process to run beside) and prints the rate it kept.
 // Tables: GiB then a kind (alloc_table): c cudaHostAlloc, h/n mmap advised
@@ -412,7 +412,7 @@ static void run_table(const char *spec, int64_t rb, int64_t n, int reps, bool bu
 		int sms = atoi(colon ? colon + 1 : "16");
 		int threads = colon && strchr(colon + 1, ':') ? atoi(strchr(colon + 1, ':') + 1) : 256;
 		bool memcpy_ = strncmp(loop, "loop-memcpy", 11) == 0, batch_ = strcmp(loop, "loop-batch") == 0,
-		     cpu_ = strcmp(loop, "loop-cpu") == 0;
+		     cpu_ = strcmp(loop, "loop-cpu") == 0, seq_ = strncmp(loop, "loop-seq", 8) == 0;
 		signal(SIGTERM, on_term); // ends the loop cleanly: no client of MPS killed with work in flight
 		printf("looping %s for at most %d s\n", loop, reps);
 		fflush(stdout);
@@ -430,7 +430,8 @@ static void run_table(const char *spec, int64_t rb, int64_t n, int reps, bool bu
 					cpu_gather(c, ce, 16, 32768);
 					CK(cudaStreamSynchronize(0)); // the staging is reused
 				} else
-					gnn_gather16<<<sms, threads>>>(c.dtable, c.rb, c.drows, nullptr, c.n, nullptr, c.dst, gshift);
+					gnn_gather16<<<sms, threads>>>(c.dtable, c.rb, seq_ ? c.dseq : c.drows, nullptr, c.n, nullptr,
+					                               c.dst, gshift);
 			}
 			CK(cudaDeviceSynchronize());
 			clock_gettime(CLOCK_MONOTONIC, &t);
