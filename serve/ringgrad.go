@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/ring"
@@ -58,14 +59,69 @@ type gradGroup struct {
 	err     error // set when the group broke (a rank left, a backend failed)
 	broken  chan struct{}
 	round   *gradRound
+	timeout time.Duration // Config.GradTimeout (<= 0: none)
+	waiting *time.Timer   // breaks the group if not every rank registers in time
 }
 
 // gradRound is one all-reduce: the ranks that asked, and its result.
 type gradRound struct {
 	req     ipc.AllReduce
 	arrived int
+	in      []bool // per rank, whether it asked
 	done    chan struct{}
 	err     error
+	timer   *time.Timer // breaks the group if the round does not end in time
+}
+
+// end marks the round done (its err set) and stops its timer.
+func (r *gradRound) end() {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	close(r.done)
+}
+
+// roundTimedOut breaks the group when round r has not ended within the
+// group's timeout, naming the ranks that did not ask for it, or, when all
+// did, the reduce that did not finish (a rank's gradients never ready).
+func (g *gradGroup) roundTimedOut(r *gradRound) {
+	select {
+	case <-r.done:
+		return
+	default:
+	}
+	g.mu.Lock()
+	var missing []int
+	for rank, in := range r.in {
+		if !in {
+			missing = append(missing, rank)
+		}
+	}
+	g.mu.Unlock()
+	if len(missing) > 0 {
+		g.fail(perrf(ipc.CodeBadRequest, "all-reduce %d of job %q: rank(s) %v did not ask for it within %v (--grad-timeout): the job's gradient ring is broken",
+			r.req.Seq, g.job, missing, g.timeout))
+		return
+	}
+	g.fail(perrf(ipc.CodeBadRequest, "all-reduce %d of job %q did not finish within %v (--grad-timeout; a rank's gradients never became ready on its device): the job's gradient ring is broken",
+		r.req.Seq, g.job, g.timeout))
+}
+
+// registrationTimedOut breaks the group when not every rank registered
+// within the group's timeout, naming the ones missing.
+func (g *gradGroup) registrationTimedOut() {
+	g.mu.Lock()
+	var missing []int
+	for rank, dev := range g.devs {
+		if dev == -2 {
+			missing = append(missing, rank)
+		}
+	}
+	g.mu.Unlock()
+	if len(missing) > 0 {
+		g.fail(perrf(ipc.CodeBadRequest, "job %q: rank(s) %v of %d did not register within %v (--grad-timeout): the job's gradient ring is broken",
+			g.job, missing, g.world, g.timeout))
+	}
 }
 
 func (g *gradGroup) rankTaken(r int) bool {
@@ -85,7 +141,7 @@ func (g *gradGroup) fail(err error) {
 
 // join adds rank r to the job's group (creating it), checking that it agrees
 // with the ranks before it.
-func (gs *gradGroups) join(m *ipc.RegisterGrad, dev int, maxRanks int) (*gradGroup, error) {
+func (gs *gradGroups) join(m *ipc.RegisterGrad, dev int, maxRanks int, timeout time.Duration) (*gradGroup, error) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if gs.ranks >= maxRanks {
@@ -98,9 +154,12 @@ func (gs *gradGroups) join(m *ipc.RegisterGrad, dev int, maxRanks int) (*gradGro
 	g := gs.m[m.Job]
 	if g == nil {
 		g = &gradGroup{job: m.Job, world: int(m.WorldSize), bytes: m.Bytes, device: kind,
-			devs: make([]int, m.WorldSize), full: make(chan struct{}), broken: make(chan struct{})}
+			devs: make([]int, m.WorldSize), full: make(chan struct{}), broken: make(chan struct{}), timeout: timeout}
 		for i := range g.devs {
 			g.devs[i] = -2 // not joined
+		}
+		if timeout > 0 {
+			g.waiting = time.AfterFunc(timeout, g.registrationTimedOut)
 		}
 		gs.m[m.Job] = g
 	}
@@ -114,6 +173,9 @@ func (gs *gradGroups) join(m *ipc.RegisterGrad, dev int, maxRanks int) (*gradGro
 	g.mu.Lock()
 	g.devs[m.Rank] = dev
 	g.joined++
+	if g.joined == g.world && g.waiting != nil {
+		g.waiting.Stop()
+	}
 	g.mu.Unlock()
 	gs.ranks++
 	return g, nil
@@ -129,6 +191,9 @@ func (gs *gradGroups) leave(g *gradGroup) {
 	g.mu.Unlock()
 	if last && gs.m[g.job] == g {
 		delete(gs.m, g.job)
+	}
+	if last && g.waiting != nil {
+		g.waiting.Stop()
 	}
 	gs.mu.Unlock()
 	g.fail(errors.New("a rank of the job left the gradient ring"))

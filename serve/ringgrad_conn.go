@@ -69,7 +69,7 @@ func (gc *gradConn) serve(ctx context.Context, rg *ipc.RegisterGrad) error {
 	}
 	defer srv.unreserve(int64(rg.Bytes))
 	gs := srv.gradGroups()
-	g, err := gs.join(rg, dev, srv.cfg.MaxTrainers)
+	g, err := gs.join(rg, dev, srv.cfg.MaxTrainers, srv.cfg.GradTimeout)
 	if err != nil {
 		return err
 	}
@@ -235,7 +235,10 @@ func (gc *gradConn) allReduce(ctx context.Context, g *gradGroup, m *ipc.AllReduc
 	}
 	r := g.round
 	if r == nil {
-		r = &gradRound{req: *m, done: make(chan struct{})}
+		r = &gradRound{req: *m, done: make(chan struct{}), in: make([]bool, g.world)}
+		if g.timeout > 0 {
+			r.timer = time.AfterFunc(g.timeout, func() { g.roundTimedOut(r) })
+		}
 		g.round = r
 	} else if r.req != *m {
 		g.mu.Unlock()
@@ -244,6 +247,7 @@ func (gc *gradConn) allReduce(ctx context.Context, g *gradGroup, m *ipc.AllReduc
 		return err
 	}
 	r.arrived++
+	r.in[gc.rank] = true
 	last := r.arrived == g.world
 	if last {
 		g.round = nil
@@ -274,15 +278,15 @@ func (gc *gradConn) allReduce(ctx context.Context, g *gradGroup, m *ipc.AllReduc
 			// A round that finished is answered before the group breaks;
 			// one cut short breaks it first, so the others learn why.
 			if r.err == nil {
-				close(r.done)
+				r.end()
 			}
 			err := gc.leftMidRound(g, rd)
 			if r.err != nil {
-				close(r.done)
+				r.end()
 			}
 			return err
 		default:
-			close(r.done)
+			r.end()
 		}
 	}
 	select {

@@ -69,6 +69,14 @@ type Config struct {
 	// ShutdownTimeout is how long Serve waits, once cancelled, for its
 	// sessions to say goodbye before it closes their connections (0 = 5 s).
 	ShutdownTimeout time.Duration
+	// GradTimeout is how long a job's gradient ranks wait for each other:
+	// from the first rank's RegisterGrad for the last one, and from a
+	// round's first AllReduce for the round to end (every rank asking, and
+	// the reduce, which on a GPU waits for each rank's gradients). Past it
+	// the job's ring breaks and every waiting rank gets an Error naming
+	// the ranks that did not come (0 = 10 minutes, as torch.distributed's
+	// default; negative = no limit).
+	GradTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -101,6 +109,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 5 * time.Second
+	}
+	if c.GradTimeout == 0 {
+		c.GradTimeout = 10 * time.Minute
 	}
 	c.Limits = c.Limits.WithDefaults()
 	if c.SocketMode == 0 {

@@ -57,6 +57,7 @@ func TestUsageErrors(t *testing.T) {
 		{"serve", "--gpu-sweep", strconv.Itoa(gather.MaxSweepParts + 1)},
 		{"serve", "--gpu-sweep", "-1"},
 		{"serve", "--gpu-slots", "0"},
+		{"serve", "--grad-timeout", "-1s"},
 		{"serve", "--max-slots", "16", "--gpu-slots", "32"}, // asked for explicitly: over the cap
 		{"bench", "nope"},
 	} {

@@ -49,6 +49,7 @@ type serveArgs struct {
 	metricsAddr    string
 	cpuProfile     string
 	tableSocket    string
+	gradTimeout    time.Duration
 }
 
 func runServe(ctx context.Context, e *env, args []string) error {
@@ -73,6 +74,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&a.cfg.MaxPending, "max-pending", 64, "most connections in their handshake at once; more are refused with Error(busy)")
 		fs.DurationVar(&a.cfg.HandshakeTimeout, "handshake-timeout", 10*time.Second, "time a connection has from connecting to its Open (or RegisterGrad)")
 		fs.DurationVar(&a.cfg.WriteTimeout, "write-timeout", 10*time.Second, "time a trainer may leave a message unread before it is disconnected")
+		fs.DurationVar(&a.gradTimeout, "grad-timeout", 10*time.Minute, "how long a job's gradient ranks wait for each other: all of them to register, and each all-reduce to end; past it the job's ring breaks and the waiting ranks are told which ranks did not come (0 = no limit)")
 		fs.DurationVar(&a.cfg.ShutdownTimeout, "shutdown-timeout", 5*time.Second, "on SIGTERM, time trainers get to take their Goodbye before their connections are closed")
 		fs.StringVar(&a.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464; a bare :PORT binds loopback; empty = off)")
 		fs.BoolVar(&a.gpu, "gpu", true, "serve trainers asking for cuda:N from GPU slots when a CUDA driver and device are usable (--gpu=false: CPU path only)")
@@ -137,6 +139,14 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		if d.v <= 0 {
 			return usageError{fmt.Sprintf("--%s %v must be positive", d.flag, d.v)}
 		}
+	}
+	switch {
+	case a.gradTimeout < 0:
+		return usageError{fmt.Sprintf("--grad-timeout %v must not be negative (0 = no limit)", a.gradTimeout)}
+	case a.gradTimeout == 0:
+		a.cfg.GradTimeout = -1 // no limit
+	default:
+		a.cfg.GradTimeout = a.gradTimeout
 	}
 	if a.cfg.MaxPending < 1 {
 		return usageError{fmt.Sprintf("--max-pending %d must be at least 1", a.cfg.MaxPending)}

@@ -1,0 +1,130 @@
+package serve
+
+// Config.GradTimeout: ranks that never come do not hold the others forever.
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gnnloader/gnnloader/ipc"
+)
+
+// expectGradError reads c until an Error arrives (within 10 s) and checks
+// that its message holds every one of want.
+func expectGradError(t *testing.T, c *ipc.Conn, who string, want ...string) {
+	t.Helper()
+	c.UnixConn().SetReadDeadline(time.Now().Add(10 * time.Second))
+	m, fds, err := c.ReadMsg()
+	ipc.CloseFDs(fds)
+	e, ok := m.(*ipc.Error)
+	if err != nil || !ok {
+		t.Fatalf("%s: got %#v, %v; want an Error", who, m, err)
+	}
+	for _, w := range want {
+		if !strings.Contains(e.Message, w) {
+			t.Fatalf("%s: Error %q does not say %q", who, e.Message, w)
+		}
+	}
+}
+
+// TestGradRegistrationTimesOut: ranks 0 and 2 of a job of 3 register and
+// rank 1 never does; after the timeout both are told that rank 1 did not
+// register, instead of waiting forever.
+func TestGradRegistrationTimesOut(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	srv, _ := testServer(t, Config{GradTimeout: timeout})
+	start := time.Now()
+	var conns []*ipc.Conn
+	for _, rank := range []uint32{0, 2} {
+		c, err := ipc.Dial(srv.cfg.Socket, ipc.DefaultLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.UnixConn().SetDeadline(time.Now().Add(10 * time.Second))
+		c.WriteMsg(&ipc.Hello{Version: ipc.Version, Name: "grad"})
+		if m, _, err := c.ReadMsg(); err != nil || m.Type() != ipc.TypeWelcome {
+			t.Fatalf("welcome: %v %v", m, err)
+		}
+		if err := c.WriteMsg(&ipc.RegisterGrad{Job: "job", Rank: rank, WorldSize: 3, Device: "cpu", Bytes: 1 << 12}); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for i, c := range conns {
+		expectGradError(t, c, []string{"rank 0", "rank 2"}[i], "rank(s) [1] of 3 did not register", "--grad-timeout")
+	}
+	if took := time.Since(start); took < timeout {
+		t.Fatalf("told after %v, before the %v timeout", took, timeout)
+	}
+	waitFor(t, func() bool { return srv.BudgetUsed() == 0 })
+}
+
+// TestGradRoundTimesOut: of two registered ranks, rank 0 asks for an
+// all-reduce and rank 1 never does; rank 0 is told rank 1 did not ask, and
+// rank 1, asking late, is told the ring is broken.
+func TestGradRoundTimesOut(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	srv, _ := testServer(t, Config{GradTimeout: timeout})
+	var c0, c1 *ipc.Conn
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c0, _ = gradClient(t, srv, "job", 0, 2, 1<<12) }()
+	go func() { defer wg.Done(); c1, _ = gradClient(t, srv, "job", 1, 2, 1<<12) }()
+	wg.Wait()
+	if c0 == nil || c1 == nil {
+		t.FailNow()
+	}
+	req := &ipc.AllReduce{Seq: 0, Count: 16, DType: "float32", Op: "sum"}
+	start := time.Now()
+	if err := c0.WriteMsg(req); err != nil {
+		t.Fatal(err)
+	}
+	expectGradError(t, c0, "rank 0", "all-reduce 0", "rank(s) [1] did not ask for it", "--grad-timeout")
+	if took := time.Since(start); took < timeout {
+		t.Fatalf("told after %v, before the %v timeout", took, timeout)
+	}
+	if err := c1.WriteMsg(req); err != nil {
+		t.Fatal(err)
+	}
+	expectGradError(t, c1, "rank 1", "did not ask for it")
+}
+
+// TestGradSlowRanksWithinTheTimeout: rounds that each end within the
+// timeout, with pauses between them longer than it (a rank's forward and
+// backward pass), never break the ring; neither does a job that took longer
+// than the timeout in all to register its ranks one by one, as long as the
+// last came in time.
+func TestGradSlowRanksWithinTheTimeout(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	srv, _ := testServer(t, Config{GradTimeout: timeout})
+	var c0, c1 *ipc.Conn
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c0, _ = gradClient(t, srv, "job", 0, 2, 1<<12) }()
+	go func() {
+		defer wg.Done()
+		time.Sleep(timeout / 2) // the second rank comes late, but in time
+		c1, _ = gradClient(t, srv, "job", 1, 2, 1<<12)
+	}()
+	wg.Wait()
+	if c0 == nil || c1 == nil {
+		t.FailNow()
+	}
+	for seq := range 3 {
+		time.Sleep(timeout * 3 / 2) // longer than the timeout between rounds
+		req := &ipc.AllReduce{Seq: uint64(seq), Count: 16, DType: "float32", Op: "sum"}
+		c0.WriteMsg(req)
+		time.Sleep(timeout / 4) // rank 1 asks a little later
+		c1.WriteMsg(req)
+		for r, c := range []*ipc.Conn{c0, c1} {
+			c.UnixConn().SetReadDeadline(time.Now().Add(10 * time.Second))
+			m, _, err := c.ReadMsg()
+			if d, ok := m.(*ipc.AllReduceDone); err != nil || !ok || d.Seq != uint64(seq) {
+				t.Fatalf("round %d rank %d: %#v %v, want AllReduceDone", seq, r, m, err)
+			}
+		}
+	}
+}
