@@ -85,9 +85,11 @@ type pipeline struct {
 	pool     chan batch.Batch   // empty batches
 
 	// the fill stage's
-	group []batch.Batch // sampled batches taken, not yet filled
-	slots []int         // slots acquired, not yet filled
-	meta  batch.Meta
+	group  []batch.Batch // sampled batches taken, not yet filled
+	slots  []int         // slots acquired, not yet filled
+	meta   batch.Meta
+	keeps  int // the most batches the trainer held while it stalled this epoch (trainerAhead)
+	stalls int // fills in a row that went because the trainer stalled
 }
 
 func newPipeline(ss *session, epoch uint32, plan *sampler.Plan, first int) *pipeline {
@@ -159,7 +161,13 @@ func (p *pipeline) fill(ctx context.Context) error {
 				return err
 			}
 		}
-		for growSweep(len(p.slots), p.width, p.n-i, p.trainerAhead(), ring.Busy) {
+		waited := false // for the trainer, at some point of this fill's growth
+		for {
+			ahead := p.trainerAhead()
+			if !growSweep(len(p.slots), p.width, p.n-i, ahead, ring.Busy) {
+				break
+			}
+			waited = waited || ahead
 			var err error
 			if len(p.group) == len(p.slots) {
 				_, err = p.take(ctx, i+len(p.group), poll)
@@ -169,6 +177,19 @@ func (p *pipeline) fill(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+		}
+		if held := p.ss.held(); waited && len(p.slots) < p.width && len(p.slots) < p.n-i && held > p.aheadFloor() {
+			// The fill waited for the trainer and goes short of the width
+			// although the trainer holds more than the floor: it stalled
+			// (releasePace), waiting for a batch while it keeps these (a
+			// window of batches, release="manual"), or paused once. Twice
+			// in a row, the floor rises to what it holds, so that later
+			// fills do not wait for the stall again.
+			if p.stalls++; p.stalls >= 2 {
+				p.keeps = max(p.keeps, held)
+			}
+		} else {
+			p.stalls = 0
 		}
 		m := min(len(p.group), len(p.slots))
 		if err := p.fillAndAnnounce(ctx, i, m); err != nil {
@@ -198,11 +219,15 @@ func growSweep(slots, width, left int, trainerAhead bool, busy func() bool) bool
 // the next fill may wait for its releases, and the trainer still has
 // SweepAhead batches to train on when it goes. A trainer that has released
 // nothing for a while (releasePace.stalled) may be waiting for a batch
-// while it keeps the ones it has, so nothing waits for it.
+// while it keeps the ones it has, so nothing waits for it; and once one
+// has, the floor rises to what it kept (pipeline.keeps), so that this
+// epoch's later fills do not wait for that stall again.
 func (p *pipeline) trainerAhead() bool {
-	ahead := p.ss.ring.SweepAhead()
-	return ahead >= 0 && p.ss.held() > ahead && !p.ss.releases.stalled(time.Now())
+	return p.ss.ring.SweepAhead() >= 0 && p.ss.held() > p.aheadFloor() && !p.ss.releases.stalled(time.Now())
 }
+
+// aheadFloor is the held batches above which the trainer counts as ahead.
+func (p *pipeline) aheadFloor() int { return max(p.ss.ring.SweepAhead(), p.keeps) }
 
 // releasePace follows the gaps between a trainer's releases.
 type releasePace struct {
@@ -210,29 +235,44 @@ type releasePace struct {
 	gap  atomic.Int64 // moving average of the gaps, ns
 }
 
-// stallFloor is the least time without a release that counts as a stall.
-const stallFloor = 5 * time.Millisecond
+// stallFloor and stallCeiling bound the time without a release that counts
+// as a stall.
+const (
+	stallFloor   = 5 * time.Millisecond
+	stallCeiling = 100 * time.Millisecond
+)
 
+// released records a release at now. A gap longer than the stall limit (a
+// stall, an evaluation between epochs) is left out of the average, so that
+// neither makes the next stall take longer to see.
 func (r *releasePace) released(now time.Time) {
 	t := now.UnixNano()
-	if prev := r.last.Swap(t); prev != 0 && t > prev {
-		g := r.gap.Load()
-		if g == 0 {
-			g = t - prev
-		}
-		r.gap.Store(g - g/8 + (t-prev)/8)
+	prev := r.last.Swap(t)
+	if prev == 0 || t <= prev {
+		return
+	}
+	g, d := r.gap.Load(), t-prev
+	switch {
+	case g == 0:
+		r.gap.Store(d)
+	case time.Duration(d) <= r.limit():
+		r.gap.Store(g - g/8 + d/8)
 	}
 }
 
+// limit is four of the average gaps, within [stallFloor, stallCeiling].
+func (r *releasePace) limit() time.Duration {
+	return min(max(4*time.Duration(r.gap.Load()), stallFloor), stallCeiling)
+}
+
 // stalled reports whether the trainer has released nothing for four of its
-// average gaps (at least stallFloor), or never has.
+// average gaps (within [stallFloor, stallCeiling]), or never has.
 func (r *releasePace) stalled(now time.Time) bool {
 	last := r.last.Load()
 	if last == 0 {
 		return true
 	}
-	limit := max(4*time.Duration(r.gap.Load()), stallFloor)
-	return now.Sub(time.Unix(0, last)) > limit
+	return now.Sub(time.Unix(0, last)) > r.limit()
 }
 
 // fillAndAnnounce fills the first m slots with the first m batches of the

@@ -137,6 +137,12 @@ func (g *gradGroup) fail(err error) {
 		g.err = err
 		close(g.broken)
 	}
+	if g.round != nil && g.round.timer != nil {
+		g.round.timer.Stop() // a round the group's end cut short
+	}
+	if g.waiting != nil {
+		g.waiting.Stop()
+	}
 }
 
 // join adds rank r to the job's group (creating it), checking that it agrees
@@ -152,6 +158,16 @@ func (gs *gradGroups) join(m *ipc.RegisterGrad, dev int, maxRanks int, timeout t
 		kind = "cuda"
 	}
 	g := gs.m[m.Job]
+	if g != nil {
+		select {
+		case <-g.broken:
+			// A broken group whose ranks have not all left yet: this rank
+			// starts the job's next group (the old one goes with its last
+			// rank; leave checks that it is still the job's).
+			g = nil
+		default:
+		}
+	}
 	if g == nil {
 		g = &gradGroup{job: m.Job, world: int(m.WorldSize), bytes: m.Bytes, device: kind,
 			devs: make([]int, m.WorldSize), full: make(chan struct{}), broken: make(chan struct{}), timeout: timeout}

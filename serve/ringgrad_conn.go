@@ -159,6 +159,11 @@ func (gc *gradConn) serve(ctx context.Context, rg *ipc.RegisterGrad) error {
 		case r = <-msgs:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-g.broken:
+			// Broken while this rank was between rounds (another rank
+			// left, or one did not come in time): told now, it leaves, so
+			// its rank and budget are free for the job to start again.
+			return g.err
 		}
 		ipc.CloseFDs(r.fds)
 		if r.err != nil {
@@ -273,6 +278,14 @@ func (gc *gradConn) allReduce(ctx context.Context, g *gradGroup, m *ipc.AllReduc
 		r.err = g.backend.reduce(rctx, int64(m.Count), dt, op)
 		cancel()
 		<-watched
+		g.mu.Lock()
+		if r.err == nil && g.err != nil {
+			// The group broke while the reduce ran (a rank left, or the
+			// round timed out) and the ranks waiting in the round were told
+			// so: this rank is told the same, not AllReduceDone.
+			r.err = g.err
+		}
+		g.mu.Unlock()
 		select {
 		case rd := <-early:
 			// A round that finished is answered before the group breaks;

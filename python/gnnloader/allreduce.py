@@ -166,7 +166,19 @@ class GradClient:
                 buf = torch.frombuffer(self._mem, dtype=tensor.dtype, count=n)
                 buf.copy_(flat.detach().cpu())
             seq = self._seq
-            self.sock.sendall(encode(AllReduce(seq, n, dtype, op)))
+            try:
+                self.sock.sendall(encode(AllReduce(seq, n, dtype, op)))
+            except (BrokenPipeError, ConnectionResetError) as e:
+                # The daemon broke the job's ring between rounds (a rank
+                # left or did not come in time), told this rank why and
+                # closed: that Error is still to be read.
+                try:
+                    self._recv()
+                except AllReduceError:
+                    raise
+                except (EOFError, OSError):
+                    pass
+                raise AllReduceError(f"loaderd closed the gradient connection: {e}") from None
             m, fds = self._recv()
             for fd in fds:
                 os.close(fd)

@@ -139,6 +139,20 @@ class TestEndToEndCPU(unittest.TestCase):
         for c in clients:
             c.close()
 
+    def test_peer_gone_between_rounds(self):
+        # Rank 1 leaves before any round; rank 0, between rounds, is told by
+        # the daemon at once and its next allreduce raises the daemon's
+        # reason, not a broken pipe. The job can then register again.
+        c0, c1 = self._clients("gone", 2, 1 << 12)
+        c1.close()
+        time.sleep(0.3)  # the daemon tells rank 0 and closes its connection
+        with self.assertRaises(ar.AllReduceError) as cm:
+            c0.allreduce(torch.ones(4))
+        self.assertIn("left the gradient ring", str(cm.exception))
+        (solo,) = self._clients("gone", 1, 1 << 12)
+        self.assertTrue(torch.equal(solo.allreduce(torch.ones(4)), torch.ones(4)))
+        solo.close()
+
     def test_too_large(self):
         (c,) = self._clients("big", 1, 64)
         with self.assertRaises(ValueError):
