@@ -264,15 +264,7 @@ func TestGradFramesAfterGoodbyeLeakNoFDs(t *testing.T) {
 // other rank is told why, and the one that left gets no Error.
 func TestGradGoodbyeMidRound(t *testing.T) {
 	srv, _ := testServer(t, Config{})
-	var c0, c1 *ipc.Conn
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); c0, _ = gradClient(t, srv, "job", 0, 2, 1<<12) }()
-	go func() { defer wg.Done(); c1, _ = gradClient(t, srv, "job", 1, 2, 1<<12) }()
-	wg.Wait()
-	if c0 == nil || c1 == nil {
-		t.FailNow()
-	}
+	c0, c1 := gradPair(t, srv, 1<<12)
 	req := &ipc.AllReduce{Seq: 0, Count: 16, DType: "float32", Op: "sum"}
 	if err := c0.WriteMsg(req); err != nil {
 		t.Fatal(err)

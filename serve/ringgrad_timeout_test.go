@@ -11,6 +11,21 @@ import (
 	"github.com/gnnloader/gnnloader/ipc"
 )
 
+// gradPair registers ranks 0 and 1 of job "job" (world 2) at once and
+// returns their connections; the test ends unless both registered.
+func gradPair(t *testing.T, srv *Server, bytes uint64) (c0, c1 *ipc.Conn) {
+	t.Helper()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c0, _ = gradClient(t, srv, "job", 0, 2, bytes) }()
+	go func() { defer wg.Done(); c1, _ = gradClient(t, srv, "job", 1, 2, bytes) }()
+	wg.Wait()
+	if c0 == nil || c1 == nil {
+		t.FailNow()
+	}
+	return c0, c1
+}
+
 // expectGradError reads c until an Error arrives (within 10 s) and checks
 // that its message holds every one of want.
 func expectGradError(t *testing.T, c *ipc.Conn, who string, want ...string) {
@@ -69,15 +84,7 @@ func TestGradRegistrationTimesOut(t *testing.T) {
 func TestGradRoundTimesOut(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	srv, _ := testServer(t, Config{GradTimeout: timeout})
-	var c0, c1 *ipc.Conn
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); c0, _ = gradClient(t, srv, "job", 0, 2, 1<<12) }()
-	go func() { defer wg.Done(); c1, _ = gradClient(t, srv, "job", 1, 2, 1<<12) }()
-	wg.Wait()
-	if c0 == nil || c1 == nil {
-		t.FailNow()
-	}
+	c0, c1 := gradPair(t, srv, 1<<12)
 	req := &ipc.AllReduce{Seq: 0, Count: 16, DType: "float32", Op: "sum"}
 	start := time.Now()
 	if err := c0.WriteMsg(req); err != nil {
@@ -90,13 +97,7 @@ func TestGradRoundTimesOut(t *testing.T) {
 	expectGradError(t, c1, "rank 1 (between rounds)", "rank(s) [1] did not ask for it")
 	waitFor(t, func() bool { return srv.BudgetUsed() == 0 })
 	// The job starts again (the ranks restarted): a new group.
-	wg.Add(2)
-	go func() { defer wg.Done(); c0, _ = gradClient(t, srv, "job", 0, 2, 1<<12) }()
-	go func() { defer wg.Done(); c1, _ = gradClient(t, srv, "job", 1, 2, 1<<12) }()
-	wg.Wait()
-	if c0 == nil || c1 == nil {
-		t.FailNow()
-	}
+	c0, c1 = gradPair(t, srv, 1<<12)
 	for r, c := range []*ipc.Conn{c0, c1} {
 		c.WriteMsg(req)
 		defer func() {
@@ -113,15 +114,7 @@ func TestGradRoundTimesOut(t *testing.T) {
 // told at once, and the job registers afresh.
 func TestGradBrokenGroupMakesWayForTheNext(t *testing.T) {
 	srv, _ := testServer(t, Config{})
-	var c0, c1 *ipc.Conn
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); c0, _ = gradClient(t, srv, "job", 0, 2, 1<<12) }()
-	go func() { defer wg.Done(); c1, _ = gradClient(t, srv, "job", 1, 2, 1<<12) }()
-	wg.Wait()
-	if c0 == nil || c1 == nil {
-		t.FailNow()
-	}
+	c0, c1 := gradPair(t, srv, 1<<12)
 	c0.Close()
 	expectGradError(t, c1, "rank 1", "left the gradient ring")
 	n0, _ := gradClient(t, srv, "job", 0, 1, 1<<12) // the job again, alone this time
