@@ -90,14 +90,7 @@ func (g *gradGroup) roundTimedOut(r *gradRound) {
 		return
 	default:
 	}
-	g.mu.Lock()
-	var missing []int
-	for rank, in := range r.in {
-		if !in {
-			missing = append(missing, rank)
-		}
-	}
-	g.mu.Unlock()
+	missing := g.ranksWhere(func(rank int) bool { return !r.in[rank] })
 	if len(missing) > 0 {
 		g.fail(perrf(ipc.CodeBadRequest, "all-reduce %d of job %q: rank(s) %v did not ask for it within %v (--grad-timeout): the job's gradient ring is broken",
 			r.req.Seq, g.job, missing, g.timeout))
@@ -107,17 +100,23 @@ func (g *gradGroup) roundTimedOut(r *gradRound) {
 		r.req.Seq, g.job, g.timeout))
 }
 
+// ranksWhere lists the group's ranks for which cond holds, under g.mu.
+func (g *gradGroup) ranksWhere(cond func(rank int) bool) []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var ranks []int
+	for rank := range g.world {
+		if cond(rank) {
+			ranks = append(ranks, rank)
+		}
+	}
+	return ranks
+}
+
 // registrationTimedOut breaks the group when not every rank registered
 // within the group's timeout, naming the ones missing.
 func (g *gradGroup) registrationTimedOut() {
-	g.mu.Lock()
-	var missing []int
-	for rank, dev := range g.devs {
-		if dev == -2 {
-			missing = append(missing, rank)
-		}
-	}
-	g.mu.Unlock()
+	missing := g.ranksWhere(func(rank int) bool { return g.devs[rank] == -2 })
 	if len(missing) > 0 {
 		g.fail(perrf(ipc.CodeBadRequest, "job %q: rank(s) %v of %d did not register within %v (--grad-timeout): the job's gradient ring is broken",
 			g.job, missing, g.world, g.timeout))
@@ -207,9 +206,6 @@ func (gs *gradGroups) leave(g *gradGroup) {
 	g.mu.Unlock()
 	if last && gs.m[g.job] == g {
 		delete(gs.m, g.job)
-	}
-	if last && g.waiting != nil {
-		g.waiting.Stop()
 	}
 	gs.mu.Unlock()
 	g.fail(errors.New("a rank of the job left the gradient ring"))

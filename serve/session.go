@@ -204,8 +204,9 @@ func (ss *session) handle(ctx context.Context, m ipc.Msg) error {
 			return perrf(ipc.CodeBadRequest, "%v", err)
 		}
 		ss.heldSlots.Add(-1)
-		ss.releases.released(time.Now())
-		ss.srv.metrics.trainerHold.Observe(seconds(time.Duration(time.Now().UnixNano() - ss.readyAt[m.Slot].Load())))
+		now := time.Now()
+		ss.releases.released(now)
+		ss.srv.metrics.trainerHold.Observe(seconds(time.Duration(now.UnixNano() - ss.readyAt[m.Slot].Load())))
 		return nil
 	case *ipc.Goodbye:
 		return errGoodbye
