@@ -82,22 +82,33 @@ def open_table(path: str, timeout: Optional[float] = 30.0, populate: bool = Fals
     fd = fds[0]
     for extra in fds[1:]:
         os.close(extra)
+    bad = f"loaderd's table socket {path} sent a bad table description"
     try:
-        info = json.loads(data.decode().strip())
-        dtype = _DTYPES.get(info["feature_dtype"])
+        try:
+            info = json.loads(data.decode().strip())
+            dtype = _DTYPES.get(info["feature_dtype"])
+            nbytes, rows, dim = int(info["bytes"]), int(info["num_rows"]), int(info["feature_dim"])
+            offset = int(info.get("offset", 0))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise LoaderError(f"{bad} ({e!r}): {bytes(data[:200])!r}") from None
         if dtype is None:
             raise LoaderError(f"feature dtype {info['feature_dtype']!r} is not supported")
-        nbytes = int(info["bytes"])
+        elem = torch.tensor([], dtype=dtype).element_size()
+        if min(nbytes, rows, dim, offset) < 0 or rows * dim * elem > nbytes:
+            raise LoaderError(f"{bad}: {rows} x {dim} rows of {elem} bytes in {nbytes} bytes at offset {offset}")
         flags = mmap.MAP_SHARED
         if populate and hasattr(mmap, "MAP_POPULATE"):
             flags |= mmap.MAP_POPULATE
-        mem = mmap.mmap(fd, nbytes, flags, mmap.PROT_READ, offset=int(info.get("offset", 0)))
+        try:
+            mem = mmap.mmap(fd, nbytes, flags, mmap.PROT_READ, offset=offset)
+        except (OSError, ValueError) as e:
+            raise LoaderError(f"{bad}: mapping {nbytes} bytes at offset {offset} of its descriptor: {e}") from None
     finally:
         os.close(fd)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # frombuffer warns that the buffer is not writable
-        x = torch.frombuffer(mem, dtype=dtype, count=nbytes // torch.tensor([], dtype=dtype).element_size())
-    x = x.view(int(info["num_rows"]), int(info["feature_dim"]))
+        x = torch.frombuffer(mem, dtype=dtype, count=rows * dim)
+    x = x.view(rows, dim)
     return SharedTable(x=x, info=info, _mem=mem)
 
 

@@ -3,6 +3,7 @@ without features (StructLoader), against a real loaderd on a generated
 dataset: the mapped table equals the rows the daemon serves, and a
 StructLoader gets the very batches a Loader with the same arguments gets."""
 
+import json
 import os
 import shutil
 import tempfile
@@ -73,9 +74,9 @@ if __name__ == "__main__":
 class TableSocketFramesTest(unittest.TestCase):
     """open_table against a fake table socket (no loaderd needed)."""
 
-    def serve_once(self, nfds):
-        """A socket whose one client gets a JSON line with nfds descriptors
-        (of /dev/null) attached; returns its path."""
+    def serve_once(self, nfds, line=b'{"bytes": 0}\n', size=None):
+        """A socket whose one client gets line with nfds descriptors attached
+        (of /dev/null, or of a memfd of size bytes); returns its path."""
         import array
         import socket
         import threading
@@ -89,15 +90,45 @@ class TableSocketFramesTest(unittest.TestCase):
 
         def answer():
             c, _ = srv.accept()
-            fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(nfds)]
+            fds = []
+            for _ in range(nfds):
+                if size is None:
+                    fds.append(os.open(os.devnull, os.O_RDONLY))
+                else:
+                    fds.append(os.memfd_create("gnnloader-faketable"))
+                    os.ftruncate(fds[-1], size)
             try:
-                c.sendmsg([b'{"bytes": 0}\n'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+                c.sendmsg([line], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
             finally:
                 for fd in fds:
                     os.close(fd)
                 c.close()
         threading.Thread(target=answer, daemon=True).start()
         return path
+
+    def test_bad_description_is_a_loader_error_and_leaks_none(self):
+        # A table socket (a daemon of another build, or not loaderd) whose
+        # description is not JSON, lacks fields, has negative or overflowing
+        # sizes or cannot be mapped: a LoaderError each, the descriptor
+        # closed, never a KeyError or a view over memory that is not there.
+        good = {"feature_dtype": "float32", "bytes": 4096, "num_rows": 8, "feature_dim": 128}
+        cases = [b"not json\n", b'{"bytes": 0}\n', b"[1, 2]\n",
+                 json.dumps({**good, "bytes": -1}).encode(),
+                 json.dumps({**good, "num_rows": 9}).encode(),  # 9 x 128 x 4 > 4096
+                 json.dumps({**good, "num_rows": "many"}).encode(),
+                 json.dumps({**good, "offset": -4096}).encode(),
+                 json.dumps({**good, "bytes": 1 << 40, "num_rows": 1}).encode()]  # past the memfd's end: mmap refuses
+        for line in cases:
+            with self.subTest(line=line):
+                path = self.serve_once(1, line, size=4096)
+                before = len(os.listdir("/proc/self/fd"))
+                with self.assertRaisesRegex(gnnloader.LoaderError, "bad table description"):
+                    open_table(path, timeout=10)
+                time.sleep(0.05)
+                self.assertLessEqual(len(os.listdir("/proc/self/fd")), before)
+        # The same description, well formed, maps.
+        t = open_table(self.serve_once(1, json.dumps(good).encode(), size=4096), timeout=10)
+        self.assertEqual(tuple(t.x.shape), (8, 128))
 
     def test_more_descriptors_than_room_is_an_error_and_leaks_none(self):
         path = self.serve_once(64)
