@@ -164,3 +164,46 @@ func TestGradSlowRanksWithinTheTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestGradBreakAndRejoinChurnLeavesNothing: a hostile client that registers
+// a job's rank 0 and never reads again, while rank 1 registers and hangs up,
+// over and over under one job name: each broken group tells the rank that
+// never reads and ends its connection, so no group, rank, timer's group or
+// byte of the memory budget piles up, and a well-behaved job still runs.
+func TestGradBreakAndRejoinChurnLeavesNothing(t *testing.T) {
+	srv, _ := testServer(t, Config{MemoryBudget: 64 << 20, MaxTrainers: 4})
+	for i := range 20 {
+		mute, err := ipc.Dial(srv.cfg.Socket, ipc.DefaultLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mute.WriteMsg(&ipc.Hello{Version: ipc.Version, Name: "mute"})
+		mute.WriteMsg(&ipc.RegisterGrad{Job: "churn", Rank: 0, WorldSize: 2, Device: "cpu", Bytes: 16 << 20})
+		c1, _ := gradClient(t, srv, "churn", 1, 2, 16<<20)
+		if c1 == nil {
+			t.Fatalf("round %d: rank 1 not registered", i)
+		}
+		c1.Close()
+		// The mute rank is told (into its socket buffer) and let go: its
+		// budget and rank come back without it reading anything.
+		waitFor(t, func() bool { return srv.BudgetUsed() == 0 && srv.Trainers() == 0 })
+		mute.Close()
+	}
+	gs := srv.gradGroups()
+	gs.mu.Lock()
+	groups, ranks := len(gs.m), gs.ranks
+	gs.mu.Unlock()
+	if groups != 0 || ranks != 0 {
+		t.Fatalf("after the churn: %d groups, %d ranks registered, want none", groups, ranks)
+	}
+	c0, c1 := gradPair(t, srv, 1<<12)
+	for _, c := range []*ipc.Conn{c0, c1} {
+		c.WriteMsg(&ipc.AllReduce{Seq: 0, Count: 4, DType: "float32", Op: "sum"})
+	}
+	for r, c := range []*ipc.Conn{c0, c1} {
+		c.UnixConn().SetReadDeadline(time.Now().Add(10 * time.Second))
+		if m, _, err := c.ReadMsg(); err != nil || m.Type() != ipc.TypeAllReduceDone {
+			t.Fatalf("rank %d after the churn: %#v %v, want AllReduceDone", r, m, err)
+		}
+	}
+}
