@@ -164,6 +164,47 @@ func TestCUDAFillTimes(t *testing.T) {
 	if busy := st.PlanTime + st.ReadTime + st.AssembleTime + st.SampleWait + st.HostWait; busy > wall {
 		t.Errorf("the fill stream's times add up to %v, more than the test's %v", busy, wall)
 	}
+	// The same times, exported by phase (--gpu-timing): counters, so
+	// between the stats read before and after them.
+	phases := fillSeconds(t, srv)
+	after, _ := srv.SweepStats()
+	byPhase := func(st gather.PlanStats) map[string]time.Duration {
+		return map[string]time.Duration{"plan": st.PlanTime, "read": st.ReadTime, "assemble": st.AssembleTime,
+			"sample": st.SampleTime, "sample_wait": st.SampleWait, "host_wait": st.HostWait}
+	}
+	lo, hi := byPhase(st), byPhase(after)
+	for ph := range lo {
+		got, ok := phases[ph]
+		if !ok || got < lo[ph].Seconds()-1e-9 || got > hi[ph].Seconds()+1e-9 {
+			t.Errorf("gnnloader_gpu_fill_seconds_total{phase=%q} = %v (exported %v), want %v..%v", ph, got, ok, lo[ph].Seconds(), hi[ph].Seconds())
+		}
+	}
+	if len(phases) != len(lo) {
+		t.Errorf("fill phases exported: %v, want %d of them", phases, len(lo))
+	}
+}
+
+// fillSeconds is gnnloader_gpu_fill_seconds_total by phase, summed over GPUs.
+func fillSeconds(t *testing.T, srv *Server) map[string]float64 {
+	t.Helper()
+	mfs, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "gnnloader_gpu_fill_seconds_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "phase" {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
 
 // compareWithCPU serves spec and runs two epochs for a CPU trainer and a
@@ -327,6 +368,9 @@ func TestGPUMetrics(t *testing.T) {
 	}
 	if _, ok := got["gnnloader_gpu_utilization_ratio"]; !ok {
 		t.Error("no GPU utilisation metric")
+	}
+	if ph := fillSeconds(t, srv); len(ph) != 0 {
+		t.Errorf("fill times exported without GPUConfig.Timing: %v", ph)
 	}
 }
 

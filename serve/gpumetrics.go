@@ -2,6 +2,7 @@ package serve
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -17,6 +18,7 @@ type gpuCollector struct {
 
 	slotBytes, util, rx, tx, memUsed *prometheus.Desc
 	lookups, hitBytes, readBytes     *prometheus.Desc
+	fillSeconds                      *prometheus.Desc
 }
 
 func newGPUCollector(b *gpuBackend, mon *cudaext.Monitor) *gpuCollector {
@@ -32,11 +34,15 @@ func newGPUCollector(b *gpuBackend, mon *cudaext.Monitor) *gpuCollector {
 		lookups:   d("gnnloader_gpu_rows_looked_up_total", "Feature rows the GPU sweeps were asked for (a row two batches need counts twice)."),
 		hitBytes:  d("gnnloader_gpu_cache_hit_bytes_total", "Feature bytes the GPU sweeps copied from the device's hot-row cache."),
 		readBytes: d("gnnloader_gpu_pcie_read_bytes_total", "Feature bytes the GPU sweeps read over PCIe (each distinct row of a sweep once)."),
+		fillSeconds: prometheus.NewDesc("gnnloader_gpu_fill_seconds_total",
+			"GPU time of the fills by phase, with --gpu-timing: plan, read (PCIe), assemble (cached rows, labels), sample (on the sampling stream), "+
+				"and the fill stream idle between fills: sample_wait (for a fill's sampling) and host_wait (nothing enqueued yet).",
+			[]string{"gpu", "phase"}, nil),
 	}
 }
 
 func (c *gpuCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.slotBytes, c.util, c.rx, c.tx, c.memUsed, c.lookups, c.hitBytes, c.readBytes} {
+	for _, d := range []*prometheus.Desc{c.slotBytes, c.util, c.rx, c.tx, c.memUsed, c.lookups, c.hitBytes, c.readBytes, c.fillSeconds} {
 		ch <- d
 	}
 }
@@ -52,6 +58,16 @@ func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.lookups, prometheus.CounterValue, float64(st.Lookups), gpu)
 		ch <- prometheus.MustNewConstMetric(c.hitBytes, prometheus.CounterValue, float64(st.HitBytes), gpu)
 		ch <- prometheus.MustNewConstMetric(c.readBytes, prometheus.CounterValue, float64(st.ReadBytes), gpu)
+		if !c.b.cfg.Timing {
+			continue
+		}
+		for _, ph := range []struct {
+			name string
+			t    time.Duration
+		}{{"plan", st.PlanTime}, {"read", st.ReadTime}, {"assemble", st.AssembleTime},
+			{"sample", st.SampleTime}, {"sample_wait", st.SampleWait}, {"host_wait", st.HostWait}} {
+			ch <- prometheus.MustNewConstMetric(c.fillSeconds, prometheus.CounterValue, ph.t.Seconds(), gpu, ph.name)
+		}
 	}
 	if c.mon == nil {
 		return

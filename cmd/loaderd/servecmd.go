@@ -87,6 +87,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&a.gpuCfg.CachePresample, "gpu-cache-presample", 0, "batches pre-sampled to choose the cached rows, in-degree serving as a prior (0 = a whole epoch's; -1 = by in-degree only)")
 		fs.StringVar(&a.gpuCfg.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto (on the GPU when the graph's CSR takes at most a third of its free memory), gpu or cpu")
 		fs.StringVar(&a.gpuCfg.SweepPlan, "sweep-plan", "gpu", "where a GPU fill plans its sweep over the batches' ids: gpu (the GPU sorts and merges them) or cpu (the CPU does, as before)")
+		fs.BoolVar(&a.gpuCfg.Timing, "gpu-timing", false, "time each GPU fill's phases with CUDA events (planning, PCIe read, assembly, sampling, the fill stream idle) and export them as gnnloader_gpu_fill_seconds_total{phase}")
 		fs.StringVar(&a.gpuReserve, "gpu-reserve", "1GiB", "GPU memory slots never take, left to the trainers")
 		fs.StringVar(&a.gpuSlotMemory, "gpu-slot-memory", "0", "most memory for slots on one GPU (0 = its free memory less --gpu-reserve)")
 		fs.StringVar(&a.tableSocket, "table-socket", "", "also share the feature table read-only (a memfd, SCM_RIGHTS) with trainers connecting to this socket, for baselines that gather features themselves (empty = off)")
