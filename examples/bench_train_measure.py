@@ -31,6 +31,10 @@ def scrape(url):
         m = re.match(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)$", line)
         if m and (m.group(2) is None or m.group(1).startswith(("gnnloader_batches_served_total", "gnnloader_gpu_"))):
             out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(3))
+            ph = re.search(r'phase="(\w+)"', m.group(2) or "")
+            if ph:  # gnnloader_gpu_fill_seconds_total by phase (--gpu-timing)
+                k = m.group(1) + ":" + ph.group(1)
+                out[k] = out.get(k, 0.0) + float(m.group(3))
     return out
 
 
@@ -48,7 +52,10 @@ def daemon_stage_ms(before, after):
             "swept_batches": d("gnnloader_swept_batches_total"), "fills": d("gnnloader_fills_total"), "filled_batches": d("gnnloader_gather_seconds_count"),
             "rows_looked_up": d("gnnloader_gpu_rows_looked_up_total"),
             "cache_hit_bytes": d("gnnloader_gpu_cache_hit_bytes_total"),
-            "pcie_read_bytes": d("gnnloader_gpu_pcie_read_bytes_total")}
+            "pcie_read_bytes": d("gnnloader_gpu_pcie_read_bytes_total"),
+            # GPU ms a batch of each fill phase (zeros unless loaderd runs with --gpu-timing)
+            "gpu_fill_ms": {ph: round(1e3 * d("gnnloader_gpu_fill_seconds_total:" + ph) / g, 3)
+                            for ph in ("plan", "read", "assemble", "sample", "sample_wait", "host_wait")}}
 
 
 def proc_mem(pid):

@@ -100,6 +100,9 @@ def render(paths):
         if d.get("filled_batches"):
             fills = f" ({d['filled_batches'] / d['fills']:.2f} batches a fill)" if d.get("fills") else ""
             print(f"- {name}: {d.get('swept_batches', 0):.0f} of {d['filled_batches']:.0f} batches filled in multi-batch sweeps{fills}")
+            ph = d.get("gpu_fill_ms") or {}
+            if any(ph.values()):  # the daemon ran with --gpu-timing
+                print(f"  - GPU ms a batch: " + ", ".join(f"{k} {v:.2f}" for k, v in ph.items()))
     if res.get("table_to_gpu"):
         t = res["table_to_gpu"]
         print(f"- resident: table to GPU in {f1(t.get('register_s', 0), 1)} s register + {f1(t.get('copy_s'), 1)} s copy")

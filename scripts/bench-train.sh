@@ -19,6 +19,8 @@
 #           trainers ask for SLOTS slots (default 6: GPU fills sweep up to 3
 #           batches); MAIN_VARIANTS picks the runs
 #   DAEMON_FLAGS are extra flags for every loaderd (e.g. "--prefetch 4")
+#   every loaderd runs with --gpu-timing (its fills' GPU phases a batch are
+#   in the table); NO_TIMING=1 leaves it off
 #   cache   a new loaderd with --gpu-cache $CACHE (default 20% of the
 #           feature bytes; CACHE= skips it): loader only and loaderd training,
 #           PHASE_BATCHES batches each
@@ -78,6 +80,9 @@ start_daemon() {
 	t0=$(date +%s.%N)
 	local table=(--table-socket "$work/$name.table")
 	[ -n "${NOTABLE:-}" ] && table=()
+	# The fills' GPU phases a batch in the table (NO_TIMING=1: off).
+	local timing=(--gpu-timing)
+	[ -n "${NO_TIMING:-}" ] && timing=()
 	# Leading NAME=value arguments are the daemon's environment (e.g.
 	# CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25 in an EXTRA phase).
 	local envs=()
@@ -86,7 +91,7 @@ start_daemon() {
 		shift
 	done
 	env "${envs[@]}" "$LOADERD" serve --dataset "$spec" --socket "$work/$name.sock" "${table[@]}" \
-		--metrics-addr "127.0.0.1:$port" --memory-budget 64GiB "${DAEMON_FLAGS[@]}" "$@" > "$work/$name.log" 2>&1 &
+		--metrics-addr "127.0.0.1:$port" --memory-budget 64GiB "${timing[@]}" "${DAEMON_FLAGS[@]}" "$@" > "$work/$name.log" 2>&1 &
 	dpid=$!
 	while [ ! -S "$work/$name.sock" ] || { [ -z "${NOTABLE:-}" ] && [ ! -S "$work/$name.table" ]; }; do
 		if ! kill -0 "$dpid" 2> /dev/null; then
