@@ -32,6 +32,7 @@
 // loop-ld16:SMS[:THREADS]|loop-seq:SMS[:THREADS]|loop-memcpy|loop-batch|loop-cpu TABLE` sets the table up, prints "looping",
 // then repeats one method back to back for SECONDS or until SIGTERM (work
 // for another process to run beside) and prints the rate it kept.
+// ZCREAD_SKIP=batch,cpu leaves those methods out.
 // Tables: GiB then a kind (alloc_table): c cudaHostAlloc, h/n mmap advised
 // for huge pages or not then cudaHostRegister (loaderd's way), v/V
 // cuMemCreate on the host. What it showed on an H100: docs/benchmarks.md,
@@ -255,6 +256,13 @@ static uint8_t *alloc_vmm(size_t &bytes, size_t align) {
 	return (uint8_t *)p;
 }
 
+// skipped reports whether ZCREAD_SKIP (comma-separated: batch, cpu) names
+// a method: the slow ones take seconds a table.
+static bool skipped(const char *method) {
+	const char *s = getenv("ZCREAD_SKIP");
+	return s && strstr(s, method) != nullptr;
+}
+
 static uint8_t *alloc_table(char kind, size_t bytes) {
 	if (kind == 'v' || kind == 'V') return alloc_vmm(bytes, kind == 'V' ? (1ull << 30) : 0);
 	if (kind == 'c') {
@@ -448,8 +456,9 @@ static void run_table(const char *spec, int64_t rb, int64_t n, int reps, bool bu
 	float ms = time_it(c, [&] { CK(cudaMemcpyAsync(c.dst, c.table, c.n * c.rb, cudaMemcpyDefault)); });
 	report(c, "memcpy", "copy engine", ms, check(c, true));
 	CK(cudaMemset(c.dst, 0, c.n * c.rb));
-	cudaError_t be = batch_copy_err(ce, 0);
-	if (be != cudaSuccess) {
+	cudaError_t be = skipped("batch") ? cudaSuccess : batch_copy_err(ce, 0);
+	if (skipped("batch")) {
+	} else if (be != cudaSuccess) {
 		printf("batch      cudaMemcpyBatchAsync: %s\n", cudaGetErrorString(be));
 		cudaGetLastError();
 	} else {
@@ -468,6 +477,7 @@ static void run_table(const char *spec, int64_t rb, int64_t n, int reps, bool bu
 	}
 	CK(cudaMemset(c.dst, 0, c.n * c.rb));
 	for (int pf : {0, 4, 16}) {
+		if (skipped("cpu")) break;
 		for (int64_t chunk : {(int64_t)0, (int64_t)32768}) {
 			char nm[32];
 			snprintf(nm, sizeof nm, "cpu pf%d", pf);
