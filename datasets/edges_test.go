@@ -244,12 +244,23 @@ func TestImportOGBEdgeFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.EdgeDim != 2 || d.EdgeDType != Float32 {
-			t.Fatalf("%s: edge attr %d x %s", layout, d.EdgeDim, d.EdgeDType)
+		// OGB's reader keeps a csv of integers integer (int64); the npz
+		// member is float64, stored as float32.
+		want := map[string]DType{"csv": Int64, "npz": Float32}[layout]
+		if d.EdgeDim != 2 || d.EdgeDType != want {
+			t.Fatalf("%s: edge attr %d x %s, want 2 x %s", layout, d.EdgeDim, d.EdgeDType, want)
 		}
 		for v := int64(0); v < d.Graph.NumNodes; v++ {
 			for p := d.Graph.Indptr[v]; p < d.Graph.Indptr[v+1]; p++ {
-				i := int(math.Float32frombits(binary.LittleEndian.Uint32(d.EdgeAttr[8*p:])))
+				var i int
+				if want == Int64 {
+					i = int(int64(binary.LittleEndian.Uint64(d.EdgeAttr[16*p:])))
+					if neg := int64(binary.LittleEndian.Uint64(d.EdgeAttr[16*p+8:])); neg != -int64(i) {
+						t.Fatalf("edge %d: attributes %d, %d, want %d, %d", p, i, neg, i, -i)
+					}
+				} else {
+					i = int(math.Float32frombits(binary.LittleEndian.Uint32(d.EdgeAttr[8*p:])))
+				}
 				if src[i] != v || dst[i] != d.Graph.Neighbor(p) {
 					t.Fatalf("%s: CSR edge %d (%d->%d) carries the attributes of input edge %d (%d->%d)", layout, p, v, d.Graph.Neighbor(p), i, src[i], dst[i])
 				}

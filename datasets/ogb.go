@@ -177,43 +177,37 @@ func readCountCSV(path string, prog Progress) (int64, error) {
 	return vals[0], nil
 }
 
-type featBlock struct {
-	b    []byte
-	dim  int
-	rows int64
-}
-
 func (im *ogbImport) csvFeatures(n int64) error {
 	path := im.raw("node-feat.csv.gz")
 	d := im.d
-	var feats []byte
+	var c csvNumbers
 	err := streamLines(path, im.workers, im.prog, parseFeatures, func(fb featBlock, line int64) error {
-		if d.FeatureDim == 0 {
-			d.FeatureDim = fb.dim
+		if c.dim == 0 {
+			c.dim = fb.dim
 			if n >= 0 {
-				feats = make([]byte, 0, n*int64(fb.dim)*4)
+				c.hint = n * int64(fb.dim)
 			}
 		}
-		if fb.dim != d.FeatureDim {
-			return fmt.Errorf("%s: line %d: row has %d values, earlier rows have %d", path, line+1, fb.dim, d.FeatureDim)
+		if fb.dim != c.dim {
+			return fmt.Errorf("%s: line %d: row has %d values, earlier rows have %d", path, line+1, fb.dim, c.dim)
 		}
-		if n >= 0 && int64(len(feats)+len(fb.b)) > n*int64(fb.dim)*4 {
+		if n >= 0 && c.rows+fb.rows > n {
 			return fmt.Errorf("%s: line %d: more rows than the %d nodes in num-node-list.csv.gz", path, n+1, n)
 		}
-		feats = append(feats, fb.b...)
+		c.add(fb)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if d.FeatureDim == 0 {
+	if c.dim == 0 {
 		return fmt.Errorf("%s: no rows", path)
 	}
-	rows := int64(len(feats) / (4 * d.FeatureDim))
-	if n >= 0 && rows != n {
-		return fmt.Errorf("%s: %d rows, but num-node-list.csv.gz says %d nodes", path, rows, n)
+	if n >= 0 && c.rows != n {
+		return fmt.Errorf("%s: %d rows, but num-node-list.csv.gz says %d nodes", path, c.rows, n)
 	}
-	d.Features = feats
+	d.FeatureDim = c.dim
+	d.Features, d.FeatureDType = c.result()
 	return nil
 }
 
@@ -1017,46 +1011,6 @@ func parseLabels(b []byte) ([]int32, int64, *parseError) {
 		return nil
 	})
 	return out, lines, pe
-}
-
-// parseFeatures parses rows of comma-separated floats into little-endian
-// float32 bytes; every row of the block must have the same width.
-func parseFeatures(b []byte) (featBlock, int64, *parseError) {
-	fb := featBlock{b: make([]byte, 0, len(b)/2)}
-	lines, pe := eachLine(b, func(line []byte, i int64, off int) *parseError {
-		k := 0
-		for len(line) > 0 || k == 0 {
-			c := bytes.IndexByte(line, ',')
-			field := line
-			if c >= 0 {
-				field, line = line[:c], line[c+1:]
-			} else {
-				line = nil
-			}
-			t := bytes.TrimSpace(field)
-			if len(t) == 0 {
-				return &parseError{i, off, fmt.Sprintf("value %d is empty", k+1)}
-			}
-			v, ok := parseFloat32(t)
-			if !ok {
-				return &parseError{i, off, fmt.Sprintf("value %d: %s is not a number", k+1, fieldText(t))}
-			}
-			fb.b = append(fb.b, 0, 0, 0, 0)
-			putFloat32(fb.b[len(fb.b)-4:], v)
-			k++
-			if c >= 0 && len(line) == 0 {
-				return &parseError{i, off, fmt.Sprintf("value %d is empty", k+1)}
-			}
-		}
-		if i == 0 {
-			fb.dim = k
-		} else if k != fb.dim {
-			return &parseError{i, off, fmt.Sprintf("row has %d values, earlier rows have %d", k, fb.dim)}
-		}
-		return nil
-	})
-	fb.rows = lines
-	return fb, lines, pe
 }
 
 // pow10f32 holds the powers of ten that float32 represents exactly.

@@ -74,25 +74,25 @@ func stableCSR(n int64, pairs []int64) (Graph, []int64, error) {
 	return g, perm, nil
 }
 
-// readFloatRows reads a csv.gz file of rows of comma-separated numbers as
-// float32 rows: the values and the row width.
-func (im *ogbImport) readFloatRows(path string) ([]byte, int, error) {
-	var vals []byte
-	dim := 0
+// readNumberRows reads a csv.gz file of rows of comma-separated numbers
+// as OGB's reader types them (csvNumbers): the values, the row width and
+// the row count.
+func (im *ogbImport) readNumberRows(path string) (csvNumbers, error) {
+	var c csvNumbers
 	err := streamLines(path, im.workers, im.prog, parseFeatures, func(fb featBlock, line int64) error {
-		if dim == 0 {
-			dim = fb.dim
+		if c.dim == 0 {
+			c.dim = fb.dim
 		}
-		if fb.dim != dim {
-			return fmt.Errorf("%s: line %d: row has %d values, earlier rows have %d", path, line+1, fb.dim, dim)
+		if fb.dim != c.dim {
+			return fmt.Errorf("%s: line %d: row has %d values, earlier rows have %d", path, line+1, fb.dim, c.dim)
 		}
-		vals = append(vals, fb.b...)
+		c.add(fb)
 		return nil
 	})
-	if err == nil && dim == 0 {
+	if err == nil && c.dim == 0 {
 		err = fmt.Errorf("%s: no rows", path)
 	}
-	return vals, dim, err
+	return c, err
 }
 
 // readIntRows reads a csv.gz file of one non-negative integer per row.
@@ -109,25 +109,26 @@ func (im *ogbImport) readIntRows(path string) ([]int64, error) {
 func (im *ogbImport) csvEdgeArrays(e int64, perm []int64) error {
 	d := im.d
 	if p := im.raw("edge-feat.csv.gz"); fileExists(p) {
-		vals, dim, err := im.readFloatRows(p)
+		c, err := im.readNumberRows(p)
 		if err != nil {
 			return err
 		}
-		if rows := int64(len(vals) / (4 * dim)); rows != e {
-			return fmt.Errorf("%s: %d rows for %d edges", p, rows, e)
+		if c.rows != e {
+			return fmt.Errorf("%s: %d rows for %d edges", p, c.rows, e)
 		}
-		d.EdgeDim, d.EdgeDType = dim, Float32
-		d.EdgeAttr = PermuteRows(vals, 4*dim, perm)
+		vals, dt := c.result()
+		d.EdgeDim, d.EdgeDType = c.dim, dt
+		d.EdgeAttr = PermuteRows(vals, dt.Size()*c.dim, perm)
 	}
 	if p := im.raw("edge_weight.csv.gz"); fileExists(p) {
-		vals, dim, err := im.readFloatRows(p)
+		c, err := im.readNumberRows(p)
 		if err != nil {
 			return err
 		}
-		if dim != 1 || int64(len(vals)/4) != e {
-			return fmt.Errorf("%s: %d rows of %d values, want %d rows of 1", p, len(vals)/(4*dim), dim, e)
+		if c.dim != 1 || c.rows != e {
+			return fmt.Errorf("%s: %d rows of %d values, want %d rows of 1", p, c.rows, c.dim, e)
 		}
-		d.EdgeWeight = permute(asFloat32s(vals), perm)
+		d.EdgeWeight = permute(asFloat32s(c.asFloat32()), perm) // weights are float32 whatever the file holds
 	}
 	if p := im.raw("edge_year.csv.gz"); fileExists(p) {
 		vals, err := im.readIntRows(p)

@@ -109,14 +109,15 @@ func ImportOGBHetero(dir string, opts ImportOptions) (*Hetero, error) {
 // heteroNodeType reads the optional per-type files of node type t.
 func (im *ogbImport) heteroNodeType(t *NodeType) error {
 	if p := im.raw(filepath.Join("node-feat", t.Name, "node-feat.csv.gz")); fileExists(p) {
-		vals, dim, err := im.readFloatRows(p)
+		c, err := im.readNumberRows(p)
 		if err != nil {
 			return err
 		}
-		if int64(len(vals)/(4*dim)) != t.NumNodes {
-			return fmt.Errorf("%s: %d rows for %d nodes", p, len(vals)/(4*dim), t.NumNodes)
+		if c.rows != t.NumNodes {
+			return fmt.Errorf("%s: %d rows for %d nodes", p, c.rows, t.NumNodes)
 		}
-		t.FeatureDim, t.FeatureDType, t.Features = dim, Float32, vals
+		t.FeatureDim = c.dim
+		t.Features, t.FeatureDType = c.result()
 	}
 	if p := im.raw(filepath.Join("node-label", t.Name, "node-label.csv.gz")); fileExists(p) {
 		var labels []int32
