@@ -544,15 +544,32 @@ func edgeIndexChunks(ei *npyArray, e int64, workers int, yield func(base int64, 
 // are (in parallel, in place, when the member is stored), float64 narrowed.
 func (im *ogbImport) npzFeatures(a *npyArray) error {
 	d := im.d
-	if a.kind != 'f' {
-		return a.errorf("wrong dtype %s, want float32 (or float16/float64)", a.descr)
-	}
-	if err := a.checkData(); err != nil {
-		return err
-	}
 	n, f := a.shape[0], a.shape[1]
 	if f <= 0 || f > math.MaxInt32 {
 		return a.errorf("bad feature dimension %d", f)
+	}
+	if dt, ok := npzIntDType(a); ok {
+		// Integer features stay integer, as OGB's reader keeps them (and
+		// as its csv layout gives them, csvNumbers), typed as import npz
+		// types them.
+		vals, err := a.ints()
+		if err != nil {
+			return err
+		}
+		d.FeatureDim, d.FeatureDType = int(f), dt
+		d.Features = make([]byte, len(vals)*dt.Size())
+		for i, v := range vals {
+			if !putInt(d.Features, dt, int64(i), v) {
+				return a.errorf("value %d does not fit %s", v, dt)
+			}
+		}
+		return nil
+	}
+	if a.kind != 'f' {
+		return a.errorf("wrong dtype %s, want a float or integer type", a.descr)
+	}
+	if err := a.checkData(); err != nil {
+		return err
 	}
 	d.FeatureDim = int(f)
 	d.FeatureDType = Float32

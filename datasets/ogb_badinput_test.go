@@ -242,9 +242,9 @@ func TestImportOGBNPZBadInput(t *testing.T) {
 			want: "missing member node_feat.npy (members: edge_index, num_edges_list, num_nodes_list)"},
 		{name: "missing edge_index", file: "data.npz", mut: func(d, _ map[string][]byte) { delete(d, "edge_index") },
 			want: "missing member edge_index.npy"},
-		{name: "node_feat int", file: "data.npz", mut: func(d, _ map[string][]byte) {
-			d["node_feat"] = impNPY("<i4", []int64{n, 8}, impI32(make([]int64, n*8)...))
-		}, want: "member node_feat.npy: wrong dtype <i4, want float32"},
+		{name: "node_feat complex", file: "data.npz", mut: func(d, _ map[string][]byte) {
+			d["node_feat"] = impNPY("<c8", []int64{n, 8}, make([]byte, n*8*8))
+		}, want: `member node_feat.npy: bad .npy header "{'descr': '<c8', 'fortran_order': False, 'shape': (50, 8), }": unsupported dtype "<c8"`},
 		{name: "node_feat 1-D", file: "data.npz", mut: func(d, _ map[string][]byte) {
 			d["node_feat"] = impNPY("<f4", []int64{n * 8}, impF32(make([]float64, n*8)...))
 		}, want: "member node_feat.npy: wrong shape (400,), want (*, *)"},

@@ -6,16 +6,19 @@ package datasets
 import (
 	"bytes"
 	"fmt"
+	"math"
+	"slices"
 )
 
 // featBlock is a block of rows of comma-separated numbers: as int64s while
 // every value so far was an integer, else as little-endian float32 bytes.
 type featBlock struct {
-	ints []int64
-	b    []byte
-	dim  int
-	rows int64
-	hint int // the block's text bytes (float32s are sized from it, as a first guess)
+	ints    []int64
+	negZero []int // positions in ints of integers written "-0": -0.0 as floats
+	b       []byte
+	dim     int
+	rows    int64
+	text    int // the block's bytes, to size its values from its first row
 }
 
 func (fb *featBlock) isFloat() bool { return fb.ints == nil }
@@ -26,12 +29,15 @@ func (fb *featBlock) isFloat() bool { return fb.ints == nil }
 // with t, or "".
 func (fb *featBlock) parse(t []byte) string {
 	if !fb.isFloat() {
-		if v, ok := parseInt(t); ok {
+		if v, neg0, ok := parseFeatureInt(t); ok {
+			if neg0 {
+				fb.negZero = append(fb.negZero, len(fb.ints))
+			}
 			fb.ints = append(fb.ints, v)
 			return ""
 		}
-		fb.b = appendFloats(make([]byte, 0, max(fb.hint/2, 4*len(fb.ints))), fb.ints)
-		fb.ints = nil
+		fb.b = appendFloats(make([]byte, 0, max(fb.text/2, 4*len(fb.ints))), fb.ints, fb.negZero)
+		fb.ints, fb.negZero = nil, nil
 	}
 	v, ok := parseFloat32(t)
 	if !ok {
@@ -42,27 +48,71 @@ func (fb *featBlock) parse(t []byte) string {
 	return ""
 }
 
+// sized reserves room for the rest of the block once its first row is
+// parsed: rows as long as that one, dim values each.
+func (fb *featBlock) sized(lineBytes int) {
+	want := (fb.text/(lineBytes+1) + 1) * fb.dim
+	if fb.isFloat() {
+		fb.b = slices.Grow(fb.b, max(0, 4*want-len(fb.b)))
+	} else {
+		fb.ints = slices.Grow(fb.ints, max(0, want-len(fb.ints)))
+	}
+}
+
+// parseFeatureInt parses an integer field as pandas would read it into
+// int64 (any number of leading zeros, the whole int64 range); neg0 reports
+// a zero written with a minus sign (-0.0 if the file turns out float).
+func parseFeatureInt(b []byte) (v int64, neg0, ok bool) {
+	neg := false
+	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
+		neg, b = b[0] == '-', b[1:]
+	}
+	if len(b) == 0 {
+		return 0, false, false
+	}
+	for len(b) > 1 && b[0] == '0' {
+		b = b[1:]
+	}
+	if len(b) > 19 {
+		return 0, false, false
+	}
+	var u uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false, false
+		}
+		u = u*10 + uint64(c-'0')
+	}
+	switch {
+	case !neg && u <= math.MaxInt64:
+		return int64(u), false, true
+	case neg && u <= 1<<63:
+		return int64(-u), u == 0, true
+	}
+	return 0, false, false
+}
+
 // csvNumbers gathers the blocks of a csv file of numbers as OGB's reader
 // types them (read_csv_graph_raw: pandas, then int64 when the whole array
 // is integer, else float32): int64 while every value is an integer, float32
-// from the first that is not (the integers before it converted, rounding
-// as parsing them as float32 would).
+// from the first that is not (the integers before it converted as pandas
+// converts them: to float64, then float32).
 type csvNumbers struct {
-	ints   []int64
-	floats []byte
-	float  bool
-	dim    int
-	rows   int64
-	hint   int64 // values expected, if known (> 0): the first block reserves them
+	ints    []int64
+	negZero []int // positions in ints written "-0"
+	floats  []byte
+	float   bool
+	dim     int
+	rows    int64
+	hint    int64 // values expected, if known (> 0): float32s reserve them
 }
 
 // add appends fb, a block of rows of width dim (checked by the caller).
 func (c *csvNumbers) add(fb featBlock) {
-	if c.rows == 0 && c.hint > 0 {
-		if fb.isFloat() {
+	if c.rows == 0 && fb.isFloat() {
+		c.float = true
+		if c.hint > 0 {
 			c.floats = make([]byte, 0, 4*c.hint)
-		} else {
-			c.ints = make([]int64, 0, c.hint)
 		}
 	}
 	c.rows += fb.rows
@@ -70,11 +120,16 @@ func (c *csvNumbers) add(fb featBlock) {
 	case c.float && fb.isFloat():
 		c.floats = append(c.floats, fb.b...)
 	case c.float:
-		c.floats = appendFloats(c.floats, fb.ints)
+		c.floats = appendFloats(c.floats, fb.ints, fb.negZero)
 	case fb.isFloat() && fb.rows > 0:
-		c.floats = append(appendFloats(make([]byte, 0, 4*len(c.ints)+len(fb.b)), c.ints), fb.b...)
-		c.ints, c.float = nil, true
+		n := int64(len(c.ints) + len(fb.b)/4)
+		c.floats = appendFloats(make([]byte, 0, 4*max(c.hint, n)), c.ints, c.negZero)
+		c.floats = append(c.floats, fb.b...)
+		c.ints, c.negZero, c.float = nil, nil, true
 	default:
+		for _, k := range fb.negZero {
+			c.negZero = append(c.negZero, len(c.ints)+k)
+		}
 		c.ints = append(c.ints, fb.ints...)
 	}
 }
@@ -92,14 +147,20 @@ func (c *csvNumbers) asFloat32() []byte {
 	if c.float {
 		return c.floats
 	}
-	return appendFloats(nil, c.ints)
+	return appendFloats(nil, c.ints, c.negZero)
 }
 
-// appendFloats appends vs as little-endian float32s.
-func appendFloats(b []byte, vs []int64) []byte {
+// appendFloats appends vs as little-endian float32s, as pandas converts
+// int64s (to float64, then float32), those at the positions in negZero as
+// -0.0.
+func appendFloats(b []byte, vs []int64, negZero []int) []byte {
+	at := len(b)
 	for _, v := range vs {
 		b = append(b, 0, 0, 0, 0)
-		putFloat32(b[len(b)-4:], float32(v))
+		putFloat32(b[len(b)-4:], float32(float64(v)))
+	}
+	for _, k := range negZero {
+		putFloat32(b[at+4*k:], float32(math.Copysign(0, -1)))
 	}
 	return b
 }
@@ -108,8 +169,9 @@ func appendFloats(b []byte, vs []int64) []byte {
 // every value of the block is an integer, else as little-endian float32
 // bytes (csvNumbers); every row of the block must have the same width.
 func parseFeatures(b []byte) (featBlock, int64, *parseError) {
-	fb := featBlock{ints: make([]int64, 0, 64), hint: len(b)}
+	fb := featBlock{ints: make([]int64, 0, 64), text: len(b)}
 	lines, pe := eachLine(b, func(line []byte, i int64, off int) *parseError {
+		lineBytes := len(line)
 		k := 0
 		for len(line) > 0 || k == 0 {
 			c := bytes.IndexByte(line, ',')
@@ -133,6 +195,7 @@ func parseFeatures(b []byte) (featBlock, int64, *parseError) {
 		}
 		if i == 0 {
 			fb.dim = k
+			fb.sized(lineBytes)
 		} else if k != fb.dim {
 			return &parseError{i, off, fmt.Sprintf("row has %d values, earlier rows have %d", k, fb.dim)}
 		}

@@ -22,13 +22,21 @@ func TestParseFeaturesTypes(t *testing.T) {
 		float []byte
 	}{
 		{in: "1,-2\n+3, 4 \n", ints: []int64{1, -2, 3, 4}},
-		{in: "9223372036854775807,-9223372036854775807\n", ints: []int64{math.MaxInt64, -math.MaxInt64}},
+		{in: "9223372036854775807,-9223372036854775808\n", ints: []int64{math.MaxInt64, math.MinInt64}},
+		// Leading zeros and "-0" are integers, as pandas reads them.
+		{in: "000000000000000000000042,-0\n", ints: []int64{42, 0}},
+		// A "-0" read as an integer is -0.0 once its block turns float.
+		{in: "-0,1\n0.5,2\n", float: f32(float32(math.Copysign(0, -1)), 1, 0.5, 2)},
+		// Integers past 2^53 round as pandas rounds them: to float64, then
+		// float32.
+		{in: "9007199254740993,0.5\n", float: f32(float32(float64(9007199254740993)), 0.5)},
 		{in: "1,2\n3,0.5\n", float: f32(1, 2, 3, 0.5)},
 		// Integers before the first float convert as parsing them as
 		// float32 would: 2^24+1 rounds to 2^24.
 		{in: "16777217,5\n1e3,7\n", float: f32(16777216, 5, 1000, 7)},
 		// Too large for int64: a float, as in pandas.
 		{in: "99999999999999999999\n", float: f32(1e20)},
+		{in: "9223372036854775808\n", float: f32(9223372036854775808)},
 		{in: "-0.0,nan\n", float: f32(float32(math.Copysign(0, -1)), float32(math.NaN()))},
 	} {
 		fb, lines, pe := parseFeatures([]byte(c.in))
@@ -84,11 +92,16 @@ func TestCSVNumbersAcrossBlocks(t *testing.T) {
 	if got := c.asFloat32(); !sameBits(got, appendF32(nil, 16777216, -3)) {
 		t.Errorf("ints as float32: %v", got)
 	}
+	c.add(block("-0,4\n"))
 	c.add(block("0.5,1\n"))
-	c.add(block("7,8\n"))
+	c.add(block("7,-0\n"))
+	negZero := float32(math.Copysign(0, -1))
 	b, dt := c.result()
-	if dt != Float32 || c.rows != 3 || !sameBits(b, appendF32(nil, 16777216, -3, 0.5, 1, 7, 8)) {
+	if dt != Float32 || c.rows != 4 || !sameBits(b, appendF32(nil, 16777216, -3, negZero, 4, 0.5, 1, 7, negZero)) {
 		t.Errorf("mixed: %s, %d rows, %v", dt, c.rows, b)
+	}
+	if cap(b) < 4*8 {
+		t.Errorf("the hint of 8 values was not reserved: capacity %d bytes", cap(b))
 	}
 }
 
@@ -153,5 +166,34 @@ func TestImportOGBIntegerFeatures(t *testing.T) {
 			back.Close()
 			os.RemoveAll(out)
 		})
+	}
+}
+
+// OGB's npz layout keeps integer node features integer too (typed as
+// import npz types them: int32 stays int32).
+func TestImportOGBNPZIntegerFeatures(t *testing.T) {
+	src, dst := []int64{0, 1, 2, 3}, []int64{1, 2, 3, 0}
+	const n = 30 // writeTinyOGB's nodes
+	vals := make([]int64, 2*n)
+	for v := range n {
+		vals[2*v], vals[2*v+1] = int64(v), -int64(v)<<20
+	}
+	dir := filepath.Join(t.TempDir(), "ogbn-x")
+	writeTinyOGB(t, dir, src, dst, &impMember{"edge_feat", impNPY("<f4", []int64{4, 1}, impF32(0, 1, 2, 3))})
+	// writeTinyOGB's data.npz again, with integer node features.
+	impWriteNPZ(t, filepath.Join(dir, "raw", "data.npz"), false,
+		impMember{"edge_index", impNPY("<i8", []int64{2, 4}, impI64(append(slices.Clone(src), dst...)...))},
+		impMember{"node_feat", impNPY("<i4", []int64{n, 2}, impI32(vals...))})
+	d, err := ImportOGB(dir, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.FeatureDim != 2 || d.FeatureDType != Int32 || len(d.Features) != 4*2*n {
+		t.Fatalf("features %d x %s, %d bytes", d.FeatureDim, d.FeatureDType, len(d.Features))
+	}
+	for i, want := range vals {
+		if got := int64(int32(binary.LittleEndian.Uint32(d.Features[4*i:]))); got != want {
+			t.Fatalf("value %d: %d, want %d", i, got, want)
+		}
 	}
 }

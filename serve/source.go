@@ -44,7 +44,8 @@ type Source struct {
 // tables are the tables the batches gather rows from, by the table name a
 // batch layout gives them (batch.Region.Table), labels aside
 // (labelTables): the node features "x", and the per-edge tables gathered by
-// e_id, "edge_attr" and "edge_weight" (as 4-byte rows), in CSR order.
+// e_id, "edge_attr" (rows of its dtype) and "edge_weight" (float32), in
+// CSR order.
 //
 // A heterogeneous source has each node type's features instead, "<type>/x",
 // and labels, "<type>/y", where the type has them.
