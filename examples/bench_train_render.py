@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import json
 
+# A zero-copy read's ceiling as a share of the pinned memcpy rate, measured
+# by scripts/probes/zcread.cu on H100s (docs/benchmarks.md, "What bounds a
+# zero-copy read": 51.0 of 55.0 GB/s).
+ZERO_COPY_CEILING = 0.927
+
 
 def render(paths):
     """The issue-6 table (markdown) from bench JSON files and meta.json."""
@@ -69,6 +74,15 @@ def render(paths):
     if ld.get("wall_s") and tro.get("wall_s"):
         print(f"- loaderd epoch / training-only epoch = {ld['wall_s'] / tro['wall_s']:.2f} (target <= 1.10); "
               f"training only {tro['ms_per_batch']:.2f} ms a batch ({tro['step_ms']:.2f} ms of GPU time a step)")
+        read = (lo.get("daemon") or {}).get("pcie_read_bytes", 0)
+        if pc and read and lo.get("batches") and not lo["daemon"].get("cache_hit_bytes"):
+            # The floor of that ratio without a cache: the bytes the sweeps
+            # read a batch, at the memcpy rate and at a zero-copy read's
+            # measured ceiling (ZERO_COPY_CEILING of it), against a step.
+            ms = read / lo["batches"] / (pc * 1e9) * 1e3
+            print(f"  - its floor without a GPU cache: the sweeps read {read / lo['batches'] / 1e6:.1f} MB a batch, "
+                  f"{ms:.2f} ms at the memcpy rate, {ms / ZERO_COPY_CEILING:.2f} ms at a zero-copy read's ceiling: "
+                  f"{max(1, ms / ZERO_COPY_CEILING / tro['ms_per_batch']):.2f}x training only, with nothing slowing the read")
     if ld.get("wall_s") and cpu.get("wall_s"):
         print(f"- CPU-gather epoch / loaderd epoch = {cpu['wall_s'] / ld['wall_s']:.2f} (target >= 3)")
     if ld.get("valid_acc") is not None and res.get("valid_acc") is not None:
