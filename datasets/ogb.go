@@ -179,35 +179,15 @@ func readCountCSV(path string, prog Progress) (int64, error) {
 
 func (im *ogbImport) csvFeatures(n int64) error {
 	path := im.raw("node-feat.csv.gz")
-	d := im.d
-	var c csvNumbers
-	err := streamLines(path, im.workers, im.prog, parseFeatures, func(fb featBlock, line int64) error {
-		if c.dim == 0 {
-			c.dim = fb.dim
-			if n >= 0 {
-				c.hint = n * int64(fb.dim)
-			}
-		}
-		if fb.dim != c.dim {
-			return fmt.Errorf("%s: line %d: row has %d values, earlier rows have %d", path, line+1, fb.dim, c.dim)
-		}
-		if n >= 0 && c.rows+fb.rows > n {
-			return fmt.Errorf("%s: line %d: more rows than the %d nodes in num-node-list.csv.gz", path, n+1, n)
-		}
-		c.add(fb)
-		return nil
-	})
+	c, err := im.readNumberRows(path, n, "nodes in num-node-list.csv.gz")
 	if err != nil {
 		return err
-	}
-	if c.dim == 0 {
-		return fmt.Errorf("%s: no rows", path)
 	}
 	if n >= 0 && c.rows != n {
 		return fmt.Errorf("%s: %d rows, but num-node-list.csv.gz says %d nodes", path, c.rows, n)
 	}
-	d.FeatureDim = c.dim
-	d.Features, d.FeatureDType = c.result()
+	im.d.FeatureDim = c.dim
+	im.d.Features, im.d.FeatureDType = c.result()
 	return nil
 }
 

@@ -117,6 +117,16 @@ func TestImportOGBCSVBadInput(t *testing.T) {
 			impWriteGz(t, raw(dir, "num-node-list.csv.gz"), "60\n")
 			return raw(dir, "node-feat.csv.gz")
 		}, want: "50 rows, but num-node-list.csv.gz says 60 nodes"},
+		// A node count no file could hold must not size an allocation (it
+		// overflowed into a negative capacity: a panic).
+		{name: "absurd node count", mut: func(t *testing.T, dir string) string {
+			impWriteGz(t, raw(dir, "num-node-list.csv.gz"), "9223372036854775806\n")
+			return raw(dir, "node-feat.csv.gz")
+		}, want: "50 rows, but num-node-list.csv.gz says 9223372036854775806 nodes"},
+		{name: "huge node count", mut: func(t *testing.T, dir string) string {
+			impWriteGz(t, raw(dir, "num-node-list.csv.gz"), "1000000000000\n")
+			return raw(dir, "node-feat.csv.gz")
+		}, want: "50 rows, but num-node-list.csv.gz says 1000000000000 nodes"},
 		{name: "negative label", mut: func(t *testing.T, dir string) string {
 			p := raw(dir, "node-label.csv.gz")
 			impEditLine(t, p, 4, "-2")
@@ -242,6 +252,9 @@ func TestImportOGBNPZBadInput(t *testing.T) {
 			want: "missing member node_feat.npy (members: edge_index, num_edges_list, num_nodes_list)"},
 		{name: "missing edge_index", file: "data.npz", mut: func(d, _ map[string][]byte) { delete(d, "edge_index") },
 			want: "missing member edge_index.npy"},
+		{name: "node_feat int truncated", file: "data.npz", mut: func(d, _ map[string][]byte) {
+			d["node_feat"] = impNPY("<i4", []int64{n, 8}, impI32(make([]int64, n*4)...))
+		}, want: "member node_feat.npy: truncated"},
 		{name: "node_feat complex", file: "data.npz", mut: func(d, _ map[string][]byte) {
 			d["node_feat"] = impNPY("<c8", []int64{n, 8}, make([]byte, n*8*8))
 		}, want: `member node_feat.npy: bad .npy header "{'descr': '<c8', 'fortran_order': False, 'shape': (50, 8), }": unsupported dtype "<c8"`},

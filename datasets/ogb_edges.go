@@ -76,15 +76,24 @@ func stableCSR(n int64, pairs []int64) (Graph, []int64, error) {
 
 // readNumberRows reads a csv.gz file of rows of comma-separated numbers
 // as OGB's reader types them (csvNumbers): the values, the row width and
-// the row count.
-func (im *ogbImport) readNumberRows(path string) (csvNumbers, error) {
+// the row count. want is the rows the file should have (another file's
+// count, named by of, e.g. "nodes in num-node-list.csv.gz"), or -1: a file
+// with more is an error at its first extra row, and the values are reserved
+// from it (up to maxReserve).
+func (im *ogbImport) readNumberRows(path string, want int64, of string) (csvNumbers, error) {
 	var c csvNumbers
 	err := streamLines(path, im.workers, im.prog, parseFeatures, func(fb featBlock, line int64) error {
 		if c.dim == 0 {
 			c.dim = fb.dim
+			if want > 0 {
+				c.hint = min(want, maxReserve/int64(fb.dim)) * int64(fb.dim)
+			}
 		}
 		if fb.dim != c.dim {
 			return fmt.Errorf("%s: line %d: row has %d values, earlier rows have %d", path, line+1, fb.dim, c.dim)
+		}
+		if want >= 0 && c.rows+fb.rows > want {
+			return fmt.Errorf("%s: line %d: more rows than the %d %s", path, want+1, want, of)
 		}
 		c.add(fb)
 		return nil
@@ -94,6 +103,11 @@ func (im *ogbImport) readNumberRows(path string) (csvNumbers, error) {
 	}
 	return c, err
 }
+
+// maxReserve caps the values readNumberRows reserves from another file's
+// count (1 GiB of float32): a count is only a claim until the rows come, and
+// past it the values grow as they are read.
+const maxReserve = 1 << 28
 
 // readIntRows reads a csv.gz file of one non-negative integer per row.
 func (im *ogbImport) readIntRows(path string) ([]int64, error) {
@@ -109,7 +123,7 @@ func (im *ogbImport) readIntRows(path string) ([]int64, error) {
 func (im *ogbImport) csvEdgeArrays(e int64, perm []int64) error {
 	d := im.d
 	if p := im.raw("edge-feat.csv.gz"); fileExists(p) {
-		c, err := im.readNumberRows(p)
+		c, err := im.readNumberRows(p, e, "edges")
 		if err != nil {
 			return err
 		}
@@ -121,7 +135,7 @@ func (im *ogbImport) csvEdgeArrays(e int64, perm []int64) error {
 		d.EdgeAttr = PermuteRows(vals, dt.Size()*c.dim, perm)
 	}
 	if p := im.raw("edge_weight.csv.gz"); fileExists(p) {
-		c, err := im.readNumberRows(p)
+		c, err := im.readNumberRows(p, e, "edges")
 		if err != nil {
 			return err
 		}

@@ -109,7 +109,7 @@ func ImportOGBHetero(dir string, opts ImportOptions) (*Hetero, error) {
 // heteroNodeType reads the optional per-type files of node type t.
 func (im *ogbImport) heteroNodeType(t *NodeType) error {
 	if p := im.raw(filepath.Join("node-feat", t.Name, "node-feat.csv.gz")); fileExists(p) {
-		c, err := im.readNumberRows(p)
+		c, err := im.readNumberRows(p, t.NumNodes, "nodes of type "+t.Name)
 		if err != nil {
 			return err
 		}
