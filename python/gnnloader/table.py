@@ -80,8 +80,7 @@ def open_table(path: str, timeout: Optional[float] = 30.0, populate: bool = Fals
     finally:
         s.close()
     fd = fds[0]
-    for extra in fds[1:]:
-        os.close(extra)
+    p._close_fds(fds[1:])
     bad = f"loaderd's table socket {path} sent a bad table description"
     try:
         try:
