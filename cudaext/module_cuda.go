@@ -67,8 +67,8 @@ func one(v uint32) C.uint {
 
 // Launch enqueues the kernel on s. Each argument must be a value the kernel
 // takes by value: int32, uint32, int64, uint64, float32, float64, uintptr,
-// DevicePtr (pointers are passed as DevicePtr), [8]uint64 or [16]uint64 (a
-// struct of eight or sixteen 64-bit fields).
+// DevicePtr (pointers are passed as DevicePtr), [8]uint64, [16]uint64 or
+// [32]uint64 (a struct of eight, sixteen or thirty-two 64-bit fields).
 func (f *Function) Launch(grid, block Dim3, sharedMem int, s *Stream, args ...any) error {
 	if s == nil || s.h == nil {
 		return fmt.Errorf("cudaext: %s launched without a stream (the legacy default stream is never used)", f.Name)
@@ -82,6 +82,8 @@ func (f *Function) Launch(grid, block Dim3, sharedMem int, s *Stream, args ...an
 			size += 64
 		case [16]uint64:
 			size += 128
+		case [32]uint64:
+			size += 256
 		default:
 			size += 8
 		}
@@ -116,6 +118,9 @@ func (f *Function) Launch(grid, block Dim3, sharedMem int, s *Stream, args ...an
 		case [16]uint64:
 			*(*[16]uint64)(slot) = v
 			off += 120
+		case [32]uint64:
+			*(*[32]uint64)(slot) = v
+			off += 248
 		default:
 			return fmt.Errorf("cudaext: %s argument %d has unsupported type %T", f.Name, i, a)
 		}

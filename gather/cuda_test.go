@@ -144,7 +144,8 @@ func sweepRounds(t *testing.T, c *cudaext.Context, st *pinned.Store, opt *CUDAOp
 		var want [][]byte
 		sizes := []int{2500, 2000, 1200}
 		if round == 2 {
-			sizes = []int{900, 10, 1, 3000, 77, 640, 2, 1500, 5, 1200, 0, 333, 64, 2048, 7, 96}[:MaxSweepParts]
+			sizes = []int{900, 10, 1, 3000, 77, 640, 2, 1500, 5, 1200, 0, 333, 64, 2048, 7, 96,
+				12, 400, 0, 1, 2200, 31, 700, 5, 900, 64, 1800, 3, 250, 1000, 9, 128}[:MaxSweepParts]
 		}
 		for k, n := range sizes {
 			if round == 1 && k == 1 {

@@ -99,8 +99,10 @@ func TestSweepOnDeviceMatchesCPU(t *testing.T) {
 					})
 				}
 				for round, sizes := range [][]int{{30_000, 20_000, 1}, {0, 5000}, {900, 10, 1, 3000, 77, 640, 2, 45_000},
-					{70_000, 70_000, 70_000, 70_000},                                              // more ids than the table has rows
-					{3000, 1, 0, 2500, 900, 10, 4000, 77, 640, 2, 1500, 5, 1200, 333, 64, 2048}} { // MaxDeviceParts batches
+					{70_000, 70_000, 70_000, 70_000}, // more ids than the table has rows
+					{3000, 1, 0, 2500, 900, 10, 4000, 77, 640, 2, 1500, 5, 1200, 333, 64, 2048},
+					{3000, 1, 0, 2500, 900, 10, 4000, 77, 640, 2, 1500, 5, 1200, 333, 64, 2048, // MaxDeviceParts batches
+						12, 400, 0, 1, 2200, 31, 700, 5, 900, 64, 1800, 3, 250, 1000, 9, 128}} {
 					checkSweepOnDevice(t, c, g, table, labels, slotOf, cacheRows, rb, sizes, r, round)
 				}
 			})

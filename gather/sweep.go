@@ -34,12 +34,12 @@ type planChunk struct {
 }
 
 // MaxSweepParts is the most batches one sweep may cover; a part may hold up
-// to 1<<27 rows. (A delivery is part << 27 | position in 31 bits: the top
+// to 1<<26 rows. (A delivery is part << 26 | position in 31 bits: the top
 // bit marks a row shared by several parts.)
 const (
-	MaxSweepParts = 16
+	MaxSweepParts = 32
 	MaxPartRows   = 1<<partShift - 1 // the most rows one part (batch) of a sweep may hold
-	partShift     = 27
+	partShift     = 26
 	sharedRow     = 1 << 31
 )
 

@@ -257,7 +257,11 @@ func compareRequest(t *testing.T, srv *Server, src *Source, req ipc.Open, busy, 
 				}
 				break
 			}
-			bc, bg := mc.(*ipc.BatchReady), mg.(*ipc.BatchReady)
+			bc, okc := mc.(*ipc.BatchReady)
+			bg, okg := mg.(*ipc.BatchReady)
+			if !okc || !okg {
+				t.Fatalf("expected a batch from both: cpu sent %#v, gpu sent %#v", mc, mg)
+			}
 			if bc.Index != bg.Index || !slices.Equal(bc.Counts, bg.Counts) || !slices.Equal(bc.Scalars, bg.Scalars) {
 				t.Fatalf("batch %d: cpu %+v gpu %+v", bc.Index, bc, bg)
 			}

@@ -31,7 +31,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 	if err != nil {
 		return nil, perrf(ipc.CodeBadRequest, "dataset %s: %v: ask for device \"cpu\"", b.src.Data.Name, err)
 	}
-	for _, p := range plan { // a sweep's deliveries keep 27 bits of position
+	for _, p := range plan { // a sweep's deliveries keep 26 bits of position
 		if r := l.Regions[p.ids]; r.Bytes/8 > gather.MaxPartRows {
 			return nil, perrf(ipc.CodeLimit, "a batch may hold up to %d %s ids, and a GPU sweep takes at most %d a batch: ask for a smaller batch_size or fanouts, or device \"cpu\"",
 				r.Bytes/8, r.Name, gather.MaxPartRows)

@@ -36,8 +36,8 @@ type Config struct {
 	// docs/training.md). A trainer that takes the default and does not fit
 	// the memory budget or the GPU is given half as many, down to 2.
 	GPUSlots int
-	// MaxSlots caps the slots a trainer may ask for (0 = 32: a GPU trainer
-	// with 32 slots gets sweeps of 16 batches).
+	// MaxSlots caps the slots a trainer may ask for (0 = 64: a GPU trainer
+	// with 64 slots gets sweeps of 32 batches, gather.MaxSweepParts).
 	MaxSlots int
 	// MaxTrainers caps concurrent trainer connections (0 = 64).
 	MaxTrainers int
@@ -90,7 +90,7 @@ func (c Config) withDefaults() Config {
 		c.GPUSlots = 32
 	}
 	if c.MaxSlots <= 0 {
-		c.MaxSlots = 32
+		c.MaxSlots = 64
 	}
 	if c.MaxTrainers <= 0 {
 		c.MaxTrainers = 64

@@ -20,8 +20,8 @@
 #include <type_traits>
 
 #define GNN_WARP 32
-#define MAX_PARTS 16
-#define PART_SHIFT 27 // a sweep delivery is part << 27 | position
+#define MAX_PARTS 32
+#define PART_SHIFT 26 // a sweep delivery is part << 26 | position
 #define SHARED_ROW 0x80000000u // in first[u]: the row's deliveries are in extras
 
 // The destinations of a sweep's parts, passed by value.

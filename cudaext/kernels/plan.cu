@@ -45,7 +45,7 @@ __device__ __forceinline__ int64_t count(int64_t n, const int64_t *n_dev) {
 
 __device__ __forceinline__ uint32_t below_mask(uint32_t bit) { return bit ? (0xffffffffu >> (32 - bit)) : 0u; }
 
-#define MAX_PARTS 16 // gather.MaxSweepParts (gather.cu MAX_PARTS)
+#define MAX_PARTS 32 // gather.MaxSweepParts (gather.cu MAX_PARTS)
 
 // Parts is one value per batch of a sweep (its ids, its count, where its
 // count is on the device, its x, its y), passed by value.
@@ -277,7 +277,7 @@ __device__ __forceinline__ uint32_t rank_of(const uint32_t *__restrict__ bitmap,
 	return word_base[id >> 5] + __popc(bitmap[id >> 5] & below_mask((uint32_t)(id & 31)));
 }
 
-#define PART_SHIFT 27          // gather.cu: a sweep delivery is part << 27 | position
+#define PART_SHIFT 26          // gather.cu: a sweep delivery is part << 26 | position
 #define SHARED_ROW 0x80000000u // gather.cu: in first[u], the row's deliveries are in extras
 
 // gnn_count_deliveries: cnt[rank(id)]++ for every id of the batches that
