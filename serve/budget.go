@@ -3,7 +3,11 @@ package serve
 // The memory and trainer budgets: what a trainer or a request takes, and
 // gives back.
 
-import "github.com/gnnloader/gnnloader/ipc"
+import (
+	"time"
+
+	"github.com/gnnloader/gnnloader/ipc"
+)
 
 // admit takes a trainer's memory from the budget, within the trainer and
 // memory budgets: slots bytes of slot rings and extra bytes of host memory
@@ -110,4 +114,56 @@ func (s *Server) BudgetUsed() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.budgetUsed
+}
+
+// A trainer that goes away holds its slots and budget until its session has
+// closed its ring: on a GPU, after the fills in flight finish (a sweep of 32
+// batches takes over 100 ms). A loader closed and at once opened again (the
+// next epoch's, the validation split's, a benchmark's next variant) would be
+// refused for that memory, or given half its default slots. So an Open
+// refused for want of memory or trainers while sessions are closing waits
+// for them (awaitLeaving) and tries again.
+const (
+	leaveWait     = 5 * time.Second // the longest one wait for closing sessions
+	maxLeaveWaits = 2               // waits before a refusal stands
+)
+
+// beginLeave counts a session as closing; endLeave, once it has given back
+// what it held, wakes the Opens waiting in awaitLeaving when none is left.
+func (s *Server) beginLeave() {
+	s.mu.Lock()
+	s.leavingN++
+	s.mu.Unlock()
+}
+
+func (s *Server) endLeave() {
+	s.mu.Lock()
+	s.leavingN--
+	if s.leavingN == 0 && s.left != nil {
+		close(s.left)
+		s.left = nil
+	}
+	s.mu.Unlock()
+}
+
+// awaitLeaving waits, up to d, until no session is closing; false at once
+// when none is.
+func (s *Server) awaitLeaving(d time.Duration) bool {
+	s.mu.Lock()
+	if s.leavingN == 0 {
+		s.mu.Unlock()
+		return false
+	}
+	if s.left == nil {
+		s.left = make(chan struct{})
+	}
+	ch := s.left
+	s.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	}
+	return true
 }

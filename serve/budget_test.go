@@ -4,7 +4,9 @@ package serve
 // gives back.
 
 import (
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/ipc"
@@ -131,4 +133,75 @@ func TestBatchesAloneOverTheBudget(t *testing.T) {
 		c.expectError(ipc.CodeLimit, "exceed the whole memory budget of 4096 bytes: lower batch_size or fanouts")
 	}
 	waitFor(t, func() bool { return srv.Trainers() == 0 && srv.BudgetUsed() == 0 && srv.SlotBytes() == 0 })
+}
+
+// TestOpenWaitsForATrainerGoingAway: a trainer that hangs up holds its
+// slots until its session has closed (on a GPU, after the fills in flight).
+// A trainer that opens meanwhile is not refused for that memory or trainer
+// count: its Open waits for the closing session and is admitted after it.
+// The first session's close is held open by Server.leaveHook until the second
+// Open has been sent, so without the wait the second would be refused.
+func TestOpenWaitsForATrainerGoingAway(t *testing.T) {
+	probe, _ := testServer(t, Config{})
+	p := dial(t, probe)
+	p.handshake(openReq())
+	one := probe.BudgetUsed()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"trainer limit", Config{MaxTrainers: 1}},
+		{"memory budget", Config{MemoryBudget: one + one/2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			entered, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			srv, _ := testServer(t, tc.cfg, func(s *Server) {
+				s.leaveHook = func() {
+					once.Do(func() { // the first session to close: a's
+						close(entered)
+						<-release
+					})
+				}
+			})
+			letGo := sync.OnceFunc(func() { close(release) })
+			t.Cleanup(letGo) // before the server stops, should the test end early
+			a := dial(t, srv)
+			a.handshake(openReq())
+			a.conn.Close()
+			<-entered // a's session is closing and still holds its slots
+			b := dial(t, srv)
+			b.hello()
+			o := openReq()
+			b.send(&o)
+			time.Sleep(50 * time.Millisecond) // b's Open is read and waits
+			if srv.Trainers() != 1 {
+				t.Fatalf("%d trainers while a closes, want a's 1", srv.Trainers())
+			}
+			letGo()
+			if m := b.recv(); m.Type() != ipc.TypeOpened {
+				t.Fatalf("b got %#v, want Opened once a had gone", m)
+			}
+			if srv.Trainers() != 1 {
+				t.Fatalf("%d trainers, want b's 1", srv.Trainers())
+			}
+		})
+	}
+}
+
+// TestOpenRefusedWhenNoTrainerLeaves: with nobody closing, a refusal for
+// want of trainers stands at once (no wait).
+func TestOpenRefusedWhenNoTrainerLeaves(t *testing.T) {
+	srv, _ := testServer(t, Config{MaxTrainers: 1})
+	a := dial(t, srv)
+	a.handshake(openReq())
+	b := dial(t, srv)
+	b.hello()
+	o := openReq()
+	start := time.Now()
+	b.send(&o)
+	b.expectError(ipc.CodeBusy, "limit 1")
+	if d := time.Since(start); d > leaveWait/2 {
+		t.Fatalf("refused after %v: it waited for no one", d)
+	}
 }

@@ -241,6 +241,7 @@ func (ss *session) admitRing(req *request, mode batch.Mode, layout pingpong.Layo
 		planBytes = linkPlanBytes * int64(len(req.seeds))
 	}
 	gpu := req.device >= 0 && ss.srv.gpu != nil
+	waits := 0
 	for {
 		width := 1 // batches a fill takes: one on the CPU path
 		if gpu {
@@ -257,6 +258,11 @@ func (ss *session) admitRing(req *request, mode batch.Mode, layout pingpong.Layo
 			}
 			ss.srv.leave(ss, slotBytes, extra)
 			err = rerr
+		}
+		if ipc.CodeOf(err) == ipc.CodeBusy && waits < maxLeaveWaits && ss.srv.awaitLeaving(leaveWait) {
+			waits++ // trainers going away gave back their memory, or are slow to: once more
+			ss.log.Info("waited for closing trainers to give back their memory", "rank", req.rank(), "slots", req.slots, "err", err)
+			continue
 		}
 		if !req.slotsDefault || req.slots <= minDefaultSlots || !errors.As(err, new(slotMemoryError)) {
 			return nil, err

@@ -307,6 +307,11 @@ func (ss *session) fail(err error) {
 }
 
 func (ss *session) close() {
+	ss.srv.beginLeave()
+	defer ss.srv.endLeave()
+	if ss.srv.leaveHook != nil {
+		ss.srv.leaveHook()
+	}
 	ss.stopEpoch()
 	ss.conn.Close()
 	ss.srv.forget(ss)
