@@ -32,6 +32,8 @@ Variants (same model, seeds and sampler; only the feature path differs):
   train_busy   train_only while a second trainer process takes loaderd's
             batches at full speed: what the daemon's work beside training costs
   pcie      pinned H2D memcpy bandwidth (the bound for 'loader')
+  NAME@K    NAME run again, reported as NAME@K (the render pairs loaderd@K
+            with train_only@K and prints training only's spread)
 
 GNNLOADER_BENCH_PROFILE=START:COUNT:DIR profiles steps START..START+COUNT of
 every variant (torch.profiler) into DIR/VARIANT.txt, the kernels by GPU time
@@ -64,7 +66,7 @@ from bench_train_feeds import (BusyConsumer, CPUGatherFeed, HeldSlotsFeed, Loade
 from bench_train_measure import (Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free,  # noqa: E402,F401
                                  host_register, host_unregister, pcie_bound, proc_mem, scrape, sync)
 from bench_train_model import SAGE, SAGEConv, _run_epoch, evaluate, run_epoch, train_variant  # noqa: E402,F401
-from bench_train_render import render  # noqa: E402
+from bench_train_render import render, variant_kind  # noqa: E402
 
 
 def main():
@@ -109,7 +111,7 @@ def main():
         res["gpu"] = torch.cuda.get_device_name(dev)
     names = [v for v in args.variants.split(",") if v]
     table = None
-    if args.table_socket and any(v in ("cpu", "resident") for v in names):
+    if args.table_socket and any(variant_kind(v) in ("cpu", "resident") for v in names):
         t = time.perf_counter()
         table = open_table(args.table_socket)
         res["table"] = dict(table.info, map_s=time.perf_counter() - t)
@@ -137,13 +139,14 @@ def main():
             print(f"[{out(v)}] skipped: past the deadline", flush=True)
             continue
         args.variant_name = out(v)  # names the profile window's file (GNNLOADER_BENCH_PROFILE)
+        kind = variant_kind(v)  # "train_only@2": train_only again, reported under its own name
         before = scrape(args.metrics_url)
         free0 = gpu_free(dev)
         mem = {}
         try:
-            if v == "pcie":
+            if kind == "pcie":
                 r = {"GBps": pcie_bound(dev)}
-            elif v == "loader":
+            elif kind == "loader":
                 feed = LoaderdFeed(args, "train", True, args.seed, dev)
                 mem = {"gpu_bytes_added": free0 - gpu_free(dev), "slot_bytes": feed.ld.opened.slots * feed.ld.opened.slot_bytes,
                        "daemon_mem_1": proc_mem(args.daemon_pid), "gpu_apps_MiB": gpu_apps()}
@@ -161,7 +164,7 @@ def main():
                     r = run_epoch(args, feed, dev, touch_only=True, max_batches=args.max_batches)
                 finally:
                     feed.close()
-            elif v == "loader_bare":
+            elif kind == "loader_bare":
                 # The loader with no trainer-side GPU work at all: each batch's
                 # views are taken and released, nothing reads them.
                 feed = LoaderdFeed(args, "train", True, args.seed, dev)
@@ -169,16 +172,16 @@ def main():
                     r = run_epoch(args, feed, dev, touch_only="bare", max_batches=args.max_batches)
                 finally:
                     feed.close()
-            elif v == "loaderd":
+            elif kind == "loaderd":
                 r = train_variant(args, out(v), lambda s, sh, sd: LoaderdFeed(args, s, sh, sd, dev), dev, info)
-            elif v == "train_only":
+            elif kind == "train_only":
                 # No accuracy: it trains on `keep` batches over and over.
                 r = train_variant(args, out(v), lambda s, sh, sd: PreloadedFeed(args, s, sh, sd, dev), dev, info,
                                   evaluate_after=False)
-            elif v == "train_slots":
+            elif kind == "train_slots":
                 r = train_variant(args, out(v), lambda s, sh, sd: HeldSlotsFeed(args, s, sh, sd, dev), dev, info,
                                   evaluate_after=False)
-            elif v == "train_busy":
+            elif kind == "train_busy":
                 busy = BusyConsumer(args, dev)
                 try:
                     r = train_variant(args, out(v), lambda s, sh, sd: PreloadedFeed(args, s, sh, sd, dev), dev, info,
@@ -188,9 +191,9 @@ def main():
                     code = busy.stop()
                 if not alive:  # it stopped taking batches: that was train_only
                     r = {"error": f"the busy consumer exited ({code}) before the steps ended", "measured": r}
-            elif v == "cpu":
+            elif kind == "cpu":
                 r = train_variant(args, out(v), lambda s, sh, sd: CPUGatherFeed(args, s, sh, sd, dev, table), dev, info)
-            elif v == "resident":
+            elif kind == "resident":
                 gpu_x, cp = copy_table_to_gpu(table, dev)
                 try:
                     r = train_variant(args, out(v), lambda s, sh, sd: ResidentFeed(args, s, sh, sd, dev, table, gpu_x),
@@ -201,13 +204,13 @@ def main():
                         torch.cuda.empty_cache()
                 r["table_to_gpu"] = cp
             else:
-                raise SystemExit(f"unknown variant {v!r}")
+                raise SystemExit(f"unknown variant {kind!r}")
         except Exception as e:  # noqa: BLE001 - report and go on with the next variant
             import traceback
             traceback.print_exc()
             r = {"error": f"{type(e).__name__}: {e}"}
         after = scrape(args.metrics_url)
-        if before and v != "pcie":
+        if before and kind != "pcie":
             r["daemon"] = daemon_stage_ms(before, after)
             if r.get("batches"):
                 r["feature_GBps"] = r["nodes_per_batch"] * row_bytes * r["batches_per_s"] / 1e9

@@ -10,6 +10,13 @@ import json
 ZERO_COPY_CEILING = 0.927
 
 
+def variant_kind(name):
+    """The variant a run name measures: "train_only@2" (a second run of
+    train_only, e.g. after loaderd, to see the baseline drift) is
+    train_only; a phase label ("cache:loader") is kept."""
+    return name.split("@", 1)[0]
+
+
 def render(paths):
     """The issue-6 table (markdown) from bench JSON files and meta.json."""
     runs, meta = {}, {}
@@ -46,13 +53,14 @@ def render(paths):
             continue
         d = r.get("daemon", {})
         samp = d.get("sample_ms")
-        if name.endswith("cpu"):
+        kind = variant_kind(name)
+        if kind.endswith("cpu"):
             gat = r.get("cpu_gather_ms")
-        elif name.endswith(("resident", "train_only", "train_slots", "train_busy")):
+        elif kind.endswith(("resident", "train_only", "train_slots", "train_busy")):
             gat = None
         else:
             gat = d.get("gather_fill_ms")
-        train = None if name.endswith("loader") else r.get("step_ms")
+        train = None if kind.endswith("loader") else r.get("step_ms")
         stages = [v for v in (samp, gat, train) if v]
         ov = (sum(stages) - r["ms_per_batch"]) / sum(stages) if stages else None
         part = " (partial)" if r.get("partial") or r["batches"] < ds.get("batches", 0) else ""
@@ -83,6 +91,19 @@ def render(paths):
             print(f"  - its floor without a GPU cache: the sweeps read {read / lo['batches'] / 1e6:.1f} MB a batch, "
                   f"{ms:.2f} ms at the memcpy rate, {ms / ZERO_COPY_CEILING:.2f} ms at a zero-copy read's ceiling: "
                   f"{max(1, ms / ZERO_COPY_CEILING / tro['ms_per_batch']):.2f}x training only, with nothing slowing the read")
+    # Repeated runs (name@k): each loaderd@k against train_only@k when both
+    # ran, and the baseline's spread, so a machine whose steps drift during
+    # the run shows it next to the ratio.
+    reps = sorted({n.split("@", 1)[1] for n in runs if "@" in n and ":" not in n})
+    for k in reps:
+        a, b = runs.get(f"loaderd@{k}", {}), runs.get(f"train_only@{k}", {})
+        if a.get("wall_s") and b.get("wall_s"):
+            print(f"  - again (@{k}): loaderd {a['ms_per_batch']:.2f} / training only {b['ms_per_batch']:.2f} ms a batch "
+                  f"= {a['wall_s'] / b['wall_s']:.2f}")
+    tros = [r["ms_per_batch"] for n, r in runs.items() if ":" not in n and variant_kind(n) == "train_only" and r.get("ms_per_batch")]
+    if len(tros) > 1:
+        print(f"  - training only over {len(tros)} runs: {min(tros):.2f}-{max(tros):.2f} ms a batch "
+              f"({100 * (max(tros) / min(tros) - 1):.0f}% apart)")
     if ld.get("wall_s") and cpu.get("wall_s"):
         print(f"- CPU-gather epoch / loaderd epoch = {cpu['wall_s'] / ld['wall_s']:.2f} (target >= 3)")
     if ld.get("valid_acc") is not None and res.get("valid_acc") is not None:

@@ -17,7 +17,10 @@
 #           pcie, loader only, training only (batches pre-loaded on the
 #           GPU), loaderd training, resident (c), CPU gather (b);
 #           trainers ask for SLOTS slots (default 6: GPU fills sweep up to 3
-#           batches); MAIN_VARIANTS picks the runs
+#           batches); MAIN_VARIANTS picks the runs, in order; NAME@K runs
+#           NAME again (e.g. pcie,train_only,loaderd,train_only@2,loaderd@2:
+#           the table pairs loaderd@2 with train_only@2 and prints the
+#           training-only spread, for machines whose steps drift)
 #   DAEMON_FLAGS are extra flags for every loaderd (e.g. "--prefetch 4")
 #   every loaderd runs with --gpu-timing (its fills' GPU phases a batch are
 #   in the table); NO_TIMING=1 leaves it off
