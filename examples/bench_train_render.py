@@ -115,8 +115,13 @@ def render(paths):
         for v in ("loader", "loaderd"):
             o, base = runs.get(f"{lab}:{v}", {}), runs.get(v, {})
             if o.get("ms_per_batch") and base.get("ms_per_batch"):
-                print(f"- (d) {lab} {v}: {o['ms_per_batch']:.1f} ms/batch over {o['batches']} batches, against "
-                      f"{base['ms_per_batch']:.1f} in the main run ({o['ms_per_batch'] / base['ms_per_batch']:.2f}x)")
+                line = (f"- (d) {lab} {v}: {o['ms_per_batch']:.1f} ms/batch over {o['batches']} batches, against "
+                        f"{base['ms_per_batch']:.1f} in the main run ({o['ms_per_batch'] / base['ms_per_batch']:.2f}x)")
+                own = runs.get(f"{lab}:train_only", {})
+                for tb, whose in ((tro, "the main run's"), (own, "this phase's")):
+                    if v == "loaderd" and tb.get("ms_per_batch"):
+                        line += f"; {o['ms_per_batch'] / tb['ms_per_batch']:.2f}x {whose} training only ({tb['ms_per_batch']:.2f} ms)"
+                print(line)
     ca = runs.get("cache:loader", {})
     cd = ca.get("daemon", {})
     if ca.get("feature_GBps") and cd.get("rows_looked_up"):
