@@ -63,7 +63,7 @@ from gnnloader.table import open_table  # noqa: E402
 # name the script held before they were split off is still bench_train.NAME.
 from bench_train_feeds import (BusyConsumer, CPUGatherFeed, HeldSlotsFeed, LoaderdFeed,  # noqa: E402,F401
                                PreloadedFeed, ResidentFeed, _StructFeed, copy_table_to_gpu)
-from bench_train_measure import (Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free,  # noqa: E402,F401
+from bench_train_measure import (Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free, host_cpu, host_cpu_share,  # noqa: E402,F401
                                  host_register, host_unregister, pcie_bound, proc_mem, scrape, sync)
 from bench_train_model import SAGE, SAGEConv, _run_epoch, evaluate, run_epoch, train_variant  # noqa: E402,F401
 from bench_train_render import render, variant_kind  # noqa: E402
@@ -141,6 +141,7 @@ def main():
         args.variant_name = out(v)  # names the profile window's file (GNNLOADER_BENCH_PROFILE)
         kind = variant_kind(v)  # "train_only@2": train_only again, reported under its own name
         before = scrape(args.metrics_url)
+        cpu0 = host_cpu()
         free0 = gpu_free(dev)
         mem = {}
         try:
@@ -215,6 +216,7 @@ def main():
             if r.get("batches"):
                 r["feature_GBps"] = r["nodes_per_batch"] * row_bytes * r["batches_per_s"] / 1e9
         r.update(mem)
+        r["host_cpu"] = host_cpu_share(cpu0, host_cpu())
         r["daemon_mem"] = proc_mem(args.daemon_pid)
         if dev.type == "cuda":
             r["trainer_gpu_peak_bytes"] = torch.cuda.max_memory_allocated(dev)

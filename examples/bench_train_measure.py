@@ -74,6 +74,31 @@ def proc_mem(pid):
     return out
 
 
+def host_cpu():
+    """The host's CPU jiffies from /proc/stat's "cpu" line: (busy, steal,
+    total), or None where there is no /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal [guest guest_nice]:
+    # guest time is counted in user already.
+    v += [0] * (8 - len(v))
+    total = sum(v[:8])
+    return total - v[3] - v[4] - v[7], v[7], total
+
+
+def host_cpu_share(before, after):
+    """What the host's CPUs did between two host_cpu() readings: busy and
+    steal (time the hypervisor gave this VM's CPUs to others; a launch-bound
+    training step slows with it) as shares of all CPU time."""
+    if not before or not after or after[2] <= before[2]:
+        return {}
+    d = after[2] - before[2]
+    return {"busy": (after[0] - before[0]) / d, "steal": (after[1] - before[1]) / d}
+
+
 def gpu_apps():
     """Per-process GPU memory from nvidia-smi (MiB), {pid: MiB}."""
     try:

@@ -141,6 +141,9 @@ def render(paths):
             fills = f" ({d['filled_batches'] / d['fills']:.2f} batches a fill)" if d.get("fills") else ""
             print(f"- {name}: {d.get('swept_batches', 0):.0f} of {d['filled_batches']:.0f} batches filled in multi-batch sweeps{fills}")
             ph = d.get("gpu_fill_ms") or {}
+            hc = r.get("host_cpu") or {}
+            if hc:
+                print(f"  - host CPUs: {100 * hc['busy']:.0f}% busy, {100 * hc['steal']:.1f}% stolen by the hypervisor")
             if any(ph.values()):  # the daemon ran with --gpu-timing
                 print(f"  - GPU ms a batch: " + ", ".join(f"{k} {v:.2f}" for k, v in ph.items()))
     if res.get("table_to_gpu"):
