@@ -4,6 +4,7 @@ package serve
 // gives back.
 
 import (
+	"context"
 	"time"
 
 	"github.com/gnnloader/gnnloader/ipc"
@@ -121,15 +122,12 @@ func (s *Server) BudgetUsed() int64 {
 // batches takes over 100 ms). A loader closed and at once opened again (the
 // next epoch's, the validation split's, a benchmark's next variant) would be
 // refused for that memory, or given half its default slots. So an Open
-// refused for want of memory or trainers while sessions are closing waits
-// for them (awaitLeaving) and tries again.
-const (
-	leaveWait     = 5 * time.Second // the longest one wait for closing sessions
-	maxLeaveWaits = 2               // waits before a refusal stands
-)
+// refused for want of memory or trainers while sessions are closing tries
+// again each time one of them has closed (awaitLeave), for up to leaveWait.
+const leaveWait = 10 * time.Second
 
 // beginLeave counts a session as closing; endLeave, once it has given back
-// what it held, wakes the Opens waiting in awaitLeaving when none is left.
+// what it held, wakes the Opens waiting in awaitLeave.
 func (s *Server) beginLeave() {
 	s.mu.Lock()
 	s.leavingN++
@@ -139,16 +137,17 @@ func (s *Server) beginLeave() {
 func (s *Server) endLeave() {
 	s.mu.Lock()
 	s.leavingN--
-	if s.leavingN == 0 && s.left != nil {
+	if s.left != nil {
 		close(s.left)
 		s.left = nil
 	}
 	s.mu.Unlock()
 }
 
-// awaitLeaving waits, up to d, until no session is closing; false at once
-// when none is.
-func (s *Server) awaitLeaving(d time.Duration) bool {
+// awaitLeave waits until a session that is closing has closed, and says
+// so; false at once when none is closing, and false when the deadline
+// passes or ctx ends (daemon shutdown) first.
+func (s *Server) awaitLeave(ctx context.Context, deadline time.Time) bool {
 	s.mu.Lock()
 	if s.leavingN == 0 {
 		s.mu.Unlock()
@@ -159,11 +158,13 @@ func (s *Server) awaitLeaving(d time.Duration) bool {
 	}
 	ch := s.left
 	s.mu.Unlock()
-	t := time.NewTimer(d)
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case <-ch:
+		return true
 	case <-t.C:
+	case <-ctx.Done():
 	}
-	return true
+	return false
 }

@@ -5,6 +5,7 @@ package serve
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -204,4 +205,41 @@ func TestOpenRefusedWhenNoTrainerLeaves(t *testing.T) {
 	if d := time.Since(start); d > leaveWait/2 {
 		t.Fatalf("refused after %v: it waited for no one", d)
 	}
+}
+
+// TestOpenWakesAsEachTrainerLeaves: an Open waiting for closing sessions
+// tries again as each one has closed, not only once all have: one whose
+// close is stuck does not hold up an Open that another's departure let in.
+func TestOpenWakesAsEachTrainerLeaves(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool // (not a sync.Once: its Do would hold the others' closes too)
+	srv, _ := testServer(t, Config{MaxTrainers: 2}, func(s *Server) {
+		s.leaveHook = func() {
+			if first.CompareAndSwap(false, true) { // the first session to close (stuck) stays closing
+				close(entered)
+				<-release
+			}
+		}
+	})
+	letGo := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(letGo)
+	stuck, gone := dial(t, srv), dial(t, srv)
+	stuck.handshake(openReq())
+	gone.handshake(openReq())
+	stuck.conn.Close()
+	<-entered
+	b := dial(t, srv)
+	b.hello()
+	o := openReq()
+	b.send(&o)
+	time.Sleep(50 * time.Millisecond) // b's Open waits: two trainers still admitted
+	gone.conn.Close()                 // closes at once, giving back its place
+	start := time.Now()
+	if m := b.recv(); m.Type() != ipc.TypeOpened {
+		t.Fatalf("b got %#v, want Opened once one trainer had gone", m)
+	}
+	if d := time.Since(start); d > leaveWait/2 {
+		t.Fatalf("b admitted after %v: it waited for the stuck close too", d)
+	}
+	letGo()
 }

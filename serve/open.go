@@ -1,9 +1,11 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/datasets"
@@ -139,7 +141,7 @@ func (ss *session) newRequest(m *ipc.Open, dev int, seeds []int64) (*request, er
 
 // handleOpen answers an Open: the request checked, its sampling mode and
 // slot ring made within the budgets, and the ring described in Opened.
-func (ss *session) handleOpen(m *ipc.Open) error {
+func (ss *session) handleOpen(ctx context.Context, m *ipc.Open) error {
 	req, err := ss.parseOpen(m)
 	if err != nil {
 		return err
@@ -190,7 +192,7 @@ func (ss *session) handleOpen(m *ipc.Open) error {
 	if err != nil {
 		return perrf(ipc.CodeBadRequest, "%v", err)
 	}
-	ring, err := ss.admitRing(req, mode, layout)
+	ring, err := ss.admitRing(ctx, req, mode, layout)
 	if err != nil {
 		return err
 	}
@@ -235,13 +237,13 @@ const minDefaultSlots = 2
 // memory) is given half as many, down to minDefaultSlots, rather than
 // refused: the default is the fastest measured (32 slots, sweeps of 16
 // batches), the halves what still fits beside other trainers.
-func (ss *session) admitRing(req *request, mode batch.Mode, layout pingpong.Layout) (slotRing, error) {
+func (ss *session) admitRing(ctx context.Context, req *request, mode batch.Mode, layout pingpong.Layout) (slotRing, error) {
 	planBytes := seedPlanBytes * int64(len(req.seeds))
 	if req.link != nil {
 		planBytes = linkPlanBytes * int64(len(req.seeds))
 	}
 	gpu := req.device >= 0 && ss.srv.gpu != nil
-	waits := 0
+	leaveBy := time.Now().Add(leaveWait)
 	for {
 		width := 1 // batches a fill takes: one on the CPU path
 		if gpu {
@@ -259,9 +261,8 @@ func (ss *session) admitRing(req *request, mode batch.Mode, layout pingpong.Layo
 			ss.srv.leave(ss, slotBytes, extra)
 			err = rerr
 		}
-		if ipc.CodeOf(err) == ipc.CodeBusy && waits < maxLeaveWaits && ss.srv.awaitLeaving(leaveWait) {
-			waits++ // trainers going away gave back their memory, or are slow to: once more
-			ss.log.Info("waited for closing trainers to give back their memory", "rank", req.rank(), "slots", req.slots, "err", err)
+		if ipc.CodeOf(err) == ipc.CodeBusy && ss.srv.awaitLeave(ctx, leaveBy) {
+			ss.log.Info("a closing trainer gave back its memory: trying again", "rank", req.rank(), "slots", req.slots, "err", err)
 			continue
 		}
 		if !req.slotsDefault || req.slots <= minDefaultSlots || !errors.As(err, new(slotMemoryError)) {

@@ -137,7 +137,7 @@ type Server struct {
 	budgetUsed int64                 // bytes of the memory budget taken (slots, batches in flight, seeds, gradients)
 	slotBytes  int64                 // of which slots
 	leavingN   int                   // sessions in close(), giving back what they hold
-	left       chan struct{}         // closed when leavingN drops to 0 (made by a waiter)
+	left       chan struct{}         // closed as a session finishes closing (made by a waiter)
 	leaveHook  func()                // tests: runs as each session starts to close, still holding what it was given
 	nextID     atomic.Uint64
 	wg         sync.WaitGroup

@@ -195,7 +195,7 @@ func (ss *session) handle(ctx context.Context, m ipc.Msg) error {
 		}
 		return ss.send(&ipc.Welcome{Version: ipc.Version, DaemonVersion: "loaderd " + Version, Dataset: ss.datasetFacts()})
 	case *ipc.Open:
-		return ss.handleOpen(m)
+		return ss.handleOpen(ctx, m)
 	case *ipc.StartEpoch:
 		ss.startEpoch(ctx, m.Epoch)
 		return nil
