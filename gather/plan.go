@@ -38,6 +38,10 @@ type DevicePart struct {
 // MaxDeviceParts is the most batches one SweepOnDevice takes.
 const MaxDeviceParts = MaxSweepParts
 
+// MaxSweepIDs is the most ids (the parts' N together) one SweepOnDevice
+// takes: the delivery lists' offsets share a word with the shared-row bit.
+const MaxSweepIDs = 1<<30 - 1
+
 // planKernels are plan.fatbin's entry points.
 var planKernels = []string{"gnn_mark", "gnn_unmark", "gnn_word_counts", "gnn_scan_blocks", "gnn_compact",
 	"gnn_count_deliveries", "gnn_place_deliveries", "gnn_deliver", "gnn_assemble", "gnn_labels"}
@@ -190,8 +194,8 @@ func (g *CUDA) SweepOnDevice(ctx context.Context, parts []DevicePart) error {
 	if withX != 0 && withX != len(parts) {
 		return fmt.Errorf("gather: %d of a sweep's %d parts want rows: all or none", withX, len(parts))
 	}
-	if total >= 1<<30 { // the delivery lists' offsets share a word with the shared-row bit
-		return fmt.Errorf("gather: a sweep of %d ids (at most %d)", total, 1<<30-1)
+	if total > MaxSweepIDs {
+		return fmt.Errorf("gather: a sweep of %d ids (at most %d)", total, MaxSweepIDs)
 	}
 	if total == 0 {
 		return nil

@@ -20,7 +20,7 @@ type SweepPart struct {
 // SweepPlan is one sorted pass over the union of several batches' rows, in
 // the compact form the CUDA kernels take (8 bytes a distinct row, as it
 // crosses PCIe too), built in chunks of ascending row ids. In a chunk,
-// rows[u] is a row id; first[u] is its only delivery, part<<28 | position,
+// rows[u] is a row id; first[u] is its only delivery, part<<26 | position,
 // or sharedRow | i for a row shared by several parts, whose extras[i]
 // deliveries follow at extras[i+1:]. Deliveries lists it out.
 type SweepPlan struct {

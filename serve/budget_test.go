@@ -118,6 +118,21 @@ func TestSweepWidth(t *testing.T) {
 			t.Errorf("sweepWidth(%d, %d) = %d, want %d", tc.batches, tc.slots, got, tc.want)
 		}
 	}
+	// A sweep on the GPU takes at most gather.MaxSweepIDs ids, counting each
+	// batch's capacity: wide sweeps of large batches are narrowed to fit.
+	const most = gather.MaxSweepIDs
+	for _, tc := range []struct {
+		width    int
+		capacity int64
+		want     int
+	}{
+		{32, 938_000, 32}, {32, most / 32, 32}, {32, most/32 + 1, 31}, {32, 40_000_000, 26},
+		{32, most, 1}, {32, int64(gather.MaxPartRows), 16}, {16, 0, 16},
+	} {
+		if got := sweepFits(tc.width, tc.capacity); got != tc.want || int64(got)*tc.capacity > most && got > 1 {
+			t.Errorf("sweepFits(%d, %d) = %d, want %d", tc.width, tc.capacity, got, tc.want)
+		}
+	}
 }
 
 // TestBatchesAloneOverTheBudget: an Open whose sampled batches in flight

@@ -100,6 +100,9 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		}
 	}
 	sweep := sweepWidth(b.cfg.SweepBatches, slots)
+	for _, p := range plan {
+		sweep = sweepFits(sweep, l.Regions[p.ids].Bytes/8)
+	}
 	r := &cudaRing{CUDARing: ring, dev: dev, g: groups[0].table, groups: groups, layout: layout,
 		workers: b.workers, sweep: sweep, ahead: sweepAhead(b.cfg.SweepAhead, sweep), planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}
 	b.mu.Lock()
@@ -123,6 +126,16 @@ func sweepWidth(batches, slots int) int {
 		batches = slots / 2
 	}
 	return max(1, min(batches, slots, gather.MaxSweepParts))
+}
+
+// sweepFits caps a sweep width so that width batches of up to capacity ids
+// each stay within what one sweep on the GPU takes (gather.MaxSweepIDs: a
+// sampled batch's sweep counts its region's capacity, not its ids).
+func sweepFits(width int, capacity int64) int {
+	if capacity > 0 {
+		width = max(1, min(width, int(gather.MaxSweepIDs/capacity)))
+	}
+	return width
 }
 
 // sweepAhead is the announced, unreleased batches above which a fill of a
