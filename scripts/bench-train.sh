@@ -252,7 +252,7 @@ for ex in "${extras[@]}"; do
 	while [ ${#exflags[@]} -gt 0 ]; do
 		if [[ ${exflags[0]} =~ ^slots=([0-9]+)$ ]]; then
 			exslots=${BASH_REMATCH[1]}
-		elif [[ ${exflags[0]} =~ ^variants=([a-z_,]+)$ ]]; then
+		elif [[ ${exflags[0]} =~ ^variants=([a-z_,@0-9]+)$ ]]; then
 			exvariants=${BASH_REMATCH[1]}
 		elif [[ ${exflags[0]} =~ ^train\.([A-Z_][A-Z0-9_]*=.*)$ ]]; then
 			trainenv+=("${BASH_REMATCH[1]}")
