@@ -97,8 +97,11 @@ def render(paths):
     reps = sorted({n.split("@", 1)[1] for n in runs if "@" in n and ":" not in n})
     for k in reps:
         a, b = runs.get(f"loaderd@{k}", {}), runs.get(f"train_only@{k}", {})
+        which = f"loaderd@{k}"
+        if not a.get("wall_s"):  # the baseline alone again: against the one loaderd run
+            a, which = ld, "loaderd"
         if a.get("wall_s") and b.get("wall_s"):
-            print(f"  - again (@{k}): loaderd {a['ms_per_batch']:.2f} / training only {b['ms_per_batch']:.2f} ms a batch "
+            print(f"  - {which} {a['ms_per_batch']:.2f} / train_only@{k} {b['ms_per_batch']:.2f} ms a batch "
                   f"= {a['wall_s'] / b['wall_s']:.2f}")
     tros = [r["ms_per_batch"] for n, r in runs.items() if ":" not in n and variant_kind(n) == "train_only" and r.get("ms_per_batch")]
     if len(tros) > 1:

@@ -44,7 +44,7 @@ SEED=${2:-0}
 BUDGET_S=${BUDGET_S:-525}
 PHASE_BATCHES=${PHASE_BATCHES:-300}
 SLOTS=${SLOTS:-6}
-MAIN_VARIANTS=${MAIN_VARIANTS:-pcie,loader,train_only,loaderd,resident,cpu}
+MAIN_VARIANTS=${MAIN_VARIANTS:-pcie,loader,train_only,loaderd,train_only@2,resident,cpu}
 read -r -a DAEMON_FLAGS <<< "${DAEMON_FLAGS:-}" # extra loaderd serve flags, e.g. "--prefetch 4"
 OUT=${OUT:-/tmp/bench-train}
 PY=${PYTHON:-python3}
