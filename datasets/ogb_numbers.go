@@ -10,25 +10,39 @@ import (
 	"slices"
 )
 
-// featBlock is a block of rows of comma-separated numbers: as int64s while
-// every value so far was an integer, else as little-endian float32 bytes.
-type featBlock struct {
+// numbers are values as int64s while every one so far is an integer, else
+// as little-endian float32 bytes (from the first that is not: the integers
+// before it converted as pandas converts them, appendFloats).
+type numbers struct {
 	ints    []int64
 	negZero []int // positions in ints of integers written "-0": -0.0 as floats
-	b       []byte
-	dim     int
-	rows    int64
-	text    int // the block's bytes, to size its values from its first row
+	floats  []byte
+	float   bool
 }
 
-func (fb *featBlock) isFloat() bool { return fb.ints == nil }
+func (n *numbers) isFloat() bool { return n.float }
+
+// toFloat turns the integers so far into float32s, with room for values
+// values in all.
+func (n *numbers) toFloat(values int64) {
+	n.floats = appendFloats(make([]byte, 0, 4*max(values, int64(len(n.ints)))), n.ints, n.negZero)
+	n.ints, n.negZero, n.float = nil, nil, true
+}
+
+// featBlock is a block of rows of comma-separated numbers.
+type featBlock struct {
+	numbers
+	dim  int
+	rows int64
+	text int // the block's bytes, to size its values from its first row
+}
 
 // parse appends the value of field t (trimmed, not empty): an integer while
 // the block has only integers, else a float32, converting the block's
 // integers at its first value that is not one. It returns what is wrong
 // with t, or "".
 func (fb *featBlock) parse(t []byte) string {
-	if !fb.isFloat() {
+	if !fb.float {
 		if v, neg0, ok := parseFeatureInt(t); ok {
 			if neg0 {
 				fb.negZero = append(fb.negZero, len(fb.ints))
@@ -36,15 +50,14 @@ func (fb *featBlock) parse(t []byte) string {
 			fb.ints = append(fb.ints, v)
 			return ""
 		}
-		fb.b = appendFloats(make([]byte, 0, max(fb.text/2, 4*len(fb.ints))), fb.ints, fb.negZero)
-		fb.ints, fb.negZero = nil, nil
+		fb.toFloat(int64(fb.text / 8))
 	}
 	v, ok := parseFloat32(t)
 	if !ok {
 		return fieldText(t) + " is not a number"
 	}
-	fb.b = append(fb.b, 0, 0, 0, 0)
-	putFloat32(fb.b[len(fb.b)-4:], v)
+	fb.floats = append(fb.floats, 0, 0, 0, 0)
+	putFloat32(fb.floats[len(fb.floats)-4:], v)
 	return ""
 }
 
@@ -52,8 +65,8 @@ func (fb *featBlock) parse(t []byte) string {
 // parsed: rows as long as that one, dim values each.
 func (fb *featBlock) sized(lineBytes int) {
 	want := (fb.text/(lineBytes+1) + 1) * fb.dim
-	if fb.isFloat() {
-		fb.b = slices.Grow(fb.b, max(0, 4*want-len(fb.b)))
+	if fb.float {
+		fb.floats = slices.Grow(fb.floats, max(0, 4*want-len(fb.floats)))
 	} else {
 		fb.ints = slices.Grow(fb.ints, max(0, want-len(fb.ints)))
 	}
@@ -95,37 +108,25 @@ func parseFeatureInt(b []byte) (v int64, neg0, ok bool) {
 // csvNumbers gathers the blocks of a csv file of numbers as OGB's reader
 // types them (read_csv_graph_raw: pandas, then int64 when the whole array
 // is integer, else float32): int64 while every value is an integer, float32
-// from the first that is not (the integers before it converted as pandas
-// converts them: to float64, then float32).
+// from the first that is not.
 type csvNumbers struct {
-	ints    []int64
-	negZero []int // positions in ints written "-0"
-	floats  []byte
-	float   bool
-	dim     int
-	rows    int64
-	hint    int64 // values expected, if known (> 0): float32s reserve them
+	numbers
+	dim  int
+	rows int64
+	hint int64 // values expected, if known (> 0): float32s reserve them
 }
 
 // add appends fb, a block of rows of width dim (checked by the caller).
 func (c *csvNumbers) add(fb featBlock) {
-	if c.rows == 0 && fb.isFloat() {
-		c.float = true
-		if c.hint > 0 {
-			c.floats = make([]byte, 0, 4*c.hint)
-		}
-	}
 	c.rows += fb.rows
+	if fb.float && !c.float {
+		c.toFloat(max(c.hint, int64(len(c.ints)+len(fb.floats)/4)))
+	}
 	switch {
-	case c.float && fb.isFloat():
-		c.floats = append(c.floats, fb.b...)
+	case fb.float:
+		c.floats = append(c.floats, fb.floats...)
 	case c.float:
 		c.floats = appendFloats(c.floats, fb.ints, fb.negZero)
-	case fb.isFloat() && fb.rows > 0:
-		n := int64(len(c.ints) + len(fb.b)/4)
-		c.floats = appendFloats(make([]byte, 0, 4*max(c.hint, n)), c.ints, c.negZero)
-		c.floats = append(c.floats, fb.b...)
-		c.ints, c.negZero, c.float = nil, nil, true
 	default:
 		for _, k := range fb.negZero {
 			c.negZero = append(c.negZero, len(c.ints)+k)
@@ -169,7 +170,7 @@ func appendFloats(b []byte, vs []int64, negZero []int) []byte {
 // every value of the block is an integer, else as little-endian float32
 // bytes (csvNumbers); every row of the block must have the same width.
 func parseFeatures(b []byte) (featBlock, int64, *parseError) {
-	fb := featBlock{ints: make([]int64, 0, 64), text: len(b)}
+	fb := featBlock{numbers: numbers{ints: make([]int64, 0, 64)}, text: len(b)}
 	lines, pe := eachLine(b, func(line []byte, i int64, off int) *parseError {
 		lineBytes := len(line)
 		k := 0

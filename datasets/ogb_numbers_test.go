@@ -52,8 +52,8 @@ func TestParseFeaturesTypes(t *testing.T) {
 			}
 			continue
 		}
-		if !fb.isFloat() || !sameBits(fb.b, c.float) {
-			t.Errorf("%q: float bytes %v (float %v), want %v", c.in, fb.b, fb.isFloat(), c.float)
+		if !fb.isFloat() || !sameBits(fb.floats, c.float) {
+			t.Errorf("%q: float bytes %v (float %v), want %v", c.in, fb.floats, fb.isFloat(), c.float)
 		}
 	}
 	for _, bad := range []string{"1,x\n", "1,\n", "1,2\n3\n"} {

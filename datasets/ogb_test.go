@@ -368,8 +368,8 @@ func FuzzCSVParsers(f *testing.F) {
 		if ls, lines, pe := parseLabels(b); pe == nil && int64(len(ls)) != lines {
 			t.Fatalf("labels: %d values for %d lines", len(ls), lines)
 		}
-		if fb, lines, pe := parseFeatures(b); pe == nil && int64(len(fb.ints)+len(fb.b)/4) != lines*int64(fb.dim) {
-			t.Fatalf("features: %d ints and %d float bytes for %d lines of %d", len(fb.ints), len(fb.b), lines, fb.dim)
+		if fb, lines, pe := parseFeatures(b); pe == nil && int64(len(fb.ints)+len(fb.floats)/4) != lines*int64(fb.dim) {
+			t.Fatalf("features: %d ints and %d float bytes for %d lines of %d", len(fb.ints), len(fb.floats), lines, fb.dim)
 		}
 	})
 }
