@@ -20,29 +20,13 @@ func npzFeatures(z *npzFile, d *Data) error {
 			return err
 		}
 		d.FeatureDim = int(a.shape[1])
-		if dt, ok := npzIntDType(a); ok {
-			vals, err := a.ints()
-			if err != nil {
-				return err
-			}
-			d.FeatureDType = dt
-			d.Features = make([]byte, len(vals)*dt.Size())
-			for i, v := range vals {
-				if !putInt(d.Features, dt, int64(i), v) {
-					return a.errorf("value %d does not fit %s", v, dt)
-				}
-			}
-			return nil
-		}
-		vals, err := a.floats()
-		if err != nil {
+		b, dt, ok, err := npzIntBytes(a)
+		if ok {
+			d.Features, d.FeatureDType = b, dt
 			return err
 		}
-		d.Features = make([]byte, 4*len(vals))
-		for i, v := range vals {
-			putFloat32(d.Features[4*i:], float32(v))
-		}
-		return nil
+		d.Features, err = npzFloat32Bytes(a)
+		return err
 	}
 	shape, err := npzInts(z, "attr_shape")
 	if err != nil {
@@ -123,6 +107,38 @@ func npzIntDType(a *npyArray) (DType, bool) {
 		return Int64, true
 	}
 	return "", false
+}
+
+// npzIntBytes reads integer array a as the element type npzIntDType gives
+// it; ok is false, and nothing read, when a is not an integer array.
+func npzIntBytes(a *npyArray) (b []byte, dt DType, ok bool, err error) {
+	if dt, ok = npzIntDType(a); !ok {
+		return nil, "", false, nil
+	}
+	vals, err := a.ints()
+	if err != nil {
+		return nil, dt, true, err
+	}
+	b = make([]byte, len(vals)*dt.Size())
+	for i, v := range vals {
+		if !putInt(b, dt, int64(i), v) {
+			return nil, dt, true, a.errorf("value %d does not fit %s", v, dt)
+		}
+	}
+	return b, dt, true, nil
+}
+
+// npzFloat32Bytes reads array a as float32 values.
+func npzFloat32Bytes(a *npyArray) ([]byte, error) {
+	vals, err := a.floats()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 4*len(vals))
+	for i, v := range vals {
+		putFloat32(b[4*i:], float32(v))
+	}
+	return b, nil
 }
 
 // putInt stores v as element i of b, of integer type dt, reporting

@@ -528,22 +528,12 @@ func (im *ogbImport) npzFeatures(a *npyArray) error {
 	if f <= 0 || f > math.MaxInt32 {
 		return a.errorf("bad feature dimension %d", f)
 	}
-	if dt, ok := npzIntDType(a); ok {
+	if b, dt, ok, err := npzIntBytes(a); ok {
 		// Integer features stay integer, as OGB's reader keeps them (and
 		// as its csv layout gives them, csvNumbers), typed as import npz
 		// types them.
-		vals, err := a.ints()
-		if err != nil {
-			return err
-		}
-		d.FeatureDim, d.FeatureDType = int(f), dt
-		d.Features = make([]byte, len(vals)*dt.Size())
-		for i, v := range vals {
-			if !putInt(d.Features, dt, int64(i), v) {
-				return a.errorf("value %d does not fit %s", v, dt)
-			}
-		}
-		return nil
+		d.FeatureDim, d.FeatureDType, d.Features = int(f), dt, b
+		return err
 	}
 	if a.kind != 'f' {
 		return a.errorf("wrong dtype %s, want a float or integer type", a.descr)

@@ -188,29 +188,13 @@ func (im *ogbImport) npzEdgeAttr(z *npzFile, e int64, perm []int64) error {
 	if dim <= 0 {
 		return a.errorf("edge_feat has no columns")
 	}
-	var vals []byte
-	dt := Float32
-	if idt, ok := npzIntDType(a); ok {
-		ints, err := a.ints()
-		if err != nil {
-			return err
-		}
-		dt = idt
-		vals = make([]byte, len(ints)*dt.Size())
-		for i, v := range ints {
-			if !putInt(vals, dt, int64(i), v) {
-				return a.errorf("value %d does not fit %s", v, dt)
-			}
-		}
-	} else {
-		fs, err := a.floats()
-		if err != nil {
-			return err
-		}
-		vals = make([]byte, 4*len(fs))
-		for i, v := range fs {
-			putFloat32(vals[4*i:], float32(v))
-		}
+	vals, dt, ok, err := npzIntBytes(a)
+	if !ok {
+		dt = Float32
+		vals, err = npzFloat32Bytes(a)
+	}
+	if err != nil {
+		return err
 	}
 	d := im.d
 	d.EdgeDim, d.EdgeDType = dim, dt
