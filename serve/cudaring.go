@@ -31,13 +31,16 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 	if err != nil {
 		return nil, perrf(ipc.CodeBadRequest, "dataset %s: %v: ask for device \"cpu\"", b.src.Data.Name, err)
 	}
+	slots := req.slots
+	sweep := sweepWidth(b.cfg.SweepBatches, slots)
 	for _, p := range plan { // a sweep's deliveries keep 26 bits of position
-		if r := l.Regions[p.ids]; r.Bytes/8 > gather.MaxPartRows {
+		r := l.Regions[p.ids]
+		if r.Bytes/8 > gather.MaxPartRows {
 			return nil, perrf(ipc.CodeLimit, "a batch may hold up to %d %s ids, and a GPU sweep takes at most %d a batch: ask for a smaller batch_size or fanouts, or device \"cpu\"",
 				r.Bytes/8, r.Name, gather.MaxPartRows)
 		}
+		sweep = sweepFits(sweep, r.Bytes/8)
 	}
-	slots := req.slots
 	bytes := l.SlotBytes * int64(slots)
 	b.mu.Lock()
 	if b.cfg.SlotMemory > 0 && b.used[dev]+bytes > b.cfg.SlotMemory {
@@ -98,10 +101,6 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 			}
 			return nil, perrf(ipc.CodeInternal, "%s: sampling on the GPU: %v", name, err)
 		}
-	}
-	sweep := sweepWidth(b.cfg.SweepBatches, slots)
-	for _, p := range plan {
-		sweep = sweepFits(sweep, l.Regions[p.ids].Bytes/8)
 	}
 	r := &cudaRing{CUDARing: ring, dev: dev, g: groups[0].table, groups: groups, layout: layout,
 		workers: b.workers, sweep: sweep, ahead: sweepAhead(b.cfg.SweepAhead, sweep), planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}
