@@ -4,6 +4,8 @@ package serve
 // gives back.
 
 import (
+	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -257,4 +259,60 @@ func TestOpenWakesAsEachTrainerLeaves(t *testing.T) {
 		t.Fatalf("b admitted after %v: it waited for the stuck close too", d)
 	}
 	letGo()
+}
+
+// TestDefaultSlotCapHostile: the default daemon (--max-slots 64) refuses
+// slot counts over the cap, up to the wire's largest, before it reserves
+// anything; 64 slots are within it.
+func TestDefaultSlotCapHostile(t *testing.T) {
+	srv, _ := testServer(t, Config{})
+	for _, slots := range []uint32{65, 1 << 20, math.MaxUint32} {
+		c := dial(t, srv)
+		c.hello()
+		o := openReq()
+		o.Slots = slots
+		c.send(&o)
+		c.expectError(ipc.CodeLimit, fmt.Sprintf("%d slots asked, limit 64", slots))
+		if srv.BudgetUsed() != 0 || srv.Trainers() != 0 {
+			t.Fatalf("%d slots refused, yet %d bytes and %d trainers taken", slots, srv.BudgetUsed(), srv.Trainers())
+		}
+	}
+	c := dial(t, srv)
+	o := openReq()
+	o.Slots = 64
+	if got := c.handshake(o); got.Slots != 64 {
+		t.Fatalf("asked for 64 slots, got %d", got.Slots)
+	}
+}
+
+// TestOpenWaitingTrainerHangsUp: a trainer whose Open waits for a closing
+// one and that hangs up meanwhile leaves nothing behind once the wait ends
+// (its ring, if made, is given back when its answer cannot be sent).
+func TestOpenWaitingTrainerHangsUp(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	srv, _ := testServer(t, Config{MaxTrainers: 1}, func(s *Server) {
+		s.leaveHook = func() {
+			if first.CompareAndSwap(false, true) {
+				close(entered)
+				<-release
+			}
+		}
+	})
+	letGo := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(letGo)
+	a := dial(t, srv)
+	a.handshake(openReq())
+	a.conn.Close()
+	<-entered
+	b := dial(t, srv)
+	b.hello()
+	o := openReq()
+	b.send(&o)
+	time.Sleep(50 * time.Millisecond) // b's Open waits
+	b.conn.Close()                    // and b hangs up
+	letGo()
+	waitFor(t, func() bool { return srv.Trainers() == 0 && srv.BudgetUsed() == 0 && srv.SlotBytes() == 0 })
+	good := dial(t, srv) // the daemon carries on
+	good.handshake(openReq())
 }
