@@ -153,6 +153,27 @@ func TestBatchesAloneOverTheBudget(t *testing.T) {
 	waitFor(t, func() bool { return srv.Trainers() == 0 && srv.BudgetUsed() == 0 && srv.SlotBytes() == 0 })
 }
 
+// holdFirstClose serves cfg with the first session to close held in its
+// close (still holding what it was given: Server.leaveHook) from when it
+// starts, which entered reports, until letGo (also run as the test ends, before
+// the server stops). Later closes go through: an atomic flag, not a
+// sync.Once, whose Do would hold them too.
+func holdFirstClose(t *testing.T, cfg Config) (srv *Server, entered <-chan struct{}, letGo func()) {
+	in, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	srv, _ = testServer(t, cfg, func(s *Server) {
+		s.leaveHook = func() {
+			if first.CompareAndSwap(false, true) {
+				close(in)
+				<-release
+			}
+		}
+	})
+	letGo = sync.OnceFunc(func() { close(release) })
+	t.Cleanup(letGo)
+	return srv, in, letGo
+}
+
 // TestOpenWaitsForATrainerGoingAway: a trainer that hangs up holds its
 // slots until its session has closed (on a GPU, after the fills in flight).
 // A trainer that opens meanwhile is not refused for that memory or trainer
@@ -172,18 +193,7 @@ func TestOpenWaitsForATrainerGoingAway(t *testing.T) {
 		{"memory budget", Config{MemoryBudget: one + one/2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			entered, release := make(chan struct{}), make(chan struct{})
-			var once sync.Once
-			srv, _ := testServer(t, tc.cfg, func(s *Server) {
-				s.leaveHook = func() {
-					once.Do(func() { // the first session to close: a's
-						close(entered)
-						<-release
-					})
-				}
-			})
-			letGo := sync.OnceFunc(func() { close(release) })
-			t.Cleanup(letGo) // before the server stops, should the test end early
+			srv, entered, letGo := holdFirstClose(t, tc.cfg) // a's
 			a := dial(t, srv)
 			a.handshake(openReq())
 			a.conn.Close()
@@ -228,18 +238,7 @@ func TestOpenRefusedWhenNoTrainerLeaves(t *testing.T) {
 // tries again as each one has closed, not only once all have: one whose
 // close is stuck does not hold up an Open that another's departure let in.
 func TestOpenWakesAsEachTrainerLeaves(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	var first atomic.Bool // (not a sync.Once: its Do would hold the others' closes too)
-	srv, _ := testServer(t, Config{MaxTrainers: 2}, func(s *Server) {
-		s.leaveHook = func() {
-			if first.CompareAndSwap(false, true) { // the first session to close (stuck) stays closing
-				close(entered)
-				<-release
-			}
-		}
-	})
-	letGo := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(letGo)
+	srv, entered, letGo := holdFirstClose(t, Config{MaxTrainers: 2}) // stuck's
 	stuck, gone := dial(t, srv), dial(t, srv)
 	stuck.handshake(openReq())
 	gone.handshake(openReq())
@@ -289,18 +288,7 @@ func TestDefaultSlotCapHostile(t *testing.T) {
 // one and that hangs up meanwhile leaves nothing behind once the wait ends
 // (its ring, if made, is given back when its answer cannot be sent).
 func TestOpenWaitingTrainerHangsUp(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	var first atomic.Bool
-	srv, _ := testServer(t, Config{MaxTrainers: 1}, func(s *Server) {
-		s.leaveHook = func() {
-			if first.CompareAndSwap(false, true) {
-				close(entered)
-				<-release
-			}
-		}
-	})
-	letGo := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(letGo)
+	srv, entered, letGo := holdFirstClose(t, Config{MaxTrainers: 1}) // a's
 	a := dial(t, srv)
 	a.handshake(openReq())
 	a.conn.Close()
