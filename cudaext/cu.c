@@ -28,6 +28,8 @@ static CUresult (*p_cuStreamSynchronize)(CUstream);
 static CUresult (*p_cuStreamQuery)(CUstream);
 static CUresult (*p_cuStreamDestroy)(CUstream);
 static CUresult (*p_cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
+// Optional (older drivers name it without _v2; NULL: not supported).
+static CUresult (*p_cuStreamWriteValue32)(CUstream, CUdeviceptr, uint32_t, unsigned int);
 static CUresult (*p_cuEventCreate)(CUevent *, unsigned int);
 static CUresult (*p_cuEventRecord)(CUevent, CUstream);
 static CUresult (*p_cuEventSynchronize)(CUevent);
@@ -119,6 +121,7 @@ static const struct { void **ptr; const char *name; } syms[] = {
 // loaded: a call before Init, or after Init failed to load the library, is
 // an error, not a jump to a null pointer.
 #define GNN_NOT_INITIALIZED 3 /* CUDA_ERROR_NOT_INITIALIZED (codeNotInitialized in Go) */
+#define GNN_NOT_SUPPORTED 801 /* CUDA_ERROR_NOT_SUPPORTED */
 #define CALL(p, ...) ((p) != NULL ? (p)(__VA_ARGS__) : GNN_NOT_INITIALIZED)
 
 int gnn_cu_load(const char *path, char *err, size_t errlen) {
@@ -139,6 +142,8 @@ int gnn_cu_load(const char *path, char *err, size_t errlen) {
 		}
 	}
 	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) *syms[i].ptr = found[i];
+	p_cuStreamWriteValue32 = dlsym(h, "cuStreamWriteValue32_v2");
+	if (p_cuStreamWriteValue32 == NULL) p_cuStreamWriteValue32 = dlsym(h, "cuStreamWriteValue32");
 	return 0;
 }
 
@@ -164,6 +169,10 @@ CUresult gnn_cuStreamSynchronize(CUstream s) { return CALL(p_cuStreamSynchronize
 CUresult gnn_cuStreamQuery(CUstream s) { return CALL(p_cuStreamQuery, s); }
 CUresult gnn_cuStreamDestroy(CUstream s) { return CALL(p_cuStreamDestroy, s); }
 CUresult gnn_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int f) { return CALL(p_cuStreamWaitEvent, s, e, f); }
+CUresult gnn_cuStreamWriteValue32(CUstream s, CUdeviceptr addr, uint32_t v, unsigned int f) {
+	if (p_cuStreamWaitEvent != NULL && p_cuStreamWriteValue32 == NULL) return GNN_NOT_SUPPORTED;
+	return CALL(p_cuStreamWriteValue32, s, addr, v, f);
+}
 CUresult gnn_cuEventCreate(CUevent *e, unsigned int f) { return CALL(p_cuEventCreate, e, f); }
 CUresult gnn_cuEventRecord(CUevent e, CUstream s) { return CALL(p_cuEventRecord, e, s); }
 CUresult gnn_cuEventSynchronize(CUevent e) { return CALL(p_cuEventSynchronize, e); }

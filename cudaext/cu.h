@@ -45,6 +45,8 @@ CUresult gnn_cuStreamSynchronize(CUstream s);
 CUresult gnn_cuStreamQuery(CUstream s);
 CUresult gnn_cuStreamDestroy(CUstream s);
 CUresult gnn_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags);
+// 801 (CUDA_ERROR_NOT_SUPPORTED) where the driver lacks it.
+CUresult gnn_cuStreamWriteValue32(CUstream s, CUdeviceptr addr, uint32_t v, unsigned int flags);
 CUresult gnn_cuEventCreate(CUevent *e, unsigned int flags);
 CUresult gnn_cuEventRecord(CUevent e, CUstream s);
 CUresult gnn_cuEventSynchronize(CUevent e);

@@ -45,6 +45,9 @@ func TestErrorIs(t *testing.T) {
 	if !errors.Is(&Error{Code: codeNoDevice}, ErrNoDevice) || !errors.Is(&Error{Code: codeInsufficientDriver}, ErrNoDriver) {
 		t.Fatal("sentinels")
 	}
+	if ns := (&Error{Code: codeNotSupported}); !errors.Is(ns, ErrNotSupported) || errors.Is(e, ErrNotSupported) {
+		t.Fatal("ErrNotSupported matches code 801 alone")
+	}
 	if s := e.Error(); !strings.Contains(s, "cuMemAlloc") || !strings.Contains(s, "OUT_OF_MEMORY") {
 		t.Fatal(s)
 	}

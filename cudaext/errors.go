@@ -15,6 +15,9 @@ var (
 	ErrNoDevice = errors.New("cuda: no CUDA device")
 	// ErrOutOfMemory: an allocation or registration failed for lack of memory.
 	ErrOutOfMemory = errors.New("cuda: out of memory")
+	// ErrNotSupported: the driver or device lacks the operation (e.g.
+	// stream memory operations).
+	ErrNotSupported = errors.New("cuda: not supported")
 )
 
 // CUDA driver status codes that gnnloader names itself (cuda.h's CUresult).
@@ -31,6 +34,7 @@ const (
 	codeHostMemAlreadyReg    = 712
 	codeHostMemNotRegistered = 713
 	codePeerAlreadyEnabled   = 704
+	codeNotSupported         = 801
 	codeSystemDriverMismatch = 803
 )
 
@@ -52,6 +56,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == codeNoDevice || e.Code == codeInvalidDevice
 	case ErrOutOfMemory:
 		return e.Code == codeOutOfMemory
+	case ErrNotSupported:
+		return e.Code == codeNotSupported
 	case ErrNoDriver:
 		return e.Code == codeStubLibrary || e.Code == codeInsufficientDriver || e.Code == codeSystemDriverMismatch
 	}

@@ -51,6 +51,14 @@ func (s *Stream) WaitEvent(e *Event) error {
 	return check("cuStreamWaitEvent", C.gnn_cuStreamWaitEvent(s.h, e.h, 0))
 }
 
+// WriteValue32 writes v into the 32-bit word at addr once the work queued on
+// s before it is done, after a memory barrier: a reader that sees v sees
+// everything that work wrote (cuStreamWriteValue32). ErrNotSupported where
+// the driver has no stream memory operations.
+func (s *Stream) WriteValue32(addr DevicePtr, v uint32) error {
+	return check("cuStreamWriteValue32", C.gnn_cuStreamWriteValue32(s.h, C.CUdeviceptr(addr), C.uint32_t(v), 0))
+}
+
 // Destroy destroys the stream; pending work still completes.
 func (s *Stream) Destroy() error {
 	if s == nil || s.h == nil {

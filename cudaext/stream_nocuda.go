@@ -25,6 +25,9 @@ func (s *Stream) WaitEvent(e *Event) error { return errNoCUDA }
 // Destroy has nothing to destroy.
 func (s *Stream) Destroy() error { return nil }
 
+// WriteValue32 fails: no CUDA in this build.
+func (s *Stream) WriteValue32(addr DevicePtr, v uint32) error { return errNoCUDA }
+
 // Event is a CUDA event; none can be made in this build.
 type Event struct{}
 
