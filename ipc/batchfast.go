@@ -34,6 +34,7 @@ func (m *BatchReady) encodeFast(e *encoder) {
 			e.u32(v)
 		}
 	}
+	e.u32(m.ReadyValue)
 }
 
 func (m *BatchReady) decodeFast(d *decoder) {
@@ -53,4 +54,5 @@ func (m *BatchReady) decodeFast(d *decoder) {
 			m.Lists[i] = d.u32n(d.count("lists", d.lim.MaxList, 4))
 		}
 	}
+	m.ReadyValue = d.u32()
 }

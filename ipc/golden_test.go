@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -85,10 +86,10 @@ func goldens() map[string]Msg {
 			MemHandle: mh[:], Events: []EventIPC{
 				{Ready: handle(0x10), Released: handle(0x80)},
 				{Ready: handle(0x11), Released: handle(0x81)},
-			}},
+			}, ReadyWords: 2 * slotBytes},
 		"start_epoch": &StartEpoch{Epoch: 3},
 		"batch_ready": &BatchReady{Slot: 1, Epoch: 3, Index: 7, Counts: []uint32{900, 900, 900, 4000},
-			Scalars: []int64{4}, Lists: [][]uint32{{4, 50, 300, 546}, {60, 940, 3000}}},
+			Scalars: []int64{4}, Lists: [][]uint32{{4, 50, 300, 546}, {60, 940, 3000}}, ReadyValue: 5},
 		"batch_ready_bare": &BatchReady{Slot: 0, Epoch: 1 << 31, Index: 9, Scalars: []int64{-1, 1 << 40}, Lists: [][]uint32{nil, {7}}},
 		"release":          &Release{Slot: 1, Epoch: 3, Index: 7},
 		"epoch_end":        &EpochEnd{Epoch: 3, NumBatches: 48},
@@ -165,6 +166,13 @@ func badFrames(t testing.TB) map[string]struct {
 	badAxis := opened
 	badAxis.Regions = append([]Region(nil), opened.Regions...)
 	badAxis.Regions[2].CountAxis = 1 // n_id is one-dimensional
+	cuda := *g["opened_cuda"].(*Opened)
+	wordsInSlots, wordsMisaligned, wordsOnShm := cuda, cuda, opened
+	wordsInSlots.ReadyWords = 2*cuda.SlotBytes - 4 // the last slot's last word
+	wordsMisaligned.ReadyWords = 2*cuda.SlotBytes + 2
+	wordsOnShm.ReadyWords = 2 * opened.SlotBytes
+	wordsWrap := cuda
+	wordsWrap.ReadyWords = math.MaxUint64 - 3 // its second word past 2^64
 	manySplits := &Welcome{Dataset: Dataset{Splits: make([]Split, DefaultLimits.MaxList+1)}}
 	oversized := []byte{0, 0, 0x10, 0, byte(TypeHello), 0, 0, 0} // 1 MiB + 4 bytes
 	huge := []byte{0xff, 0xff, 0xff, 0xff, byte(TypeOpened), 0, 0, 0}
@@ -174,31 +182,35 @@ func badFrames(t testing.TB) map[string]struct {
 		code  Code
 	}
 	return map[string]bad{
-		"short_header":        {hello[:5], CodeBadFrame},
-		"truncated":           {hello[:len(hello)-1], CodeBadFrame},
-		"truncated_payload":   {setLen(hello[:len(hello)-1]), CodeBadMessage},
-		"length_too_small":    {[]byte{3, 0, 0, 0, 1, 0, 0}, CodeBadFrame},
-		"oversized_length":    {oversized, CodeLimit},
-		"huge_length":         {huge, CodeLimit},
-		"nonzero_flags":       {append(append([]byte(nil), hello[:6]...), append([]byte{1, 0}, hello[8:]...)...), CodeBadFrame},
-		"unknown_type":        {frame(99, nil), CodeBadMessage},
-		"type_zero":           {frame(0, nil), CodeBadMessage},
-		"bad_magic":           {frame(TypeHello, append([]byte("GNNX\x01\x00\x00\x00\x00\x00"), str16("")...)), CodeUnsupportedVersion},
-		"bad_bool":            {badBool, CodeBadMessage},
-		"bad_fanout":          {badFanout, CodeBadMessage},
-		"bad_edge_fanout":     {badEdgeFanout, CodeBadMessage},
-		"trailing_bytes":      {setLen(append(append([]byte(nil), hello...), 0)), CodeBadMessage},
-		"string_over_limit":   {mustMarshal(t, &Goodbye{Reason: strings.Repeat("a", DefaultLimits.MaxString+1)}), CodeLimit},
-		"string_past_end":     {frame(TypeGoodbye, []byte{10, 0, 'a'}), CodeBadMessage},
-		"invalid_utf8":        {frame(TypeGoodbye, []byte{2, 0, 0xc3, 0x28}), CodeBadMessage},
-		"list_over_limit":     {mustMarshal(t, manySplits), CodeLimit},
-		"fanouts_over_limit":  {mustMarshal(t, &manyFanouts), CodeLimit},
-		"list_past_end":       {frame(TypeBatchReady, append(make([]byte, 12), 10, 0)), CodeBadMessage},
-		"batch_size_limit":    {mustMarshal(t, &bigBatch), CodeLimit},
-		"region_misaligned":   {marshalUnchecked(&misaligned), CodeBadMessage},
-		"region_outside_slot": {marshalUnchecked(&outside), CodeBadMessage},
-		"region_count_axis":   {marshalUnchecked(&badAxis), CodeBadMessage},
-		"empty_payload":       {frame(TypeRelease, nil), CodeBadMessage},
+		"short_header":           {hello[:5], CodeBadFrame},
+		"truncated":              {hello[:len(hello)-1], CodeBadFrame},
+		"truncated_payload":      {setLen(hello[:len(hello)-1]), CodeBadMessage},
+		"length_too_small":       {[]byte{3, 0, 0, 0, 1, 0, 0}, CodeBadFrame},
+		"oversized_length":       {oversized, CodeLimit},
+		"huge_length":            {huge, CodeLimit},
+		"nonzero_flags":          {append(append([]byte(nil), hello[:6]...), append([]byte{1, 0}, hello[8:]...)...), CodeBadFrame},
+		"unknown_type":           {frame(99, nil), CodeBadMessage},
+		"type_zero":              {frame(0, nil), CodeBadMessage},
+		"bad_magic":              {frame(TypeHello, append([]byte("GNNX\x01\x00\x00\x00\x00\x00"), str16("")...)), CodeUnsupportedVersion},
+		"bad_bool":               {badBool, CodeBadMessage},
+		"bad_fanout":             {badFanout, CodeBadMessage},
+		"bad_edge_fanout":        {badEdgeFanout, CodeBadMessage},
+		"trailing_bytes":         {setLen(append(append([]byte(nil), hello...), 0)), CodeBadMessage},
+		"string_over_limit":      {mustMarshal(t, &Goodbye{Reason: strings.Repeat("a", DefaultLimits.MaxString+1)}), CodeLimit},
+		"string_past_end":        {frame(TypeGoodbye, []byte{10, 0, 'a'}), CodeBadMessage},
+		"invalid_utf8":           {frame(TypeGoodbye, []byte{2, 0, 0xc3, 0x28}), CodeBadMessage},
+		"list_over_limit":        {mustMarshal(t, manySplits), CodeLimit},
+		"fanouts_over_limit":     {mustMarshal(t, &manyFanouts), CodeLimit},
+		"list_past_end":          {frame(TypeBatchReady, append(make([]byte, 12), 10, 0)), CodeBadMessage},
+		"batch_size_limit":       {mustMarshal(t, &bigBatch), CodeLimit},
+		"region_misaligned":      {marshalUnchecked(&misaligned), CodeBadMessage},
+		"region_outside_slot":    {marshalUnchecked(&outside), CodeBadMessage},
+		"region_count_axis":      {marshalUnchecked(&badAxis), CodeBadMessage},
+		"empty_payload":          {frame(TypeRelease, nil), CodeBadMessage},
+		"ready_words_in_slots":   {marshalUnchecked(&wordsInSlots), CodeBadMessage},
+		"ready_words_misaligned": {marshalUnchecked(&wordsMisaligned), CodeBadMessage},
+		"ready_words_on_shm":     {marshalUnchecked(&wordsOnShm), CodeBadMessage},
+		"ready_words_wrap":       {marshalUnchecked(&wordsWrap), CodeBadMessage},
 	}
 }
 

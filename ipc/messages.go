@@ -159,6 +159,11 @@ type BatchReady struct {
 	Counts  []uint32   `ipc:"counts"`  // per region, its length along its count axis
 	Scalars []int64    `ipc:"scalars"` // per Opened.Scalars name
 	Lists   [][]uint32 `ipc:"lists"`   // per Opened.Lists name
+	// ReadyValue: on a ring with ready words (Opened.ReadyWords), the
+	// value the slot's word takes once this fill is done (the trainer's
+	// stream waits for the word to reach it); 0: wait on the slot's ready
+	// event instead.
+	ReadyValue uint32 `ipc:"ready_value"`
 }
 
 // Release (client to daemon): the client is done with Slot, which held

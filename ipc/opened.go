@@ -1,5 +1,7 @@
 package ipc
 
+import "math"
+
 // Memory kinds of Opened.Memory.
 const (
 	MemoryShm  = "shm"  // slots in one memfd passed with Opened (SCM_RIGHTS)
@@ -27,6 +29,11 @@ type Opened struct {
 	CUDADevice uint32     `ipc:"cuda_device"` // device ordinal of the allocation (MemoryCUDA)
 	MemHandle  []byte     `ipc:"mem_handle"`  // empty or HandleSize bytes
 	Events     []EventIPC `ipc:"events"`      // empty or Slots entries
+	// ReadyWords (MemoryCUDA, optional): the offset from the start of the
+	// MemHandle allocation of a uint32 per slot (slot i's at
+	// ReadyWords+4*i), past the last slot; each fill of a slot writes the
+	// BatchReady's ReadyValue there once the fill is done. 0: no words.
+	ReadyWords uint64 `ipc:"ready_words"`
 }
 
 // Region is one array inside a slot, at the same offset in every slot. A
@@ -71,7 +78,7 @@ func (m *Opened) check() *ProtocolError {
 	}
 	switch m.Memory {
 	case MemoryShm:
-		if m.CUDADevice != 0 || len(m.MemHandle) != 0 || len(m.Events) != 0 {
+		if m.CUDADevice != 0 || len(m.MemHandle) != 0 || len(m.Events) != 0 || m.ReadyWords != 0 {
 			return perr(CodeBadMessage, "shm memory with CUDA handles")
 		}
 	case MemoryCUDA:
@@ -80,6 +87,11 @@ func (m *Opened) check() *ProtocolError {
 		}
 		if uint64(len(m.Events)) != uint64(m.Slots) {
 			return perr(CodeBadMessage, "%d event pairs for %d slots", len(m.Events), m.Slots)
+		}
+		// The words lie past the slots: no overlap with any slot, and no
+		// overflow of the offsets the client computes.
+		if w := m.ReadyWords; w != 0 && (w%4 != 0 || m.SlotBytes > w/uint64(m.Slots) || w > math.MaxUint64-4*uint64(m.Slots)) {
+			return perr(CodeBadMessage, "ready_words at %d: not a multiple of 4 past the %d slots of %d bytes", w, m.Slots, m.SlotBytes)
 		}
 	default:
 		return perr(CodeBadMessage, "memory kind %q, want %q or %q", m.Memory, MemoryShm, MemoryCUDA)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gnnloader/gnnloader/cudaext"
 )
@@ -36,6 +37,17 @@ type CUDARing struct {
 	ready, released []*cudaext.Event
 	events          [][2]cudaext.IPCEventHandle // per slot: ready, released
 
+	// words: a 32-bit ready word per slot after the last slot, in the same
+	// allocation (0: the driver has no stream memory operations). Each fill
+	// of slot i writes its fill count serial[i] into word i behind the fill
+	// (RecordReady); a trainer's stream waits for the word to reach the
+	// count BatchReady names (cuStreamWaitValue32 on device memory) instead
+	// of on the ready event: under MPS a wait on the interprocess event slows
+	// loaderd's zero-copy reads (docs/benchmarks.md, session 14), a wait on a
+	// word in device memory does not.
+	words  cudaext.DevicePtr
+	serial []atomic.Uint32
+
 	slots slotStates
 }
 
@@ -47,8 +59,8 @@ func NewCUDARing(ctx *cudaext.Context, n int, l Layout, reserve int64) (*CUDARin
 	if n < 1 {
 		return nil, fmt.Errorf("pingpong: %d slots, want at least 1", n)
 	}
-	r := &CUDARing{Layout: l, ctx: ctx, slots: newSlotStates(n)}
-	size := l.SlotBytes * int64(n)
+	r := &CUDARing{Layout: l, ctx: ctx, slots: newSlotStates(n), serial: make([]atomic.Uint32, n)}
+	size := l.SlotBytes*int64(n) + wordsBytes(n)
 	err := ctx.Do(func() error {
 		free, total, err := cudaext.MemGetInfo()
 		if err != nil {
@@ -62,6 +74,9 @@ func NewCUDARing(ctx *cudaext.Context, n int, l Layout, reserve int64) (*CUDARin
 			return fmt.Errorf("pingpong: allocating %d bytes of slots on cuda:%d: %w", size, ctx.Device.Ordinal, err)
 		}
 		if r.handle, err = cudaext.IPCMemHandleOf(r.base); err != nil {
+			return err
+		}
+		if err := r.initWords(l.SlotBytes * int64(n)); err != nil {
 			return err
 		}
 		r.events = make([][2]cudaext.IPCEventHandle, n)
@@ -86,6 +101,51 @@ func NewCUDARing(ctx *cudaext.Context, n int, l Layout, reserve int64) (*CUDARin
 	return r, nil
 }
 
+// wordsBytes is the room after n slots for their ready words.
+func wordsBytes(n int) int64 { return (4*int64(n) + 255) / 256 * 256 }
+
+// initWords zeroes the ready words at off and writes one through the
+// stream memory operation the fills use; where the driver has none, the
+// ring runs without words (the trainers wait on the ready events).
+func (r *CUDARing) initWords(off int64) error {
+	s, err := cudaext.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Destroy()
+	words := r.base + cudaext.DevicePtr(off)
+	if err := cudaext.MemsetD32Async(words, 0, int64(len(r.serial)), s); err != nil {
+		return err
+	}
+	switch err := s.WriteValue32(words, 0); {
+	case errors.Is(err, cudaext.ErrNotSupported):
+		return s.Synchronize()
+	case err != nil:
+		return err
+	}
+	r.words = words
+	return s.Synchronize()
+}
+
+// ReadyWords is the offset of the slots' ready words from the start of the
+// allocation (word i, a uint32, at ReadyWords()+4*i), or 0 when the ring has
+// none.
+func (r *CUDARing) ReadyWords() int64 {
+	if r.words == 0 {
+		return 0
+	}
+	return int64(r.words - r.base)
+}
+
+// ReadyValue is the value slot i's ready word takes when its latest fill is
+// done (its fill count; 0 when the ring has no words).
+func (r *CUDARing) ReadyValue(i int) uint32 {
+	if r.words == 0 {
+		return 0
+	}
+	return r.serial[i].Load()
+}
+
 // Context is the context the ring's memory and events live in.
 func (r *CUDARing) Context() *cudaext.Context { return r.ctx }
 
@@ -99,7 +159,7 @@ func (r *CUDARing) EventHandles() [][2]cudaext.IPCEventHandle { return r.events 
 func (r *CUDARing) Len() int { return r.slots.len() }
 
 // Bytes is the size of the allocation.
-func (r *CUDARing) Bytes() int64 { return r.Layout.SlotBytes * int64(r.Len()) }
+func (r *CUDARing) Bytes() int64 { return r.Layout.SlotBytes*int64(r.Len()) + wordsBytes(r.Len()) }
 
 // Slot is the device address of slot i.
 func (r *CUDARing) Slot(i int) cudaext.DevicePtr {
@@ -163,10 +223,27 @@ func (r *CUDARing) notReleased(slots []int) (left []int, err error) {
 	return left, err
 }
 
-// RecordReady records slot i's ready event on s (context current): the
-// trainer's stream waits on it before reading the slot.
+// RecordReady marks slot i filled behind the work queued on s so far
+// (context current): it records the slot's ready event and, when the ring
+// has words, writes the slot's next fill count into its word (ReadyValue
+// then returns it). The trainer's stream waits on either before reading the
+// slot.
 func (r *CUDARing) RecordReady(i int, s *cudaext.Stream) error {
-	return r.ready[i].Record(s)
+	if err := r.ready[i].Record(s); err != nil {
+		return err
+	}
+	if r.words == 0 {
+		return nil
+	}
+	v := r.serial[i].Load() + 1
+	if v == 0 { // wrapped: 0 means "no word" to the trainer
+		v = 1
+	}
+	if err := s.WriteValue32(r.words+cudaext.DevicePtr(4*i), v); err != nil {
+		return err
+	}
+	r.serial[i].Store(v)
+	return nil
 }
 
 // ReadyEvent is slot i's ready event (for tests and in-process readers).

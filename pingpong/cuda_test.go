@@ -3,6 +3,7 @@ package pingpong
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -61,8 +62,12 @@ func TestCUDARingAllocates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if r.Len() != 3 || r.Bytes() != 3*l.SlotBytes || len(r.EventHandles()) != 3 {
+	if r.Len() != 3 || r.Bytes() != 3*l.SlotBytes+256 || len(r.EventHandles()) != 3 {
 		t.Fatalf("ring of %d slots, %d bytes, %d event pairs", r.Len(), r.Bytes(), len(r.EventHandles()))
+	}
+	if r.ReadyWords() != 3*l.SlotBytes || r.ReadyValue(2) != 0 {
+		t.Fatalf("ready words at %d (want %d, past the slots), slot 2's value %d before any fill",
+			r.ReadyWords(), 3*l.SlotBytes, r.ReadyValue(2))
 	}
 	if r.MemHandle() == (cudaext.IPCMemHandle{}) {
 		t.Fatal("empty memory handle")
@@ -198,5 +203,75 @@ func TestCUDARingWaitsForRelease(t *testing.T) {
 	}
 	if err := r.AwaitReleased(context.Background(), []int{0}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("AwaitReleased on a closed ring: %v, want ErrClosed", err)
+	}
+}
+
+// TestCUDARingReadyWords: RecordReady writes the slot's next fill count into
+// its ready word only once the work queued before it on the stream is done
+// (a long chain of memsets here), and ReadyValue names that count.
+func TestCUDARingReadyWords(t *testing.T) {
+	c := cudatest.Context(t)
+	r, err := NewCUDARing(c, 2, testLayout(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.ReadyWords() == 0 {
+		t.Fatal("no ready words: the driver lacks stream memory operations")
+	}
+	var copyErr error
+	word := func(i int, s *cudaext.Stream) uint32 {
+		b := make([]byte, 4)
+		if err := cudaext.CopyToHost(b, r.Slot(0)+cudaext.DevicePtr(r.ReadyWords()+int64(4*i)), s); err != nil {
+			copyErr = errors.Join(copyErr, err)
+		}
+		return binary.LittleEndian.Uint32(b)
+	}
+	err = c.Do(func() error {
+		loader, err := cudaext.NewStream()
+		if err != nil {
+			return err
+		}
+		defer loader.Destroy()
+		reader, err := cudaext.NewStream()
+		if err != nil {
+			return err
+		}
+		defer reader.Destroy()
+		const scratchBytes = 1 << 30
+		scratch, err := cudaext.MemAlloc(scratchBytes)
+		if err != nil {
+			return err
+		}
+		defer cudaext.MemFree(scratch)
+		for fill := uint32(1); fill <= 3; fill++ {
+			for k := 0; k < 40; k++ { // the "fill": 40 GiB of memsets
+				if err := cudaext.MemsetD32Async(scratch, uint32(k), scratchBytes/4, loader); err != nil {
+					return err
+				}
+			}
+			if err := r.RecordReady(1, loader); err != nil {
+				return err
+			}
+			if v := r.ReadyValue(1); v != fill {
+				return fmt.Errorf("fill %d: ReadyValue %d", fill, v)
+			}
+			if w := word(1, reader); w != fill-1 {
+				return fmt.Errorf("fill %d: the word reads %d while the fill still runs, want %d", fill, w, fill-1)
+			}
+			if err := loader.Synchronize(); err != nil {
+				return err
+			}
+			if w := word(1, reader); w != fill {
+				return fmt.Errorf("fill %d: the word reads %d after the fill, want %d", fill, w, fill)
+			}
+		}
+		if w, v := word(0, reader), r.ReadyValue(0); w != 0 || v != 0 {
+			return fmt.Errorf("slot 0, never filled: word %d, value %d", w, v)
+		}
+		return copyErr
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

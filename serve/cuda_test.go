@@ -236,6 +236,10 @@ func compareRequest(t *testing.T, srv *Server, src *Source, req ipc.Open, busy, 
 	if len(o.Regions) != len(cpu.opened.Regions) {
 		t.Fatalf("GPU regions %v, CPU regions %v", o.Regions, cpu.opened.Regions)
 	}
+	if o.ReadyWords < uint64(o.Slots)*o.SlotBytes || cpu.opened.ReadyWords != 0 {
+		t.Fatalf("ready words at %d on the GPU (%d slots of %d bytes), %d on the CPU", o.ReadyWords, o.Slots, o.SlotBytes, cpu.opened.ReadyWords)
+	}
+	fills := map[uint32]uint32{} // per GPU slot, the fills announced
 	var ring *cudaRing
 	srv.mu.Lock()
 	for ss := range srv.sessions {
@@ -264,6 +268,10 @@ func compareRequest(t *testing.T, srv *Server, src *Source, req ipc.Open, busy, 
 			}
 			if bc.Index != bg.Index || !slices.Equal(bc.Counts, bg.Counts) || !slices.Equal(bc.Scalars, bg.Scalars) {
 				t.Fatalf("batch %d: cpu %+v gpu %+v", bc.Index, bc, bg)
+			}
+			fills[bg.Slot]++
+			if bg.ReadyValue != fills[bg.Slot] || bc.ReadyValue != 0 {
+				t.Fatalf("batch %d: ready value %d for fill %d of GPU slot %d (CPU: %d, want 0)", bg.Index, bg.ReadyValue, fills[bg.Slot], bg.Slot, bc.ReadyValue)
 			}
 			copySlot(t, gpu, ring, bg.Slot)
 			if nodeBatches {

@@ -186,6 +186,7 @@ func (r *cudaRing) Describe(o *ipc.Opened) []int {
 	for _, e := range r.EventHandles() {
 		o.Events = append(o.Events, ipc.EventIPC{Ready: e[0], Released: e[1]})
 	}
+	o.ReadyWords = uint64(r.ReadyWords())
 	return nil
 }
 

@@ -313,6 +313,7 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 		}
 		srv.metrics.gatherBytes.Add(float64(gatheredBytes(ss.mode.Layout(), &p.meta)))
 		ready := batchReady(slots[j], p.epoch, i+j, &p.meta)
+		ready.ReadyValue = ss.ring.ReadyValue(slots[j])
 		p.pool <- b
 		ss.ring.Publish(slots[j], pingpong.Tag{Epoch: p.epoch, Index: uint32(i + j)})
 		ss.readyAt[slots[j]].Store(time.Now().UnixNano())

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -89,12 +90,15 @@ func TestWelcomeTimes(t *testing.T) {
 	}
 }
 
-// TestV2Refused: a version-2 client gets the version error, naming both.
-func TestV2Refused(t *testing.T) {
+// TestOlderVersionsRefused: a version-2 or version-3 client gets the
+// version error, naming both.
+func TestOlderVersionsRefused(t *testing.T) {
 	srv, _ := testServer(t, Config{})
-	c := dial(t, srv)
-	c.send(&ipc.Hello{Version: 2})
-	c.expectError(ipc.CodeUnsupportedVersion, "client speaks protocol version 2, daemon speaks 3")
+	for _, v := range []uint16{2, 3} {
+		c := dial(t, srv)
+		c.send(&ipc.Hello{Version: v})
+		c.expectError(ipc.CodeUnsupportedVersion, fmt.Sprintf("client speaks protocol version %d, daemon speaks 4", v))
+	}
 }
 
 // TestV3Refusals: what this daemon does not serve yet, or what does not fit

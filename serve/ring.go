@@ -43,6 +43,10 @@ type slotRing interface {
 	// unreleased batches, the pipeline gathers more batches into the next
 	// Fill even when the ring is not busy (negative: never).
 	SweepAhead() int
+	// ReadyValue is what BatchReady.ReadyValue says for the latest fill of
+	// slot: on a GPU whose ring has ready words, the value the slot's word
+	// takes when that fill is done; 0 otherwise.
+	ReadyValue(slot int) uint32
 	// Publish hands a filled slot to the trainer.
 	Publish(slot int, tag pingpong.Tag)
 	// Abandon returns an acquired slot that was not published.
@@ -113,6 +117,7 @@ func (r *shmRing) SweepWidth() int { return 1 }
 func (r *shmRing) AwaitReleased(context.Context, []int) error { return nil }
 func (r *shmRing) Busy() bool                                 { return false }
 func (r *shmRing) SweepAhead() int                            { return -1 }
+func (r *shmRing) ReadyValue(int) uint32                      { return 0 }
 
 // Fill writes each batch into its slot: the gathered regions from their
 // tables, then the structure.

@@ -201,6 +201,7 @@ class Opened(_Msg):
     cuda_device: int = 0
     mem_handle: bytes = b""  # empty or HANDLE_SIZE bytes
     events: List[EventIPC] = field(default_factory=list)  # empty or `slots` entries
+    ready_words: int = 0  # cuda: offset in the allocation of a u32 ready word per slot, past the slots; 0: none
 
     def region(self, name: str) -> Region:
         for r in self.regions:
@@ -242,13 +243,16 @@ class Opened(_Msg):
             if not r.shape or r.count_axis >= len(r.shape):
                 raise bad(f"region {r.name!r}: count axis {r.count_axis} of a {len(r.shape)}-dimensional shape")
         if self.memory == S.MEMORY_SHM:
-            if self.cuda_device != 0 or self.mem_handle or self.events:
+            if self.cuda_device != 0 or self.mem_handle or self.events or self.ready_words:
                 raise bad("shm memory with CUDA handles")
         elif self.memory == S.MEMORY_CUDA:
             if len(self.mem_handle) != S.HANDLE_SIZE:
                 raise bad(f"mem_handle of {len(self.mem_handle)} bytes, want {S.HANDLE_SIZE}")
             if len(self.events) != self.slots:
                 raise bad(f"{len(self.events)} event pairs for {self.slots} slots")
+            w = self.ready_words
+            if w and (w % 4 or self.slot_bytes > w // self.slots or w > 2**64 - 1 - 4 * self.slots):
+                raise bad(f"ready_words at {w}: not a multiple of 4 past the {self.slots} slots of {self.slot_bytes} bytes")
         else:
             raise bad(f"memory kind {self.memory!r}, want 'shm' or 'cuda'")
 
@@ -272,6 +276,7 @@ class BatchReady(_Msg):
     counts: List[int] = field(default_factory=list)  # per region, its length along its count axis
     scalars: List[int] = field(default_factory=list)  # int64 each
     lists: List[List[int]] = field(default_factory=list)
+    ready_value: int = 0  # with Opened.ready_words: the slot's word once this fill is done; 0: use the event
 
 
 @dataclass

@@ -17,7 +17,7 @@ from collections import namedtuple
 Message = namedtuple("Message", "type name const sender fds prefix checked fields")
 
 MAGIC = b"GNNL"
-VERSION = 3
+VERSION = 4
 HEADER_SIZE = 8
 MAX_DIMS = 8
 HANDLE_SIZE = 64
@@ -148,6 +148,7 @@ MESSAGES = (
         {"name": "cuda_device", "wire": "u32"},
         {"name": "mem_handle", "wire": "bytes", "max": "max_list"},
         {"name": "events", "wire": "list", "max": "max_list", "min_wire": 128, "elem": {"wire": "struct", "struct": "EventIPC"}},
+        {"name": "ready_words", "wire": "u64"},
     )),
     Message(5, "StartEpoch", "START_EPOCH", "client", "none", b"", False, (
         {"name": "epoch", "wire": "u32"},
@@ -159,6 +160,7 @@ MESSAGES = (
         {"name": "counts", "wire": "list", "max": "max_list", "min_wire": 4, "elem": {"wire": "u32"}},
         {"name": "scalars", "wire": "list", "max": "max_list", "min_wire": 8, "elem": {"wire": "i64"}},
         {"name": "lists", "wire": "list", "max": "max_list", "min_wire": 2, "elem": {"wire": "list", "max": "max_list", "min_wire": 4, "elem": {"wire": "u32"}}},
+        {"name": "ready_value", "wire": "u32"},
     )),
     Message(7, "Release", "RELEASE", "client", "none", b"", False, (
         {"name": "slot", "wire": "u32"},

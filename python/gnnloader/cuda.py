@@ -2,8 +2,12 @@
 its CUDA IPC handles, with ctypes on the CUDA runtime PyTorch has already
 loaded (no extra dependency), and zero-copy tensor views of the slots.
 
-Per batch: the current stream waits on the slot's "ready" event (recorded by
-loaderd after the gather) before anything reads the views; when the batch is
+Per batch: the current stream waits for the slot's fill before anything reads
+the views: for the slot's ready word in the ring's memory to reach the
+batch's value (cuStreamWaitValue32, a wait on device memory), or, where the
+daemon or the driver has no words, on the slot's "ready" event (recorded by
+loaderd after the gather). Under MPS a pending wait on an interprocess event
+slows loaderd's reads; one on device memory does not. When the batch is
 released, the slot's "released" event is recorded on the current stream, then
 the Release message goes out. loaderd waits until that event is done before it
 writes the slot again, so kernels still reading the slot are safe.
@@ -75,6 +79,7 @@ class _Runtime:
         self._destroy.argtypes = [vp]
         for f in (self._open_mem, self._close_mem, self._open_event, self._wait, self._record, self._destroy):
             f.restype = ctypes.c_int
+        self._wait_value, self._driver_err = _driver_wait_value(lib if driver else None)
 
     def _check(self, op: str, r: int) -> None:
         if r == 0:
@@ -111,6 +116,40 @@ class _Runtime:
 
     def record(self, event: int, stream: int) -> None:
         self._check("cudaEventRecord", self._record(event, stream))
+
+    @property
+    def can_wait_value(self) -> bool:
+        """Whether the driver has cuStreamWaitValue32 (stream memory operations)."""
+        return self._wait_value is not None
+
+    def wait_value(self, stream: int, addr: int, value: int) -> None:
+        """Make later work on `stream` wait until the u32 at device address
+        `addr` reaches `value` (CU_STREAM_WAIT_VALUE_GEQ: a wrap-around
+        comparison)."""
+        r = self._wait_value(stream, addr, value, _WAIT_VALUE_GEQ)
+        if r != 0:
+            s = ctypes.c_char_p()
+            self._driver_err(r, ctypes.byref(s))
+            raise CudaRuntimeError(f"cuStreamWaitValue32: {(s.value or b'error').decode()} ({r})")
+
+
+_WAIT_VALUE_GEQ = 0x0  # CU_STREAM_WAIT_VALUE_GEQ
+
+
+def _driver_wait_value(lib):
+    """cuStreamWaitValue32 (the _v2 entry point where the driver has it) and
+    cuGetErrorName from the driver `lib`, or libcuda.so.1 when None; (None,
+    None) when the driver lacks them."""
+    try:
+        if lib is None:
+            lib = ctypes.CDLL("libcuda.so.1")
+        f = getattr(lib, "cuStreamWaitValue32_v2", None) or getattr(lib, "cuStreamWaitValue32")
+        err = lib.cuGetErrorName
+    except (OSError, AttributeError):
+        return None, None
+    f.argtypes, f.restype = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint], ctypes.c_int
+    err.argtypes, err.restype = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)], ctypes.c_int
+    return f, err
 
 
 _runtime: Optional[_Runtime] = None
@@ -172,8 +211,11 @@ class CudaSlots:
         self.ptr = 0
         self.ready: List[int] = []
         self.released: List[int] = []
+        self.words = 0  # device address of slot 0's ready word; 0: wait on the events
         with torch.cuda.device(self.device):
             self.ptr = self.rt.open_mem(bytes(opened.mem_handle))
+            if opened.ready_words and self.rt.can_wait_value:
+                self.words = self.ptr + opened.ready_words
             try:
                 for ev in opened.events:
                     self.ready.append(self.rt.open_event(bytes(ev.ready)))
@@ -187,10 +229,16 @@ class CudaSlots:
         start = self.ptr + slot * self.slot_bytes
         return start, start + self.slot_bytes
 
-    def wait_ready(self, slot: int) -> None:
-        """Make the current stream wait (on the GPU) for the slot's fill."""
+    def wait_ready(self, slot: int, value: int = 0) -> None:
+        """Make the current stream wait (on the GPU) for the slot's fill:
+        for its ready word to reach `value` (BatchReady.ready_value) where
+        the ring has words and value is set, else on its ready event."""
         with torch.cuda.device(self.device):
-            self.rt.wait(torch.cuda.current_stream(self.device).cuda_stream, self.ready[slot])
+            stream = torch.cuda.current_stream(self.device).cuda_stream
+            if value and self.words:
+                self.rt.wait_value(stream, self.words + 4 * slot, value)
+            else:
+                self.rt.wait(stream, self.ready[slot])
 
     def record_released(self, slot: int) -> None:
         """Record the slot's released event on the current stream: loaderd

@@ -243,7 +243,7 @@ class Loader(_Connection):
                 t = torch.frombuffer(self._mem, dtype=dtype, count=numel, offset=base + r.offset)
             fields[r.name] = t.view(shape)
         if self._cuda is not None:
-            self._cuda.wait_ready(m.slot)  # the current stream reads the slot after its fill
+            self._cuda.wait_ready(m.slot, m.ready_value)  # the current stream reads the slot after its fill
         elif self.device.type != "cpu":
             fields = {k: t.to(self.device) for k, t in fields.items()}
         fields.update(zip(self.opened.scalars, (int(v) for v in m.scalars)))

@@ -63,13 +63,21 @@ class CudaLoaderTest(unittest.TestCase):
 
     def test_matches_cpu_path(self):
         """A few hundred batches on cuda:0, every tensor equal to the CPU path's,
-        every tensor a view inside its slot."""
+        every tensor a view inside its slot: the first epoch waiting on the
+        slots' ready words, the second on their ready events (a client that
+        predates the words, or a driver without stream memory operations)."""
         with self.loader("cuda:0") as g, self.loader("cpu") as c:
             self.assertEqual(g.opened.memory, "cuda")
             self.assertEqual(c.opened.memory, "shm")
             self.assertEqual(len(g), len(c))
+            self.assertGreaterEqual(g.opened.ready_words, g.opened.slots * g.opened.slot_bytes)
+            self.assertNotEqual(g._cuda.words, 0, "the client does not wait on the ready words")
+            values, wait = [], g._cuda.wait_ready
+            g._cuda.wait_ready = lambda slot, value=0: (values.append((slot, value)), wait(slot, value))
             n = 0
             for epoch in range(2):
+                if epoch == 1:
+                    words, g._cuda.words = g._cuda.words, 0  # the event path
                 for bg, bc in zip(g, c):
                     lo, hi = g._cuda.slot_range(bg.slot)
                     for name in ("x", "y", "n_id", "edge_index", "e_id", "input_id"):
@@ -86,8 +94,16 @@ class CudaLoaderTest(unittest.TestCase):
                     self.assertEqual(bg.num_sampled_nodes, bc.num_sampled_nodes)
                     self.assertEqual(bg.num_sampled_edges, bc.num_sampled_edges)
                     n += 1
+            g._cuda.words = words
             self.assertGreaterEqual(n, 300)
-            print(f"\n{n} batches on cuda:0 equal to the CPU path's", file=sys.stderr)
+            self.assertEqual(len(values), n)
+            # Each slot's values count its fills: 1, 2, 3, ... in the order served.
+            seen = {}
+            for slot, value in values:
+                self.assertEqual(value, seen.get(slot, 0) + 1, f"slot {slot}")
+                seen[slot] = value
+            print(f"\n{n} batches on cuda:0 equal to the CPU path's ({n // 2} waited on ready words, "
+                  f"the rest on ready events)", file=sys.stderr)
 
     def test_slot_reuse_waits_for_release(self):
         """A slow kernel still reads slot k after the trainer released it,
