@@ -15,7 +15,19 @@ Variants (same model, seeds and sampler; only the feature path differs):
             the loader's ceiling
   loader_bare  the same with no trainer-side GPU work at all (views taken
             and released): what the x.sum() kernels beside the gather cost
+  loader_eventwait, loader_nowait, loader_norecord, loader_none,
+  loader_hostwait, loader_querywait
+            loader_bare with the client's per-batch signalling changed: the
+            GPU-side wait on the slot's ready event instead of its ready word
+            (the client before protocol 4); no GPU-side wait at all; no
+            released event recorded; neither; the ready event awaited on the
+            host; the GPU-side wait on the event only while it is still
+            pending (a diagnosis of the read's slowdown under MPS; nothing
+            reads the views, so skipping the wait is safe here and nowhere
+            else)
   loaderd   loaderd's GPU slots (CUDA zero-copy gather), training
+  loaderd_eventwait, loaderd_hostwait  the same with loader_eventwait's or
+            loader_hostwait's signalling
   cpu       (b) loaderd samples (batches without features); the trainer
             gathers rows with torch.index_select from the shared host table
             into pinned memory and copies them H2D on a side stream, one
@@ -67,6 +79,57 @@ from bench_train_measure import (Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_
                                  host_register, host_unregister, pcie_bound, proc_mem, scrape, sync)
 from bench_train_model import SAGE, SAGEConv, _run_epoch, evaluate, run_epoch, train_variant  # noqa: E402,F401
 from bench_train_render import render, variant_kind  # noqa: E402
+
+
+def _event_fn(rt, name):
+    """cudaEvent<name> or cuEvent<name> of the client's runtime (ctypes)."""
+    import ctypes
+    lib = ctypes.CDLL(rt.path)
+    f = getattr(lib, ("cuEvent" if rt.driver else "cudaEvent") + name)
+    f.argtypes, f.restype = [ctypes.c_void_p], ctypes.c_int
+    return f
+
+
+def _no_wait(cs):
+    cs.wait_ready = lambda slot, value=0: None
+
+
+def _event_wait(cs):
+    """The wait before ready words (protocol 4): on the ready event."""
+    gpu_wait = cs.wait_ready
+    cs.wait_ready = lambda slot, value=0: gpu_wait(slot)
+
+
+def _no_record(cs):
+    cs.record_released = lambda slot: None
+
+
+def _host_wait(cs):
+    sync = _event_fn(cs.rt, "Synchronize")
+
+    def wait(slot, value=0):
+        if sync(cs.ready[slot]) != 0:
+            raise RuntimeError("event synchronize failed")
+    cs.wait_ready = wait
+
+
+def _query_wait(cs):
+    query, gpu_wait = _event_fn(cs.rt, "Query"), cs.wait_ready
+
+    def wait(slot, value=0):
+        if query(cs.ready[slot]) != 0:  # still pending (or an error, which the wait reports)
+            gpu_wait(slot)  # on the event
+    cs.wait_ready = wait
+
+
+SYNC_MODES = {
+    "loader_eventwait": _event_wait,
+    "loader_nowait": _no_wait,
+    "loader_norecord": _no_record,
+    "loader_none": lambda cs: (_no_wait(cs), _no_record(cs)),
+    "loader_hostwait": _host_wait,
+    "loader_querywait": _query_wait,
+}
 
 
 def main():
@@ -173,6 +236,24 @@ def main():
                     r = run_epoch(args, feed, dev, touch_only="bare", max_batches=args.max_batches)
                 finally:
                     feed.close()
+            elif kind in SYNC_MODES:
+                # loader_bare with the client's per-batch CUDA signalling
+                # changed: which part of it slows the daemon's read under MPS.
+                feed = LoaderdFeed(args, "train", True, args.seed, dev)
+                try:
+                    if dev.type == "cuda":
+                        SYNC_MODES[kind](feed.ld._cuda)
+                    r = run_epoch(args, feed, dev, touch_only="bare", max_batches=args.max_batches)
+                finally:
+                    feed.close()
+            elif kind in ("loaderd_eventwait", "loaderd_hostwait"):
+                # loaderd training with loader_eventwait's or loader_hostwait's signalling.
+                def feed_with(s, sh, sd, mode=SYNC_MODES["loader_" + kind.split("_", 1)[1]]):
+                    f = LoaderdFeed(args, s, sh, sd, dev)
+                    if dev.type == "cuda":
+                        mode(f.ld._cuda)
+                    return f
+                r = train_variant(args, out(v), feed_with, dev, info)
             elif kind == "loaderd":
                 r = train_variant(args, out(v), lambda s, sh, sd: LoaderdFeed(args, s, sh, sd, dev), dev, info)
             elif kind == "train_only":
