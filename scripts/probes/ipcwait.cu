@@ -5,6 +5,12 @@
 // slower with those waits queued than with trainers that waited on the host
 // (docs/benchmarks.md, session 12). This probe separates the cases.
 //
+// Its "event" pair found no slowdown, but the real client's wait did slow the
+// read (session 14: bench-train's loader_nowait against loader_bare). The
+// waiter most likely enqueued its wait before the reader recorded the event,
+// which makes cuStreamWaitEvent a no-op; the protocol now uses ready words
+// (cuStreamWaitValue32 on device memory) instead.
+//
 // Two processes of this binary under one MPS control daemon:
 //   ipcwait reader DIR SECONDS   gathers scattered 512-byte rows of an 8 GiB
 //       pinned table with gather.cu's gnn_gather16 (16 SMs x 256 threads)
