@@ -124,47 +124,72 @@ func (s *Server) BudgetUsed() int64 {
 // refused for that memory, or given half its default slots. So an Open
 // refused for want of memory or trainers while sessions are closing tries
 // again each time one of them has closed (awaitLeave), for up to leaveWait.
-const leaveWait = 10 * time.Second
+// The old connection's hang-up may also not have been read yet when the new
+// Open comes (the two race on the daemon's side), so with none closing an
+// Open still waits hangupGrace for one to start closing.
+const (
+	leaveWait   = 10 * time.Second
+	hangupGrace = 250 * time.Millisecond
+)
 
 // beginLeave counts a session as closing; endLeave, once it has given back
-// what it held, wakes the Opens waiting in awaitLeave.
+// what it held, counts it as gone. Both wake the Opens waiting in
+// awaitLeave.
 func (s *Server) beginLeave() {
 	s.mu.Lock()
 	s.leavingN++
+	s.wakeLeaveWaiters()
 	s.mu.Unlock()
 }
 
 func (s *Server) endLeave() {
 	s.mu.Lock()
 	s.leavingN--
-	if s.left != nil {
-		close(s.left)
-		s.left = nil
-	}
+	s.leftN++
+	s.wakeLeaveWaiters()
 	s.mu.Unlock()
 }
 
-// awaitLeave waits until a session that is closing has closed, and says
-// so; false at once when none is closing, and false when the deadline
-// passes or ctx ends (daemon shutdown) first.
-func (s *Server) awaitLeave(ctx context.Context, deadline time.Time) bool {
+// wakeLeaveWaiters wakes the awaitLeave calls (s.mu held).
+func (s *Server) wakeLeaveWaiters() {
+	if s.leaveChanged != nil {
+		close(s.leaveChanged)
+		s.leaveChanged = nil
+	}
+}
+
+// awaitLeave waits until a session has finished closing (given back what
+// it held), and says so. While none is closing it waits only until grace
+// for one to start; it gives up (false) at deadline, or when ctx ends
+// (daemon shutdown).
+func (s *Server) awaitLeave(ctx context.Context, deadline, grace time.Time) bool {
 	s.mu.Lock()
-	if s.leavingN == 0 {
+	defer s.mu.Unlock()
+	start := s.leftN
+	for s.leftN == start {
+		until := deadline
+		if s.leavingN == 0 {
+			until = grace
+		}
+		if !time.Now().Before(until) {
+			return false
+		}
+		if s.leaveChanged == nil {
+			s.leaveChanged = make(chan struct{})
+		}
+		ch := s.leaveChanged
 		s.mu.Unlock()
-		return false
+		t := time.NewTimer(time.Until(until))
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		s.mu.Lock()
+		if ctx.Err() != nil {
+			return false
+		}
 	}
-	if s.left == nil {
-		s.left = make(chan struct{})
-	}
-	ch := s.left
-	s.mu.Unlock()
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return false
+	return true
 }

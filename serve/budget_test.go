@@ -234,6 +234,40 @@ func TestOpenRefusedWhenNoTrainerLeaves(t *testing.T) {
 	}
 }
 
+// TestOpenWaitsForAHangupNotYetRead: a trainer hangs up and another opens
+// before the daemon has begun to close the first session (the two race on
+// the daemon's side; Server.closeHook holds the close before it counts as
+// closing). The Open waits hangupGrace for a session to start closing, and is
+// admitted once the first has gone; without that grace it was refused at once.
+func TestOpenWaitsForAHangupNotYetRead(t *testing.T) {
+	in, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	srv, _ := testServer(t, Config{MaxTrainers: 1}, func(s *Server) {
+		s.closeHook = func() {
+			if first.CompareAndSwap(false, true) {
+				close(in)
+				<-release
+			}
+		}
+	})
+	letGo := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(letGo)
+	a := dial(t, srv)
+	a.handshake(openReq())
+	a.conn.Close()
+	<-in // a's session has seen the hang-up, and has not started closing
+	b := dial(t, srv)
+	b.hello()
+	o := openReq()
+	b.send(&o)
+	time.Sleep(50 * time.Millisecond) // b's Open has been refused once by now, with no one closing (under hangupGrace)
+	letGo()
+	if m := b.recv(); m.Type() != ipc.TypeOpened {
+		t.Fatalf("b got %#v, want Opened once a had gone", m)
+	}
+	waitFor(t, func() bool { return srv.Trainers() == 1 })
+}
+
 // TestOpenWakesAsEachTrainerLeaves: an Open waiting for closing sessions
 // tries again as each one has closed, not only once all have: one whose
 // close is stuck does not hold up an Open that another's departure let in.

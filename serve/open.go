@@ -243,7 +243,7 @@ func (ss *session) admitRing(ctx context.Context, req *request, mode batch.Mode,
 		planBytes = linkPlanBytes * int64(len(req.seeds))
 	}
 	gpu := req.device >= 0 && ss.srv.gpu != nil
-	leaveBy := time.Now().Add(leaveWait)
+	leaveBy, graceBy := time.Now().Add(leaveWait), time.Now().Add(hangupGrace)
 	for {
 		width := 1 // batches a fill takes: one on the CPU path
 		if gpu {
@@ -261,7 +261,7 @@ func (ss *session) admitRing(ctx context.Context, req *request, mode batch.Mode,
 			ss.srv.leave(ss, slotBytes, extra)
 			err = rerr
 		}
-		if ipc.CodeOf(err) == ipc.CodeBusy && ss.srv.awaitLeave(ctx, leaveBy) {
+		if ipc.CodeOf(err) == ipc.CodeBusy && ss.srv.awaitLeave(ctx, leaveBy, graceBy) {
 			ss.log.Info("a closing trainer gave back its memory: trying again", "rank", req.rank(), "slots", req.slots, "err", err)
 			continue
 		}

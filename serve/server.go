@@ -129,20 +129,22 @@ type Server struct {
 	src *Source
 	log *slog.Logger
 
-	ln         *ownedSocket
-	mu         sync.Mutex
-	conns      map[*session]struct{} // every live connection
-	pending    int                   // connections still in their handshake
-	sessions   map[*session]struct{} // trainers with admitted slot rings
-	budgetUsed int64                 // bytes of the memory budget taken (slots, batches in flight, seeds, gradients)
-	slotBytes  int64                 // of which slots
-	leavingN   int                   // sessions in close(), giving back what they hold
-	left       chan struct{}         // closed as a session finishes closing (made by a waiter)
-	leaveHook  func()                // tests: runs as each session starts to close, still holding what it was given
-	nextID     atomic.Uint64
-	wg         sync.WaitGroup
-	stats      Stats
-	metrics    *metrics
+	ln           *ownedSocket
+	mu           sync.Mutex
+	conns        map[*session]struct{} // every live connection
+	pending      int                   // connections still in their handshake
+	sessions     map[*session]struct{} // trainers with admitted slot rings
+	budgetUsed   int64                 // bytes of the memory budget taken (slots, batches in flight, seeds, gradients)
+	slotBytes    int64                 // of which slots
+	leavingN     int                   // sessions in close(), giving back what they hold
+	leftN        uint64                // sessions that have finished closing
+	leaveChanged chan struct{}         // closed as a session starts or finishes closing (made by a waiter)
+	closeHook    func()                // tests: runs as each session's close begins, before it counts as closing
+	leaveHook    func()                // tests: runs as each session starts to close, still holding what it was given
+	nextID       atomic.Uint64
+	wg           sync.WaitGroup
+	stats        Stats
+	metrics      *metrics
 
 	// peerCred reads a connection's credentials (SO_PEERCRED and
 	// SO_PEERGROUPS); tests inject other identities here.

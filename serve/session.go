@@ -307,6 +307,9 @@ func (ss *session) fail(err error) {
 }
 
 func (ss *session) close() {
+	if ss.srv.closeHook != nil {
+		ss.srv.closeHook()
+	}
 	ss.srv.beginLeave()
 	defer ss.srv.endLeave()
 	if ss.srv.leaveHook != nil {
