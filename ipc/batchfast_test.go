@@ -49,6 +49,7 @@ func randBatchReady(rng *rand.Rand) *BatchReady {
 	for i := rng.IntN(4); i > 0; i-- {
 		m.Lists = append(m.Lists, u32s())
 	}
+	m.ReadyValue = rng.Uint32() >> rng.IntN(33)
 	return m
 }
 

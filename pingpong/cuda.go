@@ -60,7 +60,7 @@ func NewCUDARing(ctx *cudaext.Context, n int, l Layout, reserve int64) (*CUDARin
 		return nil, fmt.Errorf("pingpong: %d slots, want at least 1", n)
 	}
 	r := &CUDARing{Layout: l, ctx: ctx, slots: newSlotStates(n), serial: make([]atomic.Uint32, n)}
-	size := l.SlotBytes*int64(n) + wordsBytes(n)
+	size := CUDARingBytes(n, l)
 	err := ctx.Do(func() error {
 		free, total, err := cudaext.MemGetInfo()
 		if err != nil {
@@ -104,9 +104,14 @@ func NewCUDARing(ctx *cudaext.Context, n int, l Layout, reserve int64) (*CUDARin
 // wordsBytes is the room after n slots for their ready words.
 func wordsBytes(n int) int64 { return (4*int64(n) + 255) / 256 * 256 }
 
+// CUDARingBytes is the device memory a ring of n slots of layout l takes:
+// the slots and their ready words.
+func CUDARingBytes(n int, l Layout) int64 { return l.SlotBytes*int64(n) + wordsBytes(n) }
+
 // initWords zeroes the ready words at off and writes one through the
-// stream memory operation the fills use; where the driver has none, the
-// ring runs without words (the trainers wait on the ready events).
+// stream memory operation the fills use; where that write fails (a driver
+// without stream memory operations), the ring runs without words and the
+// trainers wait on the ready events.
 func (r *CUDARing) initWords(off int64) error {
 	s, err := cudaext.NewStream()
 	if err != nil {
@@ -117,14 +122,14 @@ func (r *CUDARing) initWords(off int64) error {
 	if err := cudaext.MemsetD32Async(words, 0, int64(len(r.serial)), s); err != nil {
 		return err
 	}
-	switch err := s.WriteValue32(words, 0); {
-	case errors.Is(err, cudaext.ErrNotSupported):
-		return s.Synchronize()
-	case err != nil:
+	if err := s.WriteValue32(words, 0); err != nil {
+		return s.Synchronize() // no words; the events still work
+	}
+	if err := s.Synchronize(); err != nil {
 		return err
 	}
 	r.words = words
-	return s.Synchronize()
+	return nil
 }
 
 // ReadyWords is the offset of the slots' ready words from the start of the
@@ -159,7 +164,7 @@ func (r *CUDARing) EventHandles() [][2]cudaext.IPCEventHandle { return r.events 
 func (r *CUDARing) Len() int { return r.slots.len() }
 
 // Bytes is the size of the allocation.
-func (r *CUDARing) Bytes() int64 { return r.Layout.SlotBytes*int64(r.Len()) + wordsBytes(r.Len()) }
+func (r *CUDARing) Bytes() int64 { return CUDARingBytes(r.Len(), r.Layout) }
 
 // Slot is the device address of slot i.
 func (r *CUDARing) Slot(i int) cudaext.DevicePtr {
@@ -224,26 +229,24 @@ func (r *CUDARing) notReleased(slots []int) (left []int, err error) {
 }
 
 // RecordReady marks slot i filled behind the work queued on s so far
-// (context current): it records the slot's ready event and, when the ring
-// has words, writes the slot's next fill count into its word (ReadyValue
-// then returns it). The trainer's stream waits on either before reading the
-// slot.
+// (context current): when the ring has words, it writes the slot's next fill
+// count into its word (ReadyValue then returns it), then records the slot's
+// ready event, so an event seen done implies the word written. The trainer's
+// stream waits on either before reading the slot. One goroutine at a time
+// fills a slot (the session's fill loop), so the count's load and store
+// need not be one atomic step; the atomics let other goroutines read it.
 func (r *CUDARing) RecordReady(i int, s *cudaext.Stream) error {
-	if err := r.ready[i].Record(s); err != nil {
-		return err
+	if r.words != 0 {
+		v := r.serial[i].Load() + 1
+		if v == 0 { // wrapped: 0 means "no word" to the trainer
+			v = 1
+		}
+		if err := s.WriteValue32(r.words+cudaext.DevicePtr(4*i), v); err != nil {
+			return err
+		}
+		r.serial[i].Store(v)
 	}
-	if r.words == 0 {
-		return nil
-	}
-	v := r.serial[i].Load() + 1
-	if v == 0 { // wrapped: 0 means "no word" to the trainer
-		v = 1
-	}
-	if err := s.WriteValue32(r.words+cudaext.DevicePtr(4*i), v); err != nil {
-		return err
-	}
-	r.serial[i].Store(v)
-	return nil
+	return r.ready[i].Record(s)
 }
 
 // ReadyEvent is slot i's ready event (for tests and in-process readers).

@@ -219,13 +219,10 @@ func TestCUDARingReadyWords(t *testing.T) {
 	if r.ReadyWords() == 0 {
 		t.Fatal("no ready words: the driver lacks stream memory operations")
 	}
-	var copyErr error
-	word := func(i int, s *cudaext.Stream) uint32 {
+	word := func(i int, s *cudaext.Stream) (uint32, error) {
 		b := make([]byte, 4)
-		if err := cudaext.CopyToHost(b, r.Slot(0)+cudaext.DevicePtr(r.ReadyWords()+int64(4*i)), s); err != nil {
-			copyErr = errors.Join(copyErr, err)
-		}
-		return binary.LittleEndian.Uint32(b)
+		err := cudaext.CopyToHost(b, r.Slot(0)+cudaext.DevicePtr(r.ReadyWords()+int64(4*i)), s)
+		return binary.LittleEndian.Uint32(b), err
 	}
 	err = c.Do(func() error {
 		loader, err := cudaext.NewStream()
@@ -256,20 +253,21 @@ func TestCUDARingReadyWords(t *testing.T) {
 			if v := r.ReadyValue(1); v != fill {
 				return fmt.Errorf("fill %d: ReadyValue %d", fill, v)
 			}
-			if w := word(1, reader); w != fill-1 {
-				return fmt.Errorf("fill %d: the word reads %d while the fill still runs, want %d", fill, w, fill-1)
+			if w, err := word(1, reader); err != nil || w != fill-1 {
+				return fmt.Errorf("fill %d: the word reads %d (%v) while the fill still runs, want %d", fill, w, err, fill-1)
 			}
-			if err := loader.Synchronize(); err != nil {
+			// The ready event done implies the word written.
+			if err := r.ReadyEvent(1).Synchronize(); err != nil {
 				return err
 			}
-			if w := word(1, reader); w != fill {
-				return fmt.Errorf("fill %d: the word reads %d after the fill, want %d", fill, w, fill)
+			if w, err := word(1, reader); err != nil || w != fill {
+				return fmt.Errorf("fill %d: the word reads %d (%v) once the ready event is done, want %d", fill, w, err, fill)
 			}
 		}
-		if w, v := word(0, reader), r.ReadyValue(0); w != 0 || v != 0 {
-			return fmt.Errorf("slot 0, never filled: word %d, value %d", w, v)
+		if w, err := word(0, reader); err != nil || w != 0 || r.ReadyValue(0) != 0 {
+			return fmt.Errorf("slot 0, never filled: word %d (%v), value %d", w, err, r.ReadyValue(0))
 		}
-		return copyErr
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

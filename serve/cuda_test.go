@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
@@ -75,6 +76,25 @@ func copySlot(t *testing.T, c *client, r *cudaRing, slot uint32) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// readyWord reads slot's ready word (after copySlot has waited for the
+// slot's ready event).
+func readyWord(t *testing.T, r *cudaRing, slot uint32) uint32 {
+	t.Helper()
+	b := make([]byte, 4)
+	err := r.Context().Do(func() error {
+		s, err := cudaext.NewStream()
+		if err != nil {
+			return err
+		}
+		defer s.Destroy()
+		return cudaext.CopyToHost(b, r.Slot(0)+cudaext.DevicePtr(r.ReadyWords()+4*int64(slot)), s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return binary.LittleEndian.Uint32(b)
 }
 
 // TestCUDASlotsMatchCPU: a trainer on cuda:0 and one on the CPU path, same
@@ -248,6 +268,9 @@ func compareRequest(t *testing.T, srv *Server, src *Source, req ipc.Open, busy, 
 		}
 	}
 	srv.mu.Unlock()
+	if o.ReadyWords != uint64(ring.ReadyWords()) {
+		t.Fatalf("Opened says ready words at %d, the ring has them at %d", o.ReadyWords, ring.ReadyWords())
+	}
 	ring.busy.Store(busy)
 	batches := 0
 	for epoch := uint32(0); epoch < 2; epoch++ {
@@ -274,6 +297,9 @@ func compareRequest(t *testing.T, srv *Server, src *Source, req ipc.Open, busy, 
 				t.Fatalf("batch %d: ready value %d for fill %d of GPU slot %d (CPU: %d, want 0)", bg.Index, bg.ReadyValue, fills[bg.Slot], bg.Slot, bc.ReadyValue)
 			}
 			copySlot(t, gpu, ring, bg.Slot)
+			if w := readyWord(t, ring, bg.Slot); w != bg.ReadyValue {
+				t.Fatalf("batch %d: slot %d's ready word is %d once its ready event is done, BatchReady says %d", bg.Index, bg.Slot, w, bg.ReadyValue)
+			}
 			if nodeBatches {
 				checkBatch(t, gpu, src, bg)
 			}

@@ -41,7 +41,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		}
 		sweep = sweepFits(sweep, r.Bytes/8)
 	}
-	bytes := l.SlotBytes * int64(slots)
+	bytes := pingpong.CUDARingBytes(slots, l)
 	b.mu.Lock()
 	if b.cfg.SlotMemory > 0 && b.used[dev]+bytes > b.cfg.SlotMemory {
 		used := b.used[dev]

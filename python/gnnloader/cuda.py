@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import warnings
 from typing import List, Optional, Tuple
 
 import torch
@@ -79,7 +80,7 @@ class _Runtime:
         self._destroy.argtypes = [vp]
         for f in (self._open_mem, self._close_mem, self._open_event, self._wait, self._record, self._destroy):
             f.restype = ctypes.c_int
-        self._wait_value, self._driver_err = _driver_wait_value(lib if driver else None)
+        self._wait_value, self._driver_err, self._address_range = _driver_calls(lib if driver else None)
 
     def _check(self, op: str, r: int) -> None:
         if r == 0:
@@ -122,34 +123,65 @@ class _Runtime:
         """Whether the driver has cuStreamWaitValue32 (stream memory operations)."""
         return self._wait_value is not None
 
+    def _driver_check(self, op: str, r: int) -> None:
+        if r != 0:
+            s = ctypes.c_char_p()
+            self._driver_err(r, ctypes.byref(s))
+            raise CudaRuntimeError(f"{op}: {(s.value or b'error').decode()} ({r})")
+
     def wait_value(self, stream: int, addr: int, value: int) -> None:
         """Make later work on `stream` wait until the u32 at device address
         `addr` reaches `value` (CU_STREAM_WAIT_VALUE_GEQ: a wrap-around
         comparison)."""
-        r = self._wait_value(stream, addr, value, _WAIT_VALUE_GEQ)
-        if r != 0:
-            s = ctypes.c_char_p()
-            self._driver_err(r, ctypes.byref(s))
-            raise CudaRuntimeError(f"cuStreamWaitValue32: {(s.value or b'error').decode()} ({r})")
+        self._driver_check("cuStreamWaitValue32", self._wait_value(stream, addr, value, _WAIT_VALUE_GEQ))
+
+    def allocation_size(self, ptr: int) -> Optional[int]:
+        """The size of the device allocation `ptr` lies in, from its start
+        to `ptr`'s allocation end measured from `ptr` (cuMemGetAddressRange);
+        None when the driver cannot say."""
+        if self._address_range is None:
+            return None
+        base, size = ctypes.c_uint64(), ctypes.c_size_t()
+        if self._address_range(ctypes.byref(base), ctypes.byref(size), ptr) != 0:
+            return None
+        return base.value + size.value - ptr
 
 
 _WAIT_VALUE_GEQ = 0x0  # CU_STREAM_WAIT_VALUE_GEQ
 
 
-def _driver_wait_value(lib):
-    """cuStreamWaitValue32 (the _v2 entry point where the driver has it) and
-    cuGetErrorName from the driver `lib`, or libcuda.so.1 when None; (None,
-    None) when the driver lacks them."""
+def _driver_calls(lib):
+    """cuStreamWaitValue32 (the _v2 entry point where the driver has it),
+    cuGetErrorName and cuMemGetAddressRange_v2 from the driver `lib`, or
+    libcuda.so.1 when None; None for each the driver lacks."""
     try:
         if lib is None:
             lib = ctypes.CDLL("libcuda.so.1")
-        f = getattr(lib, "cuStreamWaitValue32_v2", None) or getattr(lib, "cuStreamWaitValue32")
         err = lib.cuGetErrorName
     except (OSError, AttributeError):
-        return None, None
-    f.argtypes, f.restype = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint], ctypes.c_int
+        return None, None, None
     err.argtypes, err.restype = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)], ctypes.c_int
-    return f, err
+    wait = getattr(lib, "cuStreamWaitValue32_v2", None) or getattr(lib, "cuStreamWaitValue32", None)
+    if wait is not None:
+        wait.argtypes, wait.restype = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint], ctypes.c_int
+    rng = getattr(lib, "cuMemGetAddressRange_v2", None)
+    if rng is not None:
+        rng.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t), ctypes.c_uint64]
+        rng.restype = ctypes.c_int
+    return wait, err, rng
+
+
+def ring_fits(opened, mapped: Optional[int]) -> bool:
+    """Whether the daemon's ring fits the `mapped` bytes of the allocation
+    its memory handle opened (None: unknown, trusted). Raises
+    CudaRuntimeError when the slots do not fit; False when only the ready
+    words do not (then the events are used)."""
+    if mapped is None:
+        return True
+    if opened.slots * opened.slot_bytes > mapped:
+        raise CudaRuntimeError(f"the daemon's {opened.slots} slots of {opened.slot_bytes} bytes do not fit "
+                               f"the {mapped}-byte allocation its memory handle opened")
+    return not opened.ready_words or opened.ready_words + 4 * opened.slots <= mapped
 
 
 _runtime: Optional[_Runtime] = None
@@ -214,7 +246,12 @@ class CudaSlots:
         self.words = 0  # device address of slot 0's ready word; 0: wait on the events
         with torch.cuda.device(self.device):
             self.ptr = self.rt.open_mem(bytes(opened.mem_handle))
-            if opened.ready_words and self.rt.can_wait_value:
+            try:
+                words_fit = ring_fits(opened, self.rt.allocation_size(self.ptr))
+            except BaseException:
+                self.close()
+                raise
+            if opened.ready_words and words_fit and self.rt.can_wait_value:
                 self.words = self.ptr + opened.ready_words
             try:
                 for ev in opened.events:
@@ -234,11 +271,18 @@ class CudaSlots:
         for its ready word to reach `value` (BatchReady.ready_value) where
         the ring has words and value is set, else on its ready event."""
         with torch.cuda.device(self.device):
-            stream = torch.cuda.current_stream(self.device).cuda_stream
-            if value and self.words:
+            self._wait_on(torch.cuda.current_stream(self.device).cuda_stream, slot, value)
+
+    def _wait_on(self, stream: int, slot: int, value: int) -> None:
+        if value and self.words:
+            try:
                 self.rt.wait_value(stream, self.words + 4 * slot, value)
-            else:
-                self.rt.wait(stream, self.ready[slot])
+                return
+            except CudaRuntimeError as e:
+                # The daemon records the ready event too: wait on it from now on.
+                warnings.warn(f"gnnloader: waiting on ready events instead of ready words: {e}", RuntimeWarning)
+                self.words = 0
+        self.rt.wait(stream, self.ready[slot])
 
     def record_released(self, slot: int) -> None:
         """Record the slot's released event on the current stream: loaderd

@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from test_loader import LOADERD, Daemon  # noqa: E402
 
 import gnnloader  # noqa: E402
+from gnnloader.cuda import _CudaArray  # noqa: E402
 
 DATASET = os.environ.get("GNNLOADER_CUDA_DATASET", "synthetic:products:0.05:1")
 
@@ -90,6 +91,10 @@ class CudaLoaderTest(unittest.TestCase):
                             self.assertTrue(lo <= ptr and ptr + tg.numel() * tg.element_size() <= hi,
                                             f"{name} is not a view inside slot {bg.slot}")
                         self.assertTrue(torch.equal(tg.cpu(), tc), f"epoch {epoch} batch {bg.index}: {name} differs")
+                    if epoch == 0:  # the slot's word holds this fill's value while the batch is held
+                        slot, value = values[-1]
+                        word = torch.as_tensor(_CudaArray(g._cuda.words + 4 * slot, (1,), "<i4"), device="cuda:0")
+                        self.assertEqual((slot, int(word.item())), (bg.slot, value))
                     self.assertEqual(bg.batch_size, bc.batch_size)
                     self.assertEqual(bg.num_sampled_nodes, bc.num_sampled_nodes)
                     self.assertEqual(bg.num_sampled_edges, bc.num_sampled_edges)
