@@ -41,7 +41,10 @@ class SAGE(torch.nn.Module):
 
     def forward(self, x, edge_index, nodes, edges):
         """nodes/edges: sampled nodes and edges per hop (seeds first); layer l
-        reads hops 0..L-l and writes hops 0..L-l-1."""
+        reads hops 0..L-l and writes hops 0..L-l-1. Half-precision
+        features (a float16 or bfloat16 table) are computed on in float32."""
+        if x.dtype != torch.float32:
+            x = x.float()
         L = len(self.convs)
         for l, conv in enumerate(self.convs):
             n_in = sum(nodes[: L + 1 - l])

@@ -22,6 +22,8 @@
 #           the table pairs loaderd@2 with train_only@2 and prints the
 #           training-only spread, for machines whose steps drift)
 #   DAEMON_FLAGS are extra flags for every loaderd (e.g. "--prefetch 4")
+#   DTYPE=float16 (or bfloat16) generates the features in that type: half the
+#   table and the PCIe bytes (the model computes in float32)
 #   every loaderd runs with --gpu-timing (its fills' GPU phases a batch are
 #   in the table); NO_TIMING=1 leaves it off
 #   cache   a new loaderd with --gpu-cache $CACHE (default 20% of the
@@ -58,7 +60,7 @@ t_end=$((t_start + BUDGET_S))
 work=$(mktemp -d /tmp/gnnloader-bt.XXXXXX)
 logs=$OUT/logs.txt
 : > "$logs"
-spec=synthetic:papers100M:$SCALE:$SEED
+spec=synthetic:papers100M:$SCALE:$SEED${DTYPE:+:$DTYPE}
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 dpid=""
 mps_dir=""
@@ -167,7 +169,7 @@ bench() {
 }
 
 {
-	echo "command: scripts/bench-train.sh $SCALE $SEED (BUDGET_S=$BUDGET_S PHASE_BATCHES=$PHASE_BATCHES SLOTS=$SLOTS MAIN_VARIANTS=$MAIN_VARIANTS DAEMON_FLAGS=${DAEMON_FLAGS[*]:-} MPS_ALL=${MPS_ALL:-} EXTRA=${EXTRA:-} PRIO=${PRIO:-})"
+	echo "command: scripts/bench-train.sh $SCALE $SEED (BUDGET_S=$BUDGET_S PHASE_BATCHES=$PHASE_BATCHES SLOTS=$SLOTS MAIN_VARIANTS=$MAIN_VARIANTS DAEMON_FLAGS=${DAEMON_FLAGS[*]:-} MPS_ALL=${MPS_ALL:-} EXTRA=${EXTRA:-} PRIO=${PRIO:-} DTYPE=${DTYPE:-})"
 	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo "host: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM"
 	nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2> /dev/null

@@ -229,15 +229,16 @@ func IsHeteroSpec(spec string) bool {
 	return err == nil && m.FormatVersion == datasets.FormatVersionHetero
 }
 
-// ParseSynthetic parses the part of a "synthetic:NAME[:SCALE[:SEED]]" spec
-// after "synthetic:" into generator options.
+// ParseSynthetic parses the part of a "synthetic:NAME[:SCALE[:SEED[:DTYPE]]]"
+// spec after "synthetic:" into generator options (DTYPE: the feature type,
+// as `loaderd gen --dtype`; default float32).
 func ParseSynthetic(s string) (datasets.GenOptions, error) {
 	parts := strings.Split(s, ":")
 	opts := datasets.GenOptions{Like: parts[0], Scale: 1}
 	bad := func(what string) error {
-		return fmt.Errorf("dataset spec %q: %s (want synthetic:NAME[:SCALE[:SEED]], e.g. synthetic:arxiv:0.1:0)", "synthetic:"+s, what)
+		return fmt.Errorf("dataset spec %q: %s (want synthetic:NAME[:SCALE[:SEED[:DTYPE]]], e.g. synthetic:arxiv:0.1:0 or synthetic:papers100M:1:0:float16)", "synthetic:"+s, what)
 	}
-	if len(parts) > 3 || parts[0] == "" {
+	if len(parts) > 4 || parts[0] == "" {
 		return opts, bad("malformed")
 	}
 	var err error
@@ -249,6 +250,11 @@ func ParseSynthetic(s string) (datasets.GenOptions, error) {
 	if len(parts) > 2 {
 		if opts.Seed, err = strconv.ParseUint(parts[2], 10, 64); err != nil {
 			return opts, bad("bad seed " + strconv.Quote(parts[2]))
+		}
+	}
+	if len(parts) > 3 {
+		if opts.FeatureDType, err = datasets.ParseDType(parts[3]); err != nil {
+			return opts, bad(err.Error())
 		}
 	}
 	return opts, nil

@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -67,4 +68,42 @@ func TestPinnedSourceFromDirectory(t *testing.T) {
 
 	_, n := compareWithCPU(t, dir, 3, GPUConfig{}, false)
 	t.Logf("%d batches identical on both paths, served from a dataset directory", n)
+}
+
+// TestSyntheticSpec: a synthetic spec may name the feature type; the
+// dataset is generated with it (half the bytes a row in float16), and a bad
+// spec says what is wrong with it.
+func TestSyntheticSpec(t *testing.T) {
+	opts, err := ParseSynthetic("papers100M:0.5:7:float16")
+	if err != nil || opts.Like != "papers100M" || opts.Scale != 0.5 || opts.Seed != 7 || opts.FeatureDType != datasets.Float16 {
+		t.Fatalf("%+v %v", opts, err)
+	}
+	if opts, err = ParseSynthetic("cora"); err != nil || opts.Scale != 1 || opts.FeatureDType != "" {
+		t.Fatalf("%+v %v", opts, err)
+	}
+	for spec, want := range map[string]string{
+		"cora:1:2:float17":  "float17",
+		"cora:1:2:float16:": "malformed",
+		"cora:0":            "bad scale",
+		"cora:1:x":          "bad seed",
+		":1":                "malformed",
+	} {
+		if _, err := ParseSynthetic(spec); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error naming %q", spec, err, want)
+		}
+	}
+	half, err := OpenSource("synthetic:cora:0.1:1:float16", true, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer half.Close()
+	full, err := OpenSource("synthetic:cora:0.1:1", true, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	if half.Data.FeatureDType != datasets.Float16 || 2*half.Table.RowBytes != full.Table.RowBytes || half.Table.NumRows != full.Table.NumRows {
+		t.Fatalf("float16: %s, %d-byte rows of %d; float32: %d-byte rows of %d", half.Data.FeatureDType,
+			half.Table.RowBytes, half.Table.NumRows, full.Table.RowBytes, full.Table.NumRows)
+	}
 }
