@@ -105,7 +105,7 @@ func (s *Source) labelTables() map[string][]int32 {
 const DefaultSource = "synthetic:arxiv:0.1:0"
 
 // OpenSource opens a dataset directory, or generates one in memory for a
-// spec "synthetic:NAME[:SCALE[:SEED]]" (NAME as in `loaderd gen --like`).
+// spec "synthetic:NAME[:SCALE[:SEED[:DTYPE]]]" (NAME as in `loaderd gen --like`).
 // Opening a directory verifies its checksums unless skipChecksums is set.
 func OpenSource(spec string, skipChecksums bool, progress datasets.Progress, log *slog.Logger) (*Source, error) {
 	var mem featureMem

@@ -52,7 +52,7 @@ func benchSample(ctx context.Context, e *env, args []string) error {
 		cfg                          samplerbench.Config
 	)
 	fs := benchFlags(e, "sample", "loaderd bench sample --dataset synthetic:papers100M:1:1 --duration 10s", func(fs *flag.FlagSet) {
-		fs.StringVar(&spec, "dataset", "synthetic:papers100M:0.01:1", "dataset directory or synthetic:NAME[:SCALE[:SEED]] (graph only)")
+		fs.StringVar(&spec, "dataset", "synthetic:papers100M:0.01:1", "dataset directory or synthetic:NAME[:SCALE[:SEED[:DTYPE]]] (graph only)")
 		fs.StringVar(&split, "split", "train", "seed split")
 		fs.StringVar(&fanouts, "fanouts", "15,10,5", "fanouts per hop")
 		fs.IntVar(&cfg.BatchSize, "batch-size", 1024, "seeds per batch")

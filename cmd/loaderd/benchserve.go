@@ -40,7 +40,7 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 		base                            serveRun
 	)
 	fs := benchFlags(e, "serve", "loaderd bench serve --dataset synthetic:papers100M:1:0 --device cuda:0 --batches 600 --variants 'slots=6;slots=16;slots=16,gpu-cache=20%'", func(fs *flag.FlagSet) {
-		fs.StringVar(&spec, "dataset", "synthetic:products:0.05:1", "dataset directory or synthetic:NAME[:SCALE[:SEED]]")
+		fs.StringVar(&spec, "dataset", "synthetic:products:0.05:1", "dataset directory or synthetic:NAME[:SCALE[:SEED[:DTYPE]]]")
 		fs.StringVar(&fanouts, "fanouts", "15,10,5", "fanouts per hop")
 		fs.IntVar(&batchSize, "batch-size", 1024, "seeds per batch")
 		fs.IntVar(&base.trainers, "trainers", 1, "trainers (ranks of one job) consuming batches")

@@ -21,7 +21,7 @@ func init() {
 	register(&command{
 		name:    "serve",
 		summary: "serve sampled mini-batches of a dataset to trainers over a Unix socket",
-		usage:   "[--dataset DIR|synthetic:NAME[:SCALE[:SEED]]] [--socket PATH] [flags]",
+		usage:   "[--dataset DIR|synthetic:NAME[:SCALE[:SEED[:DTYPE]]]] [--socket PATH] [flags]",
 		example: "loaderd serve --dataset /tmp/cora   # socket: $GNNLOADER_SOCKET, else $XDG_RUNTIME_DIR/gnnloader/loaderd.sock, ...\n" +
 			"loaderd serve --dataset /data/papers100M --socket /run/loaderd/loaderd.sock --allow-gid 2000\n" +
 			"loaderd serve   # serves a generated arxiv-like graph (synthetic:arxiv:0.1:0)",
@@ -56,7 +56,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	c := commands["serve"]
 	var a serveArgs
 	fs := c.flags(e.stderr, func(fs *flag.FlagSet) {
-		fs.StringVar(&a.dataset, "dataset", serve.DefaultSource, "dataset directory, or synthetic:NAME[:SCALE[:SEED]] generated in memory")
+		fs.StringVar(&a.dataset, "dataset", serve.DefaultSource, "dataset directory, or synthetic:NAME[:SCALE[:SEED[:DTYPE]]] generated in memory")
 		fs.BoolVar(&a.skipChecksums, "skip-checksums", false, "do not hash the dataset's files at start (sizes and ids are still checked)")
 		fs.StringVar(&a.cfg.Socket, "socket", ipc.DefaultSocketPath(), "Unix socket path trainers connect to; the default is the clients' too: $GNNLOADER_SOCKET, else $XDG_RUNTIME_DIR/gnnloader/loaderd.sock, else /run/gnnloader/loaderd.sock for root, else /tmp/gnnloader-UID/loaderd.sock (its directory created private and checked)")
 		fs.IntVar(&a.cfg.SamplerThreads, "sampler-threads", 0, "goroutines one batch's sampling and gather may use (0 = all cores)")
