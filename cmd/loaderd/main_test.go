@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gnnloader/gnnloader/datasets"
 	"github.com/gnnloader/gnnloader/gather"
+	"github.com/gnnloader/gnnloader/internal/half"
 	"github.com/gnnloader/gnnloader/ipc"
 )
 
@@ -53,6 +57,8 @@ func TestUsageErrors(t *testing.T) {
 		{"import", "npz"}, // no input
 		{"import", "npz", "in.npz", "--out", "x", "--undirected-reduce", "sum"}, // without --undirected
 		{"import", "npz", "in.npz", "--out", "x", "--undirected", "--undirected-reduce", "max"},
+		{"import", "npz", "in.npz", "--out", "x", "--dtype", "int8"},
+		{"import", "npz", "in.npz", "--out", "x", "--dtype", "uint8"}, // a real type, not a float one
 		{"serve", "--memory-budget", "lots"},
 		{"serve", "--gpu-sweep", strconv.Itoa(gather.MaxSweepParts + 1)},
 		{"serve", "--gpu-sweep", "-1"},
@@ -108,6 +114,44 @@ func TestGenVerifyAndBadImport(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
 		t.Fatalf("a failed import left files behind: %v", ents)
+	}
+}
+
+// TestImportDType: import --dtype float16 stores Cora's float32 features as
+// float16 (half the bytes, each element the nearest float16), and the
+// dataset verifies and opens as float16.
+func TestImportDType(t *testing.T) {
+	dir := t.TempDir()
+	full, half16 := filepath.Join(dir, "f32"), filepath.Join(dir, "f16")
+	for _, args := range [][]string{
+		{"import", "npz", "../../testdata/cora.npz", "--out", full},
+		{"import", "npz", "../../testdata/cora.npz", "--out", half16, "--dtype", "float16"},
+	} {
+		if code, stdout, errOut := runCmd(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, stdout, errOut)
+		}
+	}
+	if code, stdout, errOut := runCmd(t, "verify", half16); code != 0 {
+		t.Fatalf("verify: exit %d\n%s%s", code, stdout, errOut)
+	}
+	a, err := datasets.Open(full, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := datasets.Open(half16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.FeatureDType != datasets.Float16 || 2*len(b.Features) != len(a.Features) || b.Graph.NumEdges() != a.Graph.NumEdges() {
+		t.Fatalf("float16 import: %s, %d feature bytes (float32: %d), %d edges (%d)", b.FeatureDType, len(b.Features), len(a.Features), b.Graph.NumEdges(), a.Graph.NumEdges())
+	}
+	for i := 0; i < len(a.Features)/4; i++ {
+		want := half.Float32ToFloat16(math.Float32frombits(binary.LittleEndian.Uint32(a.Features[4*i:])))
+		if got := binary.LittleEndian.Uint16(b.Features[2*i:]); got != want {
+			t.Fatalf("element %d: %#x, want %#x", i, got, want)
+		}
 	}
 }
 
