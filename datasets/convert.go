@@ -4,14 +4,17 @@ package datasets
 
 import (
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 )
 
 // ConvertFeatures stores the node features as to, converting every element
 // (float types only: float64, float32, float16, bfloat16; rounded to
 // nearest). "" or the type they have already changes nothing. Features of
-// another type, or a target that is not a float type, are an error and
-// leave d as it was. workers <= 0 means GOMAXPROCS.
+// another type, a target that is not a float type, or finite values past
+// the target's range (float16's largest is 65504) are an error and leave d
+// as it was. workers <= 0 means GOMAXPROCS.
 func (d *Data) ConvertFeatures(to DType, workers int) error {
 	out, err := convertRows(d.Features, d.FeatureDType, to, d.FeatureDim, workers)
 	if err != nil {
@@ -56,7 +59,7 @@ func convertRows(rows []byte, from, to DType, dim, workers int) ([]byte, error) 
 		return nil, fmt.Errorf("converting %s features to %s: only float types convert (float64, float32, float16, bfloat16)", from, to)
 	}
 	get, _, _ := elemCodec(from)
-	_, put, _ := elemCodec(to)
+	back, put, _ := elemCodec(to)
 	fs, ts := from.Size(), to.Size()
 	n := len(rows) / fs
 	if n*fs != len(rows) || (dim > 0 && n%dim != 0) {
@@ -65,17 +68,37 @@ func convertRows(rows []byte, from, to DType, dim, workers int) ([]byte, error) 
 	out := make([]byte, n*ts)
 	w := workerCount(workers)
 	chunk := max((n+w-1)/w, 1<<16)
-	var wg sync.WaitGroup
+	var (
+		wg        sync.WaitGroup
+		overflows atomic.Int64
+		first     atomic.Int64
+	)
+	first.Store(-1)
 	for lo := 0; lo < n; lo += chunk {
 		hi := min(lo+chunk, n)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var over int64
 			for i := lo; i < hi; i++ {
-				put(out[i*ts:], get(rows[i*fs:], 0))
+				v := get(rows[i*fs:], 0)
+				put(out[i*ts:], v)
+				// A finite value past the new type's range would become
+				// infinite: refused below, nothing lost.
+				if x := math.Float64frombits(v); !math.IsInf(x, 0) && math.IsInf(math.Float64frombits(back(out[i*ts:], 0)), 0) {
+					if over++; over == 1 {
+						first.CompareAndSwap(-1, int64(i))
+					}
+				}
 			}
+			overflows.Add(over)
 		}()
 	}
 	wg.Wait()
+	if k := overflows.Load(); k > 0 {
+		i := first.Load()
+		return nil, fmt.Errorf("converting %s features to %s: %d values are past %s's range (the first at row %d, element %d: %g); they would become infinite: choose a wider type (bfloat16 keeps float32's range)",
+			from, to, k, to, int(i)/max(dim, 1), int(i)%max(dim, 1), math.Float64frombits(get(rows[int(i)*fs:], 0)))
+	}
 	return out, nil
 }

@@ -68,6 +68,22 @@ func TestConvertFeatures(t *testing.T) {
 			t.Errorf("to %s: %v", to, err)
 		}
 	}
+	big := *d
+	big.Features = append([]byte(nil), orig...)
+	binary.LittleEndian.PutUint32(big.Features[4*(2*d.FeatureDim+3):], math.Float32bits(70000)) // row 2, element 3
+	if err := big.ConvertFeatures(Float16, 0); err == nil || big.FeatureDType != Float32 ||
+		!strings.Contains(err.Error(), "1 values are past float16's range (the first at row 2, element 3: 70000)") {
+		t.Errorf("a value past float16's range: %v (dtype now %s)", err, big.FeatureDType)
+	}
+	if err := big.ConvertFeatures(BFloat16, 0); err != nil {
+		t.Errorf("70000 to bfloat16: %v", err)
+	}
+	inf := *d
+	inf.Features = append([]byte(nil), orig...)
+	binary.LittleEndian.PutUint32(inf.Features, math.Float32bits(float32(math.Inf(-1))))
+	if err := inf.ConvertFeatures(Float16, 0); err != nil {
+		t.Errorf("an infinite value stays infinite, no error: %v", err)
+	}
 	ints := *d
 	ints.FeatureDType, ints.Features = Int32, make([]byte, len(orig))
 	if err := ints.ConvertFeatures(Float16, 0); err == nil || ints.FeatureDType != Int32 {
