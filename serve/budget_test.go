@@ -159,19 +159,35 @@ func TestBatchesAloneOverTheBudget(t *testing.T) {
 // the server stops). Later closes go through: an atomic flag, not a
 // sync.Once, whose Do would hold them too.
 func holdFirstClose(t *testing.T, cfg Config) (srv *Server, entered <-chan struct{}, letGo func()) {
+	return holdFirst(t, cfg, func(s *Server, hook func()) { s.leaveHook = hook })
+}
+
+// holdFirst is holdFirstClose with the hook that holds the first session
+// chosen by set (Server.leaveHook or Server.closeHook).
+func holdFirst(t *testing.T, cfg Config, set func(s *Server, hook func())) (srv *Server, entered <-chan struct{}, letGo func()) {
 	in, release := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
 	srv, _ = testServer(t, cfg, func(s *Server) {
-		s.leaveHook = func() {
+		set(s, func() {
 			if first.CompareAndSwap(false, true) {
 				close(in)
 				<-release
 			}
-		}
+		})
 	})
 	letGo = sync.OnceFunc(func() { close(release) })
 	t.Cleanup(letGo)
 	return srv, in, letGo
+}
+
+// sendOpen dials srv and sends the default Open after the handshake's
+// Hello, without reading the answer.
+func sendOpen(t *testing.T, srv *Server) *client {
+	c := dial(t, srv)
+	c.hello()
+	o := openReq()
+	c.send(&o)
+	return c
 }
 
 // TestOpenWaitsForATrainerGoingAway: a trainer that hangs up holds its
@@ -198,10 +214,7 @@ func TestOpenWaitsForATrainerGoingAway(t *testing.T) {
 			a.handshake(openReq())
 			a.conn.Close()
 			<-entered // a's session is closing and still holds its slots
-			b := dial(t, srv)
-			b.hello()
-			o := openReq()
-			b.send(&o)
+			b := sendOpen(t, srv)
 			time.Sleep(50 * time.Millisecond) // b's Open is read and waits
 			if srv.Trainers() != 1 {
 				t.Fatalf("%d trainers while a closes, want a's 1", srv.Trainers())
@@ -240,26 +253,12 @@ func TestOpenRefusedWhenNoTrainerLeaves(t *testing.T) {
 // closing). The Open waits hangupGrace for a session to start closing, and is
 // admitted once the first has gone; without that grace it was refused at once.
 func TestOpenWaitsForAHangupNotYetRead(t *testing.T) {
-	in, release := make(chan struct{}), make(chan struct{})
-	var first atomic.Bool
-	srv, _ := testServer(t, Config{MaxTrainers: 1}, func(s *Server) {
-		s.closeHook = func() {
-			if first.CompareAndSwap(false, true) {
-				close(in)
-				<-release
-			}
-		}
-	})
-	letGo := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(letGo)
+	srv, in, letGo := holdFirst(t, Config{MaxTrainers: 1}, func(s *Server, hook func()) { s.closeHook = hook })
 	a := dial(t, srv)
 	a.handshake(openReq())
 	a.conn.Close()
 	<-in // a's session has seen the hang-up, and has not started closing
-	b := dial(t, srv)
-	b.hello()
-	o := openReq()
-	b.send(&o)
+	b := sendOpen(t, srv)
 	time.Sleep(50 * time.Millisecond) // b's Open has been refused once by now, with no one closing (under hangupGrace)
 	letGo()
 	if m := b.recv(); m.Type() != ipc.TypeOpened {
@@ -278,10 +277,7 @@ func TestOpenWakesAsEachTrainerLeaves(t *testing.T) {
 	gone.handshake(openReq())
 	stuck.conn.Close()
 	<-entered
-	b := dial(t, srv)
-	b.hello()
-	o := openReq()
-	b.send(&o)
+	b := sendOpen(t, srv)
 	time.Sleep(50 * time.Millisecond) // b's Open waits: two trainers still admitted
 	gone.conn.Close()                 // closes at once, giving back its place
 	start := time.Now()
@@ -327,10 +323,7 @@ func TestOpenWaitingTrainerHangsUp(t *testing.T) {
 	a.handshake(openReq())
 	a.conn.Close()
 	<-entered
-	b := dial(t, srv)
-	b.hello()
-	o := openReq()
-	b.send(&o)
+	b := sendOpen(t, srv)
 	time.Sleep(50 * time.Millisecond) // b's Open waits
 	b.conn.Close()                    // and b hangs up
 	letGo()
