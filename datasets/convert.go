@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 )
 
 // ConvertFeatures stores the node features as to, converting every element
@@ -68,37 +67,39 @@ func convertRows(rows []byte, from, to DType, dim, workers int) ([]byte, error) 
 	out := make([]byte, n*ts)
 	w := workerCount(workers)
 	chunk := max((n+w-1)/w, 1<<16)
-	var (
-		wg        sync.WaitGroup
-		overflows atomic.Int64
-		first     atomic.Int64
-	)
-	first.Store(-1)
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
+	// Per chunk: how many finite values became infinite (past the new
+	// type's range: refused below, nothing lost), and the first of them.
+	type overflow struct{ count, first int }
+	over := make([]overflow, (n+chunk-1)/chunk)
+	var wg sync.WaitGroup
+	for c := range over {
+		lo, hi := c*chunk, min((c+1)*chunk, n)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var over int64
+			o := &over[c]
 			for i := lo; i < hi; i++ {
 				v := get(rows[i*fs:], 0)
 				put(out[i*ts:], v)
-				// A finite value past the new type's range would become
-				// infinite: refused below, nothing lost.
-				if x := math.Float64frombits(v); !math.IsInf(x, 0) && math.IsInf(math.Float64frombits(back(out[i*ts:], 0)), 0) {
-					if over++; over == 1 {
-						first.CompareAndSwap(-1, int64(i))
+				if !math.IsInf(math.Float64frombits(v), 0) && math.IsInf(math.Float64frombits(back(out[i*ts:], 0)), 0) {
+					if o.count++; o.count == 1 {
+						o.first = i
 					}
 				}
 			}
-			overflows.Add(over)
 		}()
 	}
 	wg.Wait()
-	if k := overflows.Load(); k > 0 {
-		i := first.Load()
+	total, first := 0, -1
+	for _, o := range over {
+		if o.count > 0 && first < 0 {
+			first = o.first // chunks are in row order: the lowest
+		}
+		total += o.count
+	}
+	if total > 0 {
 		return nil, fmt.Errorf("converting %s features to %s: %d values are past %s's range (the first at row %d, element %d: %g); they would become infinite: choose a wider type (bfloat16 keeps float32's range)",
-			from, to, k, to, int(i)/max(dim, 1), int(i)%max(dim, 1), math.Float64frombits(get(rows[int(i)*fs:], 0)))
+			from, to, total, to, first/max(dim, 1), first%max(dim, 1), math.Float64frombits(get(rows[first*fs:], 0)))
 	}
 	return out, nil
 }

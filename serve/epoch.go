@@ -312,8 +312,7 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 			return fmt.Errorf("sampling batch %d of epoch %d on the GPU: %w", i+j, p.epoch, db.Err())
 		}
 		srv.metrics.gatherBytes.Add(float64(gatheredBytes(ss.mode.Layout(), &p.meta)))
-		ready := batchReady(slots[j], p.epoch, i+j, &p.meta)
-		ready.ReadyValue = ss.ring.ReadyValue(slots[j])
+		ready := batchReady(slots[j], p.epoch, i+j, &p.meta, ss.ring.ReadyValue(slots[j]))
 		p.pool <- b
 		ss.ring.Publish(slots[j], pingpong.Tag{Epoch: p.epoch, Index: uint32(i + j)})
 		ss.readyAt[slots[j]].Store(time.Now().UnixNano())
@@ -401,9 +400,10 @@ func gatheredBytes(l *batch.Layout, m *batch.Meta) int64 {
 }
 
 // batchReady is the announcement of a filled slot: the batch's counts,
-// scalars and lists in the order of its layout (and of Opened).
-func batchReady(slot int, epoch uint32, i int, m *batch.Meta) *ipc.BatchReady {
-	br := &ipc.BatchReady{Slot: uint32(slot), Epoch: epoch, Index: uint32(i),
+// scalars and lists in the order of its layout (and of Opened), and the
+// value the slot's ready word takes (slotRing.ReadyValue).
+func batchReady(slot int, epoch uint32, i int, m *batch.Meta, readyValue uint32) *ipc.BatchReady {
+	br := &ipc.BatchReady{Slot: uint32(slot), Epoch: epoch, Index: uint32(i), ReadyValue: readyValue,
 		Counts: append([]uint32(nil), m.Counts...), Scalars: append([]int64(nil), m.Scalars...)}
 	for _, l := range m.Lists {
 		br.Lists = append(br.Lists, append([]uint32(nil), l...))
