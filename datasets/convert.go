@@ -48,6 +48,10 @@ func (h *Hetero) ConvertFeatures(to DType, workers int) error {
 	return nil
 }
 
+// negZero is the accumulator elemCodec's add starts from to read one
+// element as it is: adding to +0 would turn -0 into +0.
+var negZero = math.Float64bits(math.Copysign(0, -1))
+
 // convertRows returns rows of dim elements of type from as type to, or nil
 // when nothing is to change.
 func convertRows(rows []byte, from, to DType, dim, workers int) ([]byte, error) {
@@ -79,7 +83,7 @@ func convertRows(rows []byte, from, to DType, dim, workers int) ([]byte, error) 
 			defer wg.Done()
 			o := &over[c]
 			for i := lo; i < hi; i++ {
-				v := get(rows[i*fs:], 0)
+				v := get(rows[i*fs:], negZero) // -0 + x is x, -0 included
 				put(out[i*ts:], v)
 				if !math.IsInf(math.Float64frombits(v), 0) && math.IsInf(math.Float64frombits(back(out[i*ts:], 0)), 0) {
 					if o.count++; o.count == 1 {
@@ -99,7 +103,7 @@ func convertRows(rows []byte, from, to DType, dim, workers int) ([]byte, error) 
 	}
 	if total > 0 {
 		return nil, fmt.Errorf("converting %s features to %s: %d values are past %s's range (the first at row %d, element %d: %g); they would become infinite: choose a wider type (bfloat16 keeps float32's range)",
-			from, to, total, to, first/max(dim, 1), first%max(dim, 1), math.Float64frombits(get(rows[first*fs:], 0)))
+			from, to, total, to, first/max(dim, 1), first%max(dim, 1), math.Float64frombits(get(rows[first*fs:], negZero)))
 	}
 	return out, nil
 }

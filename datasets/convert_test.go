@@ -84,6 +84,12 @@ func TestConvertFeatures(t *testing.T) {
 	if err := inf.ConvertFeatures(Float16, 0); err != nil {
 		t.Errorf("an infinite value stays infinite, no error: %v", err)
 	}
+	signed := *d
+	signed.Features = append([]byte(nil), orig...)
+	binary.LittleEndian.PutUint32(signed.Features, math.Float32bits(float32(math.Copysign(0, -1))))
+	if err := signed.ConvertFeatures(Float16, 0); err != nil || binary.LittleEndian.Uint16(signed.Features) != 0x8000 {
+		t.Errorf("-0.0 to float16: %v, bits %#x, want 0x8000", err, binary.LittleEndian.Uint16(signed.Features))
+	}
 	ints := *d
 	ints.FeatureDType, ints.Features = Int32, make([]byte, len(orig))
 	if err := ints.ConvertFeatures(Float16, 0); err == nil || ints.FeatureDType != Int32 {
