@@ -90,6 +90,15 @@ func TestConvertFeatures(t *testing.T) {
 	if err := signed.ConvertFeatures(Float16, 0); err != nil || binary.LittleEndian.Uint16(signed.Features) != 0x8000 {
 		t.Errorf("-0.0 to float16: %v, bits %#x, want 0x8000", err, binary.LittleEndian.Uint16(signed.Features))
 	}
+	torn := *d
+	torn.Features = orig[:len(orig)-3] // not whole elements, nor whole rows
+	if err := torn.ConvertFeatures(Float16, 0); err == nil || !strings.Contains(err.Error(), "not whole rows") || torn.FeatureDType != Float32 {
+		t.Errorf("torn feature bytes: %v", err)
+	}
+	torn.Features = orig[:len(orig)-4] // whole elements, not whole rows
+	if err := torn.ConvertFeatures(Float16, 0); err == nil || !strings.Contains(err.Error(), "not whole rows") {
+		t.Errorf("a partial last row: %v", err)
+	}
 	ints := *d
 	ints.FeatureDType, ints.Features = Int32, make([]byte, len(orig))
 	if err := ints.ConvertFeatures(Float16, 0); err == nil || ints.FeatureDType != Int32 {

@@ -331,3 +331,33 @@ func TestOpenWaitingTrainerHangsUp(t *testing.T) {
 	good := dial(t, srv) // the daemon carries on
 	good.handshake(openReq())
 }
+
+// TestRefusedOpensHoldNothing: a full daemon given a burst of Opens (a
+// hostile client, or many trainers at once) refuses each within about the
+// hang-up grace, with no one closing, and keeps nothing of them: the
+// trainer count and the budget are as before, and a later trainer that
+// fits is served.
+func TestRefusedOpensHoldNothing(t *testing.T) {
+	srv, _ := testServer(t, Config{MaxTrainers: 1})
+	a := dial(t, srv)
+	a.handshake(openReq())
+	used := srv.BudgetUsed()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 16 {
+		c := sendOpen(t, srv)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.expectError(ipc.CodeBusy, "limit 1")
+		}()
+	}
+	wg.Wait()
+	if d := time.Since(start); d > leaveWait/2 {
+		t.Fatalf("16 refusals took %v", d)
+	}
+	waitFor(t, func() bool { return srv.Trainers() == 1 && srv.BudgetUsed() == used })
+	a.conn.Close()
+	waitFor(t, func() bool { return srv.Trainers() == 0 && srv.BudgetUsed() == 0 })
+	dial(t, srv).handshake(openReq())
+}
