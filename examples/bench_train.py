@@ -152,6 +152,10 @@ def main():
                         "a stalled daemon then ends that variant with an error, not the whole run")
     p.add_argument("--max-batches", type=int, default=0, help="stop an epoch after this many batches (0 = whole)")
     p.add_argument("--no-eval", action="store_true")
+    p.add_argument("--warmup-steps", type=int, default=30,
+                   help="training steps on two batches before the first variant, untimed: the process's first "
+                        "steps pay CUDA's one-off costs (cuBLAS handles, kernels loaded on first use, the "
+                        "allocator's first blocks), which would otherwise land on whichever variant trains first")
     p.add_argument("--label", default="", help="prefix of the variants' names in the output (e.g. mps)")
     p.add_argument("--deadline", type=float, default=0, help="unix time after which no new variant starts")
     p.add_argument("--hard-end", type=float, default=0, help="unix time at which a running epoch stops (reported as partial)")
@@ -195,6 +199,14 @@ def main():
         if args.json_out:
             with open(args.json_out, "w") as f:
                 json.dump(res, f, indent=1)
+
+    if args.warmup_steps > 0 and any(variant_kind(v) not in ("pcie", "loader", "loader_bare") for v in names):
+        t = time.perf_counter()
+        train_variant(args, out("warmup"), lambda s, sh, sd: PreloadedFeed(args, s, sh, sd, dev, keep=2), dev, info,
+                      evaluate_after=False, max_batches=args.warmup_steps)
+        sync(dev)
+        res["warmup_s"] = time.perf_counter() - t
+        print(f"[{out('warmup')}] {args.warmup_steps} untimed steps in {res['warmup_s']:.2f} s", flush=True)
 
     for v in names:
         if args.deadline and time.time() > args.deadline:

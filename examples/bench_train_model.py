@@ -141,7 +141,7 @@ def evaluate(args, model, make_feed, dev):
     return correct / max(total, 1)
 
 
-def train_variant(args, name, make_feed, dev, info, evaluate_after=True):
+def train_variant(args, name, make_feed, dev, info, evaluate_after=True, max_batches=None):
     torch.manual_seed(args.seed)
     if dev.type == "cuda":
         torch.cuda.manual_seed(args.seed)
@@ -149,7 +149,7 @@ def train_variant(args, name, make_feed, dev, info, evaluate_after=True):
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     feed = make_feed("train", True, args.seed)
     try:
-        r = run_epoch(args, feed, dev, model, opt, max_batches=args.max_batches)
+        r = run_epoch(args, feed, dev, model, opt, max_batches=args.max_batches if max_batches is None else max_batches)
         if hasattr(feed, "gather_ms") and feed.gather_ms:
             r["cpu_gather_ms"] = sum(feed.gather_ms) / len(feed.gather_ms)
     finally:
