@@ -161,6 +161,25 @@ func (g *CUDA) ensurePlan(rows int64) error {
 	return nil
 }
 
+// ReservePlan makes the buffers of sweeps planned on the GPU hold a sweep of
+// ids ids now, so that no later SweepOnDevice of up to that many allocates
+// device memory. A daemon reserves a trainer's largest sweep at its Open:
+// memory a cache or another trainer takes afterwards can then no longer
+// fail a sweep in the middle of an epoch.
+func (g *CUDA) ReservePlan(ids int64) error {
+	if ids <= 0 || ids > MaxSweepIDs {
+		return fmt.Errorf("gather: reserving a sweep of %d ids (1 to %d)", ids, MaxSweepIDs)
+	}
+	return g.do(func() error {
+		if g.planMod == nil {
+			if err := g.loadPlan(); err != nil {
+				return err
+			}
+		}
+		return g.ensurePlan(ids)
+	})
+}
+
 // SweepOnDevice enqueues a sweep over parts planned on the GPU (see the
 // comment at the top of this file): every part's rows, read once each from
 // the pinned table in address order (or from the cache), land in its X, and

@@ -194,3 +194,56 @@ func checkSweepOnDevice(t *testing.T, c *cudaext.Context, g *CUDA, table []byte,
 		t.Fatalf("round %d: sweep counters grew by %+v, want %+v", round, got, want)
 	}
 }
+
+// ReservePlan allocates a sweep's planning memory up front: a sweep of up
+// to the reserved ids then allocates nothing (the buffers stay where they
+// were) and still delivers every row; one larger grows them.
+func TestReservePlan(t *testing.T) {
+	c := cudatest.Context(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	const rows, dim = 50_000, 32
+	rb := 4 * dim
+	table := randomTable(t, dtypes[0], dim, rows, r)
+	st, err := pinned.Load(table, rb, rows, &pinned.Options{Context: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	labels := make([]int32, rows)
+	slotOf := make([]int32, rows)
+	for i := range slotOf {
+		slotOf[i] = -1
+	}
+	var g *CUDA
+	if err := c.Do(func() (err error) {
+		g, err = NewCUDA(c, st, nil)
+		if err == nil {
+			g.opts.Labels = deviceBytes(t, g, unsafe.Slice((*byte)(unsafe.Pointer(&labels[0])), 4*rows))
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for _, bad := range []int64{0, -1, MaxSweepIDs + 1} {
+		if err := g.ReservePlan(bad); err == nil {
+			t.Fatalf("ReservePlan(%d): no error", bad)
+		}
+	}
+	const reserved = 30_000
+	if err := g.ReservePlan(reserved); err != nil {
+		t.Fatal(err)
+	}
+	held := g.plan
+	if held.capIDs != reserved || held.capRows != reserved {
+		t.Fatalf("after ReservePlan(%d): room for %d ids, %d rows", reserved, held.capIDs, held.capRows)
+	}
+	checkSweepOnDevice(t, c, g, table, labels, slotOf, nil, rb, []int{20_000, 10_000}, r, 0)
+	if g.plan.rows != held.rows || g.plan.extras != held.extras || g.plan.capIDs != reserved {
+		t.Fatalf("a sweep of the reserved %d ids reallocated the plan", reserved)
+	}
+	checkSweepOnDevice(t, c, g, table, labels, slotOf, nil, rb, []int{20_000, 20_000}, r, 1)
+	if g.plan.capIDs != 40_000 || g.plan.capRows != 40_000 {
+		t.Fatalf("a sweep of 40000 ids: room for %d ids, %d rows", g.plan.capIDs, g.plan.capRows)
+	}
+}

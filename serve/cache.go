@@ -36,6 +36,9 @@ type deviceCache struct {
 	c      gather.DeviceCache
 	rows   int64
 	choice string // how the rows were chosen, for the log
+	// clamped says why the cache holds fewer rows than asked ("" when it
+	// holds them all): what was free on the device when it was built.
+	clamped string
 }
 
 // cacheFor returns device dev's cache, building it with req the first time
@@ -62,6 +65,10 @@ func (b *gpuBackend) cacheFor(dev int, ctx *cudaext.Context, g *gather.CUDA, src
 			return nil, err
 		}
 		c.built = true
+		if c.clamped != "" {
+			log.Warn("GPU cache smaller than --gpu-cache: it takes what the device has free", "device", fmt.Sprintf("cuda:%d", dev),
+				"rows", c.rows, "of", src.Data.Graph.NumNodes, "why", c.clamped)
+		}
 		log.Info("GPU cache built", "device", fmt.Sprintf("cuda:%d", dev), "rows", c.rows,
 			"bytes", c.rows*int64(src.Data.RowBytes()), "chosen_by", c.choice, "took", time.Since(start).Round(time.Millisecond))
 	}
@@ -70,13 +77,26 @@ func (b *gpuBackend) cacheFor(dev int, ctx *cudaext.Context, g *gather.CUDA, src
 
 // build chooses the rows and copies them to the device.
 func (c *deviceCache) build(ctx *cudaext.Context, g *gather.CUDA, src *Source, req *request, bytes int64, presample int) error {
+	c.clamped = ""
 	d := src.Data
 	rb := int64(d.RowBytes())
 	k := min(bytes/rb, d.Graph.NumNodes)
 	if k <= 0 {
 		return fmt.Errorf("--gpu-cache %d bytes holds no %d-byte row", bytes, rb)
 	}
-	if c.ids == nil {
+	var free, total int64
+	if err := ctx.Do(func() (err error) { free, total, err = cudaext.MemGetInfo(); return err }); err != nil {
+		return err
+	}
+	if fit := cacheFits(free, total, rb, d.Graph.NumNodes); fit < k {
+		if fit <= 0 {
+			return fmt.Errorf("the GPU cache: %w: %d bytes free of %d, and the cache leaves %d for the trainers' own work",
+				cudaext.ErrOutOfMemory, free, total, cacheHeadroom(total))
+		}
+		c.clamped = fmt.Sprintf("%d bytes asked, %d free of %d, %d left for the trainers' own work", k*rb, free, total, cacheHeadroom(total))
+		k = fit
+	}
+	if int64(len(c.ids)) != k {
 		c.ids, c.choice = hotRows(d, req, k, presample)
 	}
 	ids := c.ids
@@ -113,6 +133,18 @@ func (c *deviceCache) build(ctx *cudaext.Context, g *gather.CUDA, src *Source, r
 	}
 	c.rows, c.ids = k, nil
 	return nil
+}
+
+// cacheHeadroom is the device memory a cache leaves free for the trainers'
+// own work (their models, activations and optimiser state): 5% of the
+// device's memory, at least 2 GiB.
+func cacheHeadroom(total int64) int64 { return max(2<<30, total/20) }
+
+// cacheFits is how many rows of rb bytes a cache over nodes nodes can hold
+// on a device with free of total bytes free: its row map (4 bytes a node)
+// and rows, leaving cacheHeadroom.
+func cacheFits(free, total, rb, nodes int64) int64 {
+	return max(0, (free-cacheHeadroom(total)-4*nodes)/rb)
 }
 
 func (c *deviceCache) free() {

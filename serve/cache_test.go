@@ -170,3 +170,22 @@ func TestHotScoresCapped(t *testing.T) {
 		t.Fatalf("top node %v, want the hub (1)", got)
 	}
 }
+
+// The cache takes at most what the device has free less its headroom (5% of
+// the device, at least 2 GiB) and its row map: a cache asked for more holds
+// fewer rows, none when nothing is left.
+func TestCacheFits(t *testing.T) {
+	const gib = int64(1) << 30
+	for _, tc := range []struct {
+		free, total, rb, nodes, want int64
+	}{
+		{free: 70 * gib, total: 80 * gib, rb: 512, nodes: 111_059_956, want: (70*gib - 4*gib - 4*111_059_956) / 512},
+		{free: 10 * gib, total: 16 * gib, rb: 1024, nodes: 1000, want: (8*gib - 4000) / 1024}, // the 2 GiB floor
+		{free: 2 * gib, total: 16 * gib, rb: 1024, nodes: 1000, want: 0},                      // the headroom alone
+		{free: 0, total: 80 * gib, rb: 512, nodes: 10, want: 0},
+	} {
+		if got := cacheFits(tc.free, tc.total, tc.rb, tc.nodes); got != tc.want {
+			t.Errorf("cacheFits(free %d, total %d, %d-byte rows, %d nodes) = %d, want %d", tc.free, tc.total, tc.rb, tc.nodes, got, tc.want)
+		}
+	}
+}

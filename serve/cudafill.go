@@ -10,6 +10,7 @@ import (
 	"github.com/gnnloader/gnnloader/batch"
 	"github.com/gnnloader/gnnloader/cudaext"
 	"github.com/gnnloader/gnnloader/gather"
+	"github.com/gnnloader/gnnloader/pingpong"
 )
 
 // Fill fills slots[j] with bs[j]: the structure first (the batches write it
@@ -113,7 +114,10 @@ func (b *gpuBackend) planGroups(l *batch.Layout) ([]groupPlan, error) {
 // newGroups makes the backends of a ring's groups on device dev: the first
 // with a stream of its own, the others on it. A group of labels alone reads
 // no rows; its backend is over the node features (any registered table).
-func (b *gpuBackend) newGroups(ctx *cudaext.Context, dev int, plan []groupPlan, req *request) ([]gatherGroup, error) {
+// Each backend that Fill will sweep on the device reserves the planning
+// memory of the ring's largest sweep (sweep batches, each as many ids as its
+// slot region holds) before the device's cache takes what is free.
+func (b *gpuBackend) newGroups(ctx *cudaext.Context, dev int, plan []groupPlan, req *request, layout pingpong.Layout, sweep int) ([]gatherGroup, error) {
 	var groups []gatherGroup
 	fail := func(err error) ([]gatherGroup, error) {
 		for i := len(groups) - 1; i >= 0; i-- {
@@ -140,6 +144,11 @@ func (b *gpuBackend) newGroups(ctx *cudaext.Context, dev int, plan []groupPlan, 
 			return fail(fmt.Errorf("table %s: %w", p.table, err))
 		}
 		groups = append(groups, gatherGroup{ids: p.ids, x: p.x, y: p.y, table: g})
+		if b.cfg.SweepPlan == "gpu" || p.y >= 0 { // what Fill sweeps on the device
+			if err := g.ReservePlan(int64(sweep) * (layout.Regions[p.ids].Bytes / 8)); err != nil {
+				return fail(fmt.Errorf("table %s: %w", p.table, err))
+			}
+		}
 		if p.table == "x" {
 			cache, err := b.cacheFor(dev, ctx, g, b.src, req, b.log)
 			if err != nil {

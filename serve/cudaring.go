@@ -63,37 +63,14 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		}
 		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
-	groups, err := b.newGroups(ctx, dev, plan, req)
-	if err != nil {
-		ring.Close()
-		giveBack()
-		if errors.Is(err, cudaext.ErrOutOfMemory) {
-			return nil, slotMemoryErrorf(ipc.CodeBusy, "%s: %v", name, err)
-		}
-		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
-	}
-	closeGroups := func() {
-		for i := len(groups) - 1; i >= 0; i-- { // the stream's owner last
-			groups[i].table.Close()
-		}
-	}
+	// The trainer's GPU sampling buffers, then its tables with their
+	// sweeps' planning memory, then (for the device's first trainer) the
+	// cache: the cache takes what is left, and nothing this ring needs is
+	// allocated after it, so no sweep runs out of memory mid-epoch.
 	var sampling *deviceSampling
 	if req.onDevice {
 		err := ctx.Do(func() (err error) { sampling, err = b.newDeviceSampling(ctx, dev, req, b.maxDeg); return err })
-		if err == nil {
-			b.mu.Lock()
-			b.used[dev] += sampling.bytes()
-			b.mu.Unlock()
-			giveSlots := giveBack
-			giveBack = func() {
-				giveSlots()
-				b.mu.Lock()
-				b.used[dev] -= sampling.bytes()
-				b.mu.Unlock()
-			}
-		}
 		if err != nil {
-			closeGroups()
 			ring.Close()
 			giveBack()
 			if errors.Is(err, cudaext.ErrOutOfMemory) {
@@ -101,6 +78,28 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 			}
 			return nil, perrf(ipc.CodeInternal, "%s: sampling on the GPU: %v", name, err)
 		}
+		b.mu.Lock()
+		b.used[dev] += sampling.bytes()
+		b.mu.Unlock()
+		giveSlots := giveBack
+		giveBack = func() {
+			giveSlots()
+			b.mu.Lock()
+			b.used[dev] -= sampling.bytes()
+			b.mu.Unlock()
+		}
+	}
+	groups, err := b.newGroups(ctx, dev, plan, req, l, sweep)
+	if err != nil {
+		if sampling != nil {
+			ctx.Do(func() error { sampling.close(); return nil })
+		}
+		ring.Close()
+		giveBack()
+		if errors.Is(err, cudaext.ErrOutOfMemory) {
+			return nil, slotMemoryErrorf(ipc.CodeBusy, "%s: %v", name, err)
+		}
+		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
 	r := &cudaRing{CUDARing: ring, dev: dev, g: groups[0].table, groups: groups, layout: layout,
 		workers: b.workers, sweep: sweep, ahead: sweepAhead(b.cfg.SweepAhead, sweep), planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}
