@@ -215,8 +215,8 @@ else
 		cat "$work/main.log" >> "$logs"
 	fi
 fi
-printf '{"meta": {"build_s": %s, "pinned_bytes": %s, "daemon_hwm": %s, "spec": "%s"}}\n' \
-	"${main_build:-null}" "${pinned:-null}" "${hwm:-null}" "$spec" > "$OUT/meta.json"
+printf '{"meta": {"build_s": %s, "pinned_bytes": %s, "daemon_hwm": %s, "spec": "%s", "cache": "%s"}}\n' \
+	"${main_build:-null}" "${pinned:-null}" "${hwm:-null}" "$spec" "${CACHE-20%}" > "$OUT/meta.json"
 
 # --- cache: a new loaderd with --gpu-cache CACHE (default 20%) ---------------
 need=$(awk -v b="${main_build:-60}" 'BEGIN {printf "%d", b + 60}')

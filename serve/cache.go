@@ -39,6 +39,9 @@ type deviceCache struct {
 	// clamped says why the cache holds fewer rows than asked ("" when it
 	// holds them all): what was free on the device when it was built.
 	clamped string
+	// bytes of rows the built cache holds (for the metrics, which must not
+	// wait for mu while a cache is built).
+	bytes atomic.Int64
 }
 
 // cacheFor returns device dev's cache, building it with req the first time
@@ -65,6 +68,7 @@ func (b *gpuBackend) cacheFor(dev int, ctx *cudaext.Context, g *gather.CUDA, src
 			return nil, err
 		}
 		c.built = true
+		c.bytes.Store(c.rows * int64(src.Data.RowBytes()))
 		if c.clamped != "" {
 			log.Warn("GPU cache smaller than --gpu-cache: it takes what the device has free", "device", fmt.Sprintf("cuda:%d", dev),
 				"rows", c.rows, "of", src.Data.Graph.NumNodes, "why", c.clamped)

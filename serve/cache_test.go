@@ -1,8 +1,12 @@
 package serve
 
 import (
+	"maps"
 	"slices"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gnnloader/gnnloader/datasets"
 	"github.com/gnnloader/gnnloader/sampler"
@@ -187,5 +191,39 @@ func TestCacheFits(t *testing.T) {
 		if got := cacheFits(tc.free, tc.total, tc.rb, tc.nodes); got != tc.want {
 			t.Errorf("cacheFits(free %d, total %d, %d-byte rows, %d nodes) = %d, want %d", tc.free, tc.total, tc.rb, tc.nodes, got, tc.want)
 		}
+	}
+}
+
+// gnnloader_gpu_cache_bytes: 0 on a device whose cache is not built yet,
+// the rows' bytes once built; absent without --gpu-cache.
+func TestCacheBytesMetric(t *testing.T) {
+	built := &deviceCache{}
+	built.bytes.Store(12345)
+	b := &gpuBackend{allowed: []int{0, 1, 2}, used: map[int]int64{}, cfg: GPUConfig{Cache: 1 << 20},
+		caches: map[int]*deviceCache{1: built, 2: {}}}
+	cacheBytes := func() map[string]float64 {
+		c := newGPUCollector(b, nil)
+		ch := make(chan prometheus.Metric, 64)
+		c.Collect(ch)
+		close(ch)
+		got := map[string]float64{}
+		for m := range ch {
+			if m.Desc() != c.cacheBytes {
+				continue
+			}
+			var pb dto.Metric
+			if err := m.Write(&pb); err != nil {
+				t.Fatal(err)
+			}
+			got[pb.GetLabel()[0].GetValue()] = pb.GetGauge().GetValue()
+		}
+		return got
+	}
+	if got, want := cacheBytes(), map[string]float64{"0": 0, "1": 12345, "2": 0}; !maps.Equal(got, want) {
+		t.Fatalf("gnnloader_gpu_cache_bytes by gpu: %v, want %v", got, want)
+	}
+	b.cfg.Cache = 0
+	if got := cacheBytes(); len(got) != 0 {
+		t.Fatalf("without a cache: %v, want no series", got)
 	}
 }

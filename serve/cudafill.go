@@ -144,8 +144,9 @@ func (b *gpuBackend) newGroups(ctx *cudaext.Context, dev int, plan []groupPlan, 
 			return fail(fmt.Errorf("table %s: %w", p.table, err))
 		}
 		groups = append(groups, gatherGroup{ids: p.ids, x: p.x, y: p.y, table: g})
-		if b.cfg.SweepPlan == "gpu" || p.y >= 0 { // what Fill sweeps on the device
-			if err := g.ReservePlan(int64(sweep) * (layout.Regions[p.ids].Bytes / 8)); err != nil {
+		// What Fill sweeps on the device (a region of no ids sweeps nothing).
+		if ids := int64(sweep) * (layout.Regions[p.ids].Bytes / 8); ids > 0 && (b.cfg.SweepPlan == "gpu" || p.y >= 0) {
+			if err := g.ReservePlan(ids); err != nil {
 				return fail(fmt.Errorf("table %s: %w", p.table, err))
 			}
 		}

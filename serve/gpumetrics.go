@@ -18,7 +18,7 @@ type gpuCollector struct {
 
 	slotBytes, util, rx, tx, memUsed *prometheus.Desc
 	lookups, hitBytes, readBytes     *prometheus.Desc
-	fillSeconds                      *prometheus.Desc
+	cacheBytes, fillSeconds          *prometheus.Desc
 }
 
 func newGPUCollector(b *gpuBackend, mon *cudaext.Monitor) *gpuCollector {
@@ -34,6 +34,8 @@ func newGPUCollector(b *gpuBackend, mon *cudaext.Monitor) *gpuCollector {
 		lookups:   d("gnnloader_gpu_rows_looked_up_total", "Feature rows the GPU sweeps were asked for (a row two batches need counts twice)."),
 		hitBytes:  d("gnnloader_gpu_cache_hit_bytes_total", "Feature bytes the GPU sweeps copied from the device's hot-row cache."),
 		readBytes: d("gnnloader_gpu_pcie_read_bytes_total", "Feature bytes the GPU sweeps read over PCIe (each distinct row of a sweep once)."),
+		cacheBytes: d("gnnloader_gpu_cache_bytes", "Bytes of feature rows the device's hot-row cache holds (0 until the first trainer on the device builds it; "+
+			"less than --gpu-cache where the device had less free)."),
 		fillSeconds: prometheus.NewDesc("gnnloader_gpu_fill_seconds_total",
 			"GPU time of the fills by phase, with --gpu-timing: plan, read (PCIe), assemble (cached rows, labels), sample (on the sampling stream), "+
 				"and the fill stream idle between fills: sample_wait (for a fill's sampling) and host_wait (nothing enqueued yet).",
@@ -42,7 +44,7 @@ func newGPUCollector(b *gpuBackend, mon *cudaext.Monitor) *gpuCollector {
 }
 
 func (c *gpuCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.slotBytes, c.util, c.rx, c.tx, c.memUsed, c.lookups, c.hitBytes, c.readBytes, c.fillSeconds} {
+	for _, d := range []*prometheus.Desc{c.slotBytes, c.util, c.rx, c.tx, c.memUsed, c.lookups, c.hitBytes, c.readBytes, c.cacheBytes, c.fillSeconds} {
 		ch <- d
 	}
 }
@@ -51,6 +53,13 @@ func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
 	c.b.mu.Lock()
 	for _, dev := range c.b.allowed {
 		ch <- prometheus.MustNewConstMetric(c.slotBytes, prometheus.GaugeValue, float64(c.b.used[dev]), strconv.Itoa(dev))
+		if c.b.cfg.Cache > 0 {
+			var held int64
+			if dc := c.b.caches[dev]; dc != nil {
+				held = dc.bytes.Load()
+			}
+			ch <- prometheus.MustNewConstMetric(c.cacheBytes, prometheus.GaugeValue, float64(held), strconv.Itoa(dev))
+		}
 	}
 	c.b.mu.Unlock()
 	for dev, st := range c.b.planStats() {
