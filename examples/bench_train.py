@@ -75,7 +75,7 @@ from gnnloader.table import open_table  # noqa: E402
 # name the script held before they were split off is still bench_train.NAME.
 from bench_train_feeds import (BusyConsumer, CPUGatherFeed, HeldSlotsFeed, LoaderdFeed,  # noqa: E402,F401
                                PreloadedFeed, ResidentFeed, _StructFeed, copy_table_to_gpu)
-from bench_train_measure import (Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free, host_cpu, host_cpu_share,  # noqa: E402,F401
+from bench_train_measure import (ClockSampler, Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free, host_cpu, host_cpu_share,  # noqa: E402,F401
                                  host_register, host_unregister, pcie_bound, proc_mem, scrape, sync)
 from bench_train_model import SAGE, SAGEConv, _run_epoch, evaluate, run_epoch, train_variant  # noqa: E402,F401
 from bench_train_render import render, variant_kind  # noqa: E402
@@ -218,6 +218,7 @@ def main():
         before = scrape(args.metrics_url)
         cpu0 = host_cpu()
         free0 = gpu_free(dev)
+        clocks = ClockSampler(dev)
         mem = {}
         try:
             if kind == "pcie":
@@ -303,6 +304,7 @@ def main():
             import traceback
             traceback.print_exc()
             r = {"error": f"{type(e).__name__}: {e}"}
+        r["gpu_clocks"] = clocks.stop()
         after = scrape(args.metrics_url)
         if before and kind != "pcie":
             r["daemon"] = daemon_stage_ms(before, after)

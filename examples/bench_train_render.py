@@ -149,6 +149,11 @@ def render(paths):
                 print(f"  - host CPUs: {100 * hc['busy']:.0f}% busy, {100 * hc['steal']:.1f}% stolen by the hypervisor")
             if any(ph.values()):  # the daemon ran with --gpu-timing
                 print(f"  - GPU ms a batch: " + ", ".join(f"{k} {v:.2f}" for k, v in ph.items()))
+        ck = r.get("gpu_clocks") if isinstance(r, dict) else None
+        if ck:
+            print(f"  - {name} GPU clocks: SM {ck['sm_mhz_mean']:.0f} MHz mean ({ck['sm_mhz_min']:.0f} least), memory "
+                  f"{ck['mem_mhz_mean']:.0f} MHz, {ck['power_w_mean']:.0f} W mean, {ck['temp_c_max']:.0f} C at most "
+                  f"({ck['samples']} samples); clock event reasons: {', '.join(ck['event_reasons']) or 'none'}")
     if res.get("table_to_gpu"):
         t = res["table_to_gpu"]
         print(f"- resident: table to GPU in {f1(t.get('register_s', 0), 1)} s register + {f1(t.get('copy_s'), 1)} s copy")
