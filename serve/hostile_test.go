@@ -55,15 +55,20 @@ func TestGradBuffersCountAgainstBudgetAndTrainers(t *testing.T) {
 
 	// Two ranks of 6 MiB fit; a third job's rank of 6 MiB does not (busy),
 	// and neither does a third rank at all (the trainer limit).
+	// Both ranks are registered before either says goodbye: a rank that
+	// leaves first ends the job, and the other, its GradRegistered not yet
+	// read, would be told so instead.
 	var wg sync.WaitGroup
+	conns := make([]*ipc.Conn, 2)
 	for r := range 2 {
-		wg.Go(func() {
-			if conn, _ := gradClient(t, srv, "fits", r, 2, 6<<20); conn != nil {
-				conn.WriteMsg(&ipc.Goodbye{})
-			}
-		})
+		wg.Go(func() { conns[r], _ = gradClient(t, srv, "fits", r, 2, 6<<20) })
 	}
 	wg.Wait()
+	for _, conn := range conns {
+		if conn != nil {
+			conn.WriteMsg(&ipc.Goodbye{})
+		}
+	}
 	waitFor(t, func() bool { return srv.BudgetUsed() == 0 })
 
 	a := dial(t, srv)
