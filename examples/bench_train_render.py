@@ -105,8 +105,13 @@ def render(paths):
                   f"= {a['wall_s'] / b['wall_s']:.2f}")
     tros = [r["ms_per_batch"] for n, r in runs.items() if ":" not in n and variant_kind(n) == "train_only" and r.get("ms_per_batch")]
     if len(tros) > 1:
-        print(f"  - training only over {len(tros)} runs: {min(tros):.2f}-{max(tros):.2f} ms a batch "
-              f"({100 * (max(tros) / min(tros) - 1):.0f}% apart)")
+        lds = [r["ms_per_batch"] for n, r in runs.items() if ":" not in n and variant_kind(n) == "loaderd" and r.get("ms_per_batch")]
+        line = (f"  - training only over {len(tros)} runs: {min(tros):.2f}-{max(tros):.2f} ms a batch "
+                f"({100 * (max(tros) / min(tros) - 1):.0f}% apart)")
+        if lds:  # the verdict that holds whichever run of the baseline is taken
+            line += (f"; loaderd ({len(lds)} run(s), {min(lds):.2f}-{max(lds):.2f} ms) is "
+                     f"{min(lds) / max(tros):.2f}-{max(lds) / min(tros):.2f}x training only")
+        print(line)
     if ld.get("wall_s") and cpu.get("wall_s"):
         print(f"- CPU-gather epoch / loaderd epoch = {cpu['wall_s'] / ld['wall_s']:.2f} (target >= 3)")
     if ld.get("valid_acc") is not None and res.get("valid_acc") is not None:
