@@ -170,14 +170,18 @@ func (g *CUDA) ReservePlan(ids int64) error {
 	if ids <= 0 || ids > MaxSweepIDs {
 		return fmt.Errorf("gather: reserving a sweep of %d ids (1 to %d)", ids, MaxSweepIDs)
 	}
-	return g.do(func() error {
-		if g.planMod == nil {
-			if err := g.loadPlan(); err != nil {
-				return err
-			}
+	return g.do(func() error { return g.planFor(ids) })
+}
+
+// planFor loads the plan kernels the first time and makes the plan buffers
+// hold a sweep of ids ids. Context current, g.mu held.
+func (g *CUDA) planFor(ids int64) error {
+	if g.planMod == nil {
+		if err := g.loadPlan(); err != nil {
+			return err
 		}
-		return g.ensurePlan(ids)
-	})
+	}
+	return g.ensurePlan(ids)
 }
 
 // SweepOnDevice enqueues a sweep over parts planned on the GPU (see the
@@ -220,12 +224,7 @@ func (g *CUDA) SweepOnDevice(ctx context.Context, parts []DevicePart) error {
 		return nil
 	}
 	return g.do(func() error {
-		if g.planMod == nil {
-			if err := g.loadPlan(); err != nil {
-				return err
-			}
-		}
-		if err := g.ensurePlan(total); err != nil {
+		if err := g.planFor(total); err != nil {
 			return err
 		}
 		return g.launchPlanned(parts, total)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -195,6 +196,18 @@ func checkSweepOnDevice(t *testing.T, c *cudaext.Context, g *CUDA, table []byte,
 	}
 }
 
+// A sweep size a trainer's Open could make hostile (none, negative, past
+// MaxSweepIDs) is refused before anything is allocated or any CUDA call is
+// made: the backend here has no context at all.
+func TestReservePlanRefusesBadSizes(t *testing.T) {
+	for _, bad := range []int64{0, -1, MaxSweepIDs + 1, 1 << 62} {
+		err := (&CUDA{}).ReservePlan(bad)
+		if err == nil || !strings.Contains(err.Error(), "reserving a sweep of") {
+			t.Fatalf("ReservePlan(%d): %v, want the size refused", bad, err)
+		}
+	}
+}
+
 // ReservePlan allocates a sweep's planning memory up front: a sweep of up
 // to the reserved ids then allocates nothing (the buffers stay where they
 // were) and still delivers every row; one larger grows them.
@@ -225,11 +238,6 @@ func TestReservePlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	for _, bad := range []int64{0, -1, MaxSweepIDs + 1} {
-		if err := g.ReservePlan(bad); err == nil {
-			t.Fatalf("ReservePlan(%d): no error", bad)
-		}
-	}
 	const reserved = 30_000
 	if err := g.ReservePlan(reserved); err != nil {
 		t.Fatal(err)
