@@ -36,9 +36,6 @@ type deviceCache struct {
 	c      gather.DeviceCache
 	rows   int64
 	choice string // how the rows were chosen, for the log
-	// clamped says why the cache holds fewer rows than asked ("" when it
-	// holds them all): what was free on the device when it was built.
-	clamped string
 	// bytes of rows the built cache holds (for the metrics, which must not
 	// wait for mu while a cache is built).
 	bytes atomic.Int64
@@ -64,14 +61,15 @@ func (b *gpuBackend) cacheFor(dev int, ctx *cudaext.Context, g *gather.CUDA, src
 		// same trainer with fewer default slots, whose memory the cache
 		// may have lacked, or a later one), with the rows already chosen.
 		start := time.Now()
-		if err := c.build(ctx, g, src, req, b.cfg.Cache, b.cfg.CachePresample); err != nil {
+		clamped, err := c.build(ctx, g, src, req, b.cfg.Cache, b.cfg.CachePresample)
+		if err != nil {
 			return nil, err
 		}
 		c.built = true
 		c.bytes.Store(c.rows * int64(src.Data.RowBytes()))
-		if c.clamped != "" {
+		if clamped != "" {
 			log.Warn("GPU cache smaller than --gpu-cache: it takes what the device has free", "device", fmt.Sprintf("cuda:%d", dev),
-				"rows", c.rows, "of", src.Data.Graph.NumNodes, "why", c.clamped)
+				"rows", c.rows, "of", src.Data.Graph.NumNodes, "why", clamped)
 		}
 		log.Info("GPU cache built", "device", fmt.Sprintf("cuda:%d", dev), "rows", c.rows,
 			"bytes", c.rows*int64(src.Data.RowBytes()), "chosen_by", c.choice, "took", time.Since(start).Round(time.Millisecond))
@@ -79,25 +77,26 @@ func (b *gpuBackend) cacheFor(dev int, ctx *cudaext.Context, g *gather.CUDA, src
 	return &c.c, nil
 }
 
-// build chooses the rows and copies them to the device.
-func (c *deviceCache) build(ctx *cudaext.Context, g *gather.CUDA, src *Source, req *request, bytes int64, presample int) error {
-	c.clamped = ""
+// build chooses the rows and copies them to the device. clamped says why
+// it holds fewer rows than asked ("" when it holds them all): what was free
+// on the device.
+func (c *deviceCache) build(ctx *cudaext.Context, g *gather.CUDA, src *Source, req *request, bytes int64, presample int) (clamped string, err error) {
 	d := src.Data
 	rb := int64(d.RowBytes())
 	k := min(bytes/rb, d.Graph.NumNodes)
 	if k <= 0 {
-		return fmt.Errorf("--gpu-cache %d bytes holds no %d-byte row", bytes, rb)
+		return "", fmt.Errorf("--gpu-cache %d bytes holds no %d-byte row", bytes, rb)
 	}
 	var free, total int64
 	if err := ctx.Do(func() (err error) { free, total, err = cudaext.MemGetInfo(); return err }); err != nil {
-		return err
+		return "", err
 	}
 	if fit := cacheFits(free, total, rb, d.Graph.NumNodes); fit < k {
 		if fit <= 0 {
-			return fmt.Errorf("the GPU cache: %w: %d bytes free of %d, and the cache leaves %d for the trainers' own work",
+			return "", fmt.Errorf("the GPU cache: %w: %d bytes free of %d, and the cache leaves %d for the trainers' own work",
 				cudaext.ErrOutOfMemory, free, total, cacheHeadroom(total))
 		}
-		c.clamped = fmt.Sprintf("%d bytes asked, %d free of %d, %d left for the trainers' own work", k*rb, free, total, cacheHeadroom(total))
+		clamped = fmt.Sprintf("%d bytes asked, %d free of %d, %d left for the trainers' own work", k*rb, free, total, cacheHeadroom(total))
 		k = fit
 	}
 	if int64(len(c.ids)) != k {
@@ -111,7 +110,7 @@ func (c *deviceCache) build(ctx *cudaext.Context, g *gather.CUDA, src *Source, r
 	for i, v := range ids {
 		slot[v] = int32(i)
 	}
-	err := ctx.Do(func() (err error) {
+	err = ctx.Do(func() (err error) {
 		if c.c.Rows, err = cudaext.MemAlloc(k * rb); err != nil {
 			return fmt.Errorf("the GPU cache (%d rows, %d bytes): %w", k, k*rb, err)
 		}
@@ -133,10 +132,10 @@ func (c *deviceCache) build(ctx *cudaext.Context, g *gather.CUDA, src *Source, r
 	}
 	if err != nil {
 		ctx.Do(func() error { c.free(); return nil })
-		return err
+		return "", err
 	}
 	c.rows, c.ids = k, nil
-	return nil
+	return clamped, nil
 }
 
 // cacheHeadroom is the device memory a cache leaves free for the trainers'
