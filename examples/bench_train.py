@@ -131,6 +131,9 @@ SYNC_MODES = {
     "loader_querywait": _query_wait,
 }
 
+# The variants that run no training step (the warm-up is for the others).
+UNTRAINED = {"pcie", "loader", "loader_bare", *SYNC_MODES}
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -200,7 +203,7 @@ def main():
             with open(args.json_out, "w") as f:
                 json.dump(res, f, indent=1)
 
-    if args.warmup_steps > 0 and any(variant_kind(v) not in ("pcie", "loader", "loader_bare") for v in names):
+    if args.warmup_steps > 0 and any(variant_kind(v) not in UNTRAINED for v in names):
         t = time.perf_counter()
         train_variant(args, out("warmup"), lambda s, sh, sd: PreloadedFeed(args, s, sh, sd, dev, keep=2), dev, info,
                       evaluate_after=False, max_batches=args.warmup_steps)

@@ -3,6 +3,7 @@ GPU memory, cudaHostRegister through torch's libcudart, per-step timers, and
 the pinned H2D memcpy bandwidth (the PCIe bound)."""
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -292,13 +293,8 @@ class ClockSampler:
         self.proc = None
         if dev.type != "cuda":
             return
-        fields = list(self.FIELDS)
-        try:  # drivers before 535 name the reasons clocks_throttle_reasons
-            probe = subprocess.run(["nvidia-smi", f"--query-gpu={fields[-1]}", "--format=csv,noheader", "-i", str(dev.index or 0)],
-                                   capture_output=True, text=True, timeout=20)
-            if probe.returncode != 0:
-                fields[-1] = "clocks_throttle_reasons.active"
-        except (OSError, subprocess.TimeoutExpired):
+        fields = _clock_fields(dev.index or 0)
+        if fields is None:
             return
         cmd = ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
                "-i", str(dev.index or 0), "-lms", str(period_ms)]
@@ -318,6 +314,22 @@ class ClockSampler:
             self.proc.kill()
             out, _ = self.proc.communicate()
         return summarize_clocks(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _clock_fields(index):
+    """ClockSampler.FIELDS as this driver names them (drivers before 535 call
+    the reasons clocks_throttle_reasons), asked once a process; None without
+    nvidia-smi."""
+    fields = list(ClockSampler.FIELDS)
+    try:
+        probe = subprocess.run(["nvidia-smi", f"--query-gpu={fields[-1]}", "--format=csv,noheader", "-i", str(index)],
+                               capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if probe.returncode != 0:
+        fields[-1] = "clocks_throttle_reasons.active"
+    return tuple(fields)
 
 
 def summarize_clocks(text):

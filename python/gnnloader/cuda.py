@@ -136,9 +136,8 @@ class _Runtime:
         self._driver_check("cuStreamWaitValue32", self._wait_value(stream, addr, value, _WAIT_VALUE_GEQ))
 
     def allocation_size(self, ptr: int) -> Optional[int]:
-        """The size of the device allocation `ptr` lies in, from its start
-        to `ptr`'s allocation end measured from `ptr` (cuMemGetAddressRange);
-        None when the driver cannot say."""
+        """The bytes from `ptr` to the end of the device allocation it lies
+        in (cuMemGetAddressRange); None when the driver cannot say."""
         if self._address_range is None:
             return None
         base, size = ctypes.c_uint64(), ctypes.c_size_t()
