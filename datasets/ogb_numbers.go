@@ -20,8 +20,6 @@ type numbers struct {
 	float   bool
 }
 
-func (n *numbers) isFloat() bool { return n.float }
-
 // toFloat turns the integers so far into float32s, with room for values
 // values in all.
 func (n *numbers) toFloat(values int64) {

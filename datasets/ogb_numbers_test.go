@@ -47,13 +47,13 @@ func TestParseFeaturesTypes(t *testing.T) {
 			t.Errorf("%q: %d lines, %d rows", c.in, lines, fb.rows)
 		}
 		if c.ints != nil {
-			if fb.isFloat() || !slices.Equal(fb.ints, c.ints) {
-				t.Errorf("%q: ints %v (float %v), want %v", c.in, fb.ints, fb.isFloat(), c.ints)
+			if fb.float || !slices.Equal(fb.ints, c.ints) {
+				t.Errorf("%q: ints %v (float %v), want %v", c.in, fb.ints, fb.float, c.ints)
 			}
 			continue
 		}
-		if !fb.isFloat() || !sameBits(fb.floats, c.float) {
-			t.Errorf("%q: float bytes %v (float %v), want %v", c.in, fb.floats, fb.isFloat(), c.float)
+		if !fb.float || !sameBits(fb.floats, c.float) {
+			t.Errorf("%q: float bytes %v (float %v), want %v", c.in, fb.floats, fb.float, c.float)
 		}
 	}
 	for _, bad := range []string{"1,x\n", "1,\n", "1,2\n3\n"} {
