@@ -47,6 +47,9 @@ Variants (same model, seeds and sampler; only the feature path differs):
   NAME@K    NAME run again, reported as NAME@K (the render pairs loaderd@K
             with train_only@K and prints training only's spread)
 
+GNNLOADER_BENCH_CLIENT=DIR imports gnnloader from DIR instead of python/ (an
+older client measured beside this one, e.g. in an EXTRA phase's train.NAME=value).
+
 GNNLOADER_BENCH_PROFILE=START:COUNT:DIR profiles steps START..START+COUNT of
 every variant (torch.profiler) into DIR/VARIANT.txt, the kernels by GPU time
 (bench_train_measure.ProfileWindow; the profiler slows those epochs).
@@ -66,7 +69,10 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+# GNNLOADER_BENCH_CLIENT: the directory of another gnnloader package to
+# measure (an older client, side by side with this one in EXTRA phases).
+sys.path.insert(0, os.environ.get("GNNLOADER_BENCH_CLIENT") or
+                os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import gnnloader  # noqa: E402
 from gnnloader.table import open_table  # noqa: E402
 

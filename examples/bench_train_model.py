@@ -8,7 +8,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from bench_train_measure import ProfileWindow, Timer, sync
+from bench_train_measure import ProfileWindow, Timer, sync, thread_switches
 
 
 # -- model --------------------------------------------------------------------
@@ -88,9 +88,16 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     loss_sum = torch.zeros((), device=dev)
     nodes_total = batches = 0
     partial = False
+    issue = issue_cpu = between = between_cpu = 0.0  # the trainer's thread: issuing steps, and from a step's end to the next's start
+    sw0 = thread_switches()
     t0 = time.perf_counter()
+    last = lastc = None
     for x, ei, y, bs, nodes, edges, nn in feed:
         prof.before(batches)
+        h, c = time.perf_counter(), time.thread_time()
+        if last is not None:
+            between += h - last
+            between_cpu += c - lastc
         s = timer.start()
         if touch_only == "bare":
             pass
@@ -104,6 +111,9 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
             opt.step()
             loss_sum += loss.detach()
         timer.stop(s)
+        last, lastc = time.perf_counter(), time.thread_time()
+        issue += last - h
+        issue_cpu += lastc - c
         prof.after(batches)
         nodes_total += nn
         batches += 1
@@ -112,12 +122,22 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
         if args.hard_end and time.time() > args.hard_end:
             partial = True
             break
+    sw1 = thread_switches()
     prof.finish()
     sync(dev)
     wall = time.perf_counter() - t0
     steps = timer.ms()
     r = {"batches": batches, "wall_s": wall, "batches_per_s": batches / wall, "ms_per_batch": 1e3 * wall / max(batches, 1),
-         "step_ms": sum(steps) / max(len(steps), 1), "nodes_per_batch": nodes_total / max(batches, 1)}
+         "step_ms": sum(steps) / max(len(steps), 1), "nodes_per_batch": nodes_total / max(batches, 1),
+         # Host figures of the trainer's thread, ms a batch: issuing a step
+         # (wall, and its CPU time) and between steps (the feed's next batch).
+         # A step whose issue takes as long as its GPU time is bound by the
+         # thread, not by the GPU.
+         "issue_ms": 1e3 * issue / max(batches, 1), "issue_cpu_ms": 1e3 * issue_cpu / max(batches, 1),
+         "between_ms": 1e3 * between / max(batches - 1, 1), "between_cpu_ms": 1e3 * between_cpu / max(batches - 1, 1),
+         # Context switches of the thread a batch: voluntary (it blocked: a
+         # socket, a futex, the driver) and involuntary (it was preempted).
+         "switches": {k: (sw1[k] - sw0[k]) / max(batches, 1) for k in sw0}}
     if partial:
         r["partial"] = "stopped at the time limit"
     if not touch_only:

@@ -154,6 +154,11 @@ def render(paths):
                 print(f"  - host CPUs: {100 * hc['busy']:.0f}% busy, {100 * hc['steal']:.1f}% stolen by the hypervisor")
             if any(ph.values()):  # the daemon ran with --gpu-timing
                 print(f"  - GPU ms a batch: " + ", ".join(f"{k} {v:.2f}" for k, v in ph.items()))
+        if isinstance(r, dict) and r.get("issue_ms") is not None and r.get("mean_loss") is not None:
+            print(f"  - {name} trainer's thread: {r['issue_ms']:.2f} ms issuing a step ({r['issue_cpu_ms']:.2f} ms of CPU), "
+                  f"{r['between_ms']:.2f} ms between steps ({r.get('between_cpu_ms', 0):.2f} ms of CPU); the step's GPU time "
+                  f"{r['step_ms']:.2f} ms" + ("; context switches a batch: {voluntary:.1f} voluntary, {involuntary:.1f} involuntary"
+                                              .format(**r["switches"]) if r.get("switches") else ""))
         ck = r.get("gpu_clocks") if isinstance(r, dict) else None
         if ck:
             print(f"  - {name} GPU clocks: SM {ck['sm_mhz_mean']:.0f} MHz mean ({ck['sm_mhz_min']:.0f} least), memory "

@@ -1,0 +1,63 @@
+"""The training benchmark's host figures of the trainer's thread
+(examples/bench_train_model.py run_epoch): how long issuing a step takes and
+how long the thread spends between steps, which say whether a step is bound
+by the Python thread rather than by the GPU."""
+import os
+import sys
+import time
+import types
+import unittest
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+
+from bench_train_model import run_epoch  # noqa: E402
+
+
+class SlowModel(torch.nn.Module):
+    """A linear layer whose forward also sleeps: a step that takes at least
+    `sleep` seconds of host time to issue."""
+
+    def __init__(self, sleep):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+        self.sleep = sleep
+
+    def forward(self, x, edge_index, nodes, edges):
+        time.sleep(self.sleep)
+        return self.lin(x)
+
+
+def slow_feed(n, gap):
+    """n batches of 8 nodes, `gap` seconds before each after the first."""
+    for i in range(n):
+        if i:
+            time.sleep(gap)
+        yield torch.randn(8, 4), torch.zeros(2, 0, dtype=torch.long), torch.randint(0, 3, (8,)), 8, [8], [0], 8
+
+
+class HostTimesTest(unittest.TestCase):
+    def test_issue_and_between(self):
+        args = types.SimpleNamespace(train_stream="default", hard_end=0, variant_name="t")
+        model = SlowModel(0.02)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        r = run_epoch(args, slow_feed(6, 0.03), torch.device("cpu"), model, opt)
+        self.assertEqual(r["batches"], 6)
+        # Issuing covers the model's sleep; between covers the feed's.
+        self.assertGreaterEqual(r["issue_ms"], 20)
+        self.assertLess(r["issue_ms"], 30 + 20)
+        self.assertGreaterEqual(r["between_ms"], 30)
+        self.assertLess(r["between_ms"], r["ms_per_batch"] + 30)
+        # A sleeping thread uses little CPU.
+        self.assertLess(r["issue_cpu_ms"], r["issue_ms"])
+        # Sleeping blocks the thread: at least the model's and the feed's
+        # sleeps (11 over 6 batches) are voluntary switches.
+        self.assertGreaterEqual(r["switches"]["voluntary"], 10 / 6)
+        self.assertLess(r["between_cpu_ms"], r["between_ms"])
+        # On the CPU the step's time is the host's, so issue and step agree.
+        self.assertAlmostEqual(r["issue_ms"], r["step_ms"], delta=2)
+
+
+if __name__ == "__main__":
+    unittest.main()
