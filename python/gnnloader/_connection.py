@@ -73,6 +73,7 @@ class _Connection:
         """Forget the connection and its slots (tensors still viewing an old
         shared-memory slot keep its mapping alive)."""
         self._held.clear()
+        self._flat = {}
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -121,6 +122,7 @@ class _Connection:
         if not isinstance(opened, p.Opened):
             raise LoaderError(f"daemon answered Open with {type(opened).__name__}")
         self._regions = {r.name: r for r in opened.regions}
+        self._flat = {}  # slot -> its regions' whole-capacity tensors (Loader._slot_views)
         self._hetero = HeteroLayout(self.dataset, req.input_type, len(req.fanouts), self._hetero_cls) \
             if is_hetero(self.dataset) else None
         if opened.memory == p.MEMORY_CUDA:
@@ -153,6 +155,7 @@ class _Connection:
             except OSError:
                 pass
         self._sock.close()
+        self._flat = {}  # its tensors view the memory closed below
         self._close_cuda()
         if self._mem is not None:
             try:
