@@ -61,7 +61,7 @@ func (b *gpuBackend) cacheFor(dev int, ctx *cudaext.Context, g *gather.CUDA, src
 		// same trainer with fewer default slots, whose memory the cache
 		// may have lacked, or a later one), with the rows already chosen.
 		start := time.Now()
-		clamped, err := c.build(ctx, g, src, req, b.cfg.Cache, b.cfg.CachePresample)
+		clamped, err := c.build(ctx, g, src, req, b.cfg.Cache, b.cfg.CacheHeadroom, b.cfg.CachePresample)
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +80,7 @@ func (b *gpuBackend) cacheFor(dev int, ctx *cudaext.Context, g *gather.CUDA, src
 // build chooses the rows and copies them to the device. clamped says why
 // it holds fewer rows than asked ("" when it holds them all): what was free
 // on the device.
-func (c *deviceCache) build(ctx *cudaext.Context, g *gather.CUDA, src *Source, req *request, bytes int64, presample int) (clamped string, err error) {
+func (c *deviceCache) build(ctx *cudaext.Context, g *gather.CUDA, src *Source, req *request, bytes, headroom int64, presample int) (clamped string, err error) {
 	d := src.Data
 	rb := int64(d.RowBytes())
 	k := min(bytes/rb, d.Graph.NumNodes)
@@ -91,12 +91,13 @@ func (c *deviceCache) build(ctx *cudaext.Context, g *gather.CUDA, src *Source, r
 	if err := ctx.Do(func() (err error) { free, total, err = cudaext.MemGetInfo(); return err }); err != nil {
 		return "", err
 	}
-	if fit := cacheFits(free, total, rb, d.Graph.NumNodes); fit < k {
+	left := cacheHeadroom(total, headroom)
+	if fit := cacheFits(free, left, rb, d.Graph.NumNodes); fit < k {
 		if fit <= 0 {
-			return "", fmt.Errorf("the GPU cache: %w: %d bytes free of %d, and the cache leaves %d for the trainers' own work",
-				cudaext.ErrOutOfMemory, free, total, cacheHeadroom(total))
+			return "", fmt.Errorf("the GPU cache: %w: %d bytes free of %d, and the cache leaves %d for the trainers' own work (--gpu-cache-headroom)",
+				cudaext.ErrOutOfMemory, free, total, left)
 		}
-		clamped = fmt.Sprintf("%d bytes asked, %d free of %d, %d left for the trainers' own work", k*rb, free, total, cacheHeadroom(total))
+		clamped = fmt.Sprintf("%d bytes asked, %d free of %d, %d left for the trainers' own work (--gpu-cache-headroom)", k*rb, free, total, left)
 		k = fit
 	}
 	if int64(len(c.ids)) != k {
@@ -139,15 +140,24 @@ func (c *deviceCache) build(ctx *cudaext.Context, g *gather.CUDA, src *Source, r
 }
 
 // cacheHeadroom is the device memory a cache leaves free for the trainers'
-// own work (their models, activations and optimiser state): 5% of the
-// device's memory, at least 2 GiB.
-func cacheHeadroom(total int64) int64 { return max(2<<30, total/20) }
+// own work (their models, activations and optimiser state) on a device of
+// total bytes: asked (GPUConfig.CacheHeadroom) when positive, none when
+// negative, and by default (0) 5% of the device's memory, at least 2 GiB.
+func cacheHeadroom(total, asked int64) int64 {
+	switch {
+	case asked > 0:
+		return asked
+	case asked < 0:
+		return 0
+	}
+	return max(2<<30, total/20)
+}
 
 // cacheFits is how many rows of rb bytes a cache over nodes nodes can hold
-// on a device with free of total bytes free: its row map (4 bytes a node)
-// and rows, leaving cacheHeadroom.
-func cacheFits(free, total, rb, nodes int64) int64 {
-	return max(0, (free-cacheHeadroom(total)-4*nodes)/rb)
+// with free bytes free on its device: its row map (4 bytes a node) and
+// rows, leaving headroom bytes free.
+func cacheFits(free, headroom, rb, nodes int64) int64 {
+	return max(0, (free-headroom-4*nodes)/rb)
 }
 
 func (c *deviceCache) free() {

@@ -175,21 +175,29 @@ func TestHotScoresCapped(t *testing.T) {
 	}
 }
 
-// The cache takes at most what the device has free less its headroom (5% of
-// the device, at least 2 GiB) and its row map: a cache asked for more holds
-// fewer rows, none when nothing is left.
+// The cache takes at most what the device has free less its headroom (by
+// default 5% of the device, at least 2 GiB; --gpu-cache-headroom otherwise)
+// and its row map: a cache asked for more holds fewer rows, none when
+// nothing is left.
 func TestCacheFits(t *testing.T) {
 	const gib = int64(1) << 30
 	for _, tc := range []struct {
-		free, total, rb, nodes, want int64
+		free, total, asked, rb, nodes, want int64
 	}{
 		{free: 70 * gib, total: 80 * gib, rb: 512, nodes: 111_059_956, want: (70*gib - 4*gib - 4*111_059_956) / 512},
 		{free: 10 * gib, total: 16 * gib, rb: 1024, nodes: 1000, want: (8*gib - 4000) / 1024}, // the 2 GiB floor
 		{free: 2 * gib, total: 16 * gib, rb: 1024, nodes: 1000, want: 0},                      // the headroom alone
 		{free: 0, total: 80 * gib, rb: 512, nodes: 10, want: 0},
+		// --gpu-cache-headroom 12GiB: more than the default's 4 GiB.
+		{free: 70 * gib, total: 80 * gib, asked: 12 * gib, rb: 512, nodes: 111_059_956, want: (58*gib - 4*111_059_956) / 512},
+		// Below the default's floor, and none at all.
+		{free: 10 * gib, total: 16 * gib, asked: gib, rb: 1024, nodes: 1000, want: (9*gib - 4000) / 1024},
+		{free: 10 * gib, total: 16 * gib, asked: -1, rb: 1024, nodes: 1000, want: (10*gib - 4000) / 1024},
+		{free: 10 * gib, total: 16 * gib, asked: 11 * gib, rb: 1024, nodes: 1000, want: 0},
 	} {
-		if got := cacheFits(tc.free, tc.total, tc.rb, tc.nodes); got != tc.want {
-			t.Errorf("cacheFits(free %d, total %d, %d-byte rows, %d nodes) = %d, want %d", tc.free, tc.total, tc.rb, tc.nodes, got, tc.want)
+		if got := cacheFits(tc.free, cacheHeadroom(tc.total, tc.asked), tc.rb, tc.nodes); got != tc.want {
+			t.Errorf("cacheFits(free %d, total %d, headroom asked %d, %d-byte rows, %d nodes) = %d, want %d",
+				tc.free, tc.total, tc.asked, tc.rb, tc.nodes, got, tc.want)
 		}
 	}
 }

@@ -54,6 +54,12 @@ type GPUConfig struct {
 	// Timing times the GPU work of fills with events (SweepStats' times),
 	// for benchmarks.
 	Timing bool
+	// CacheHeadroom is the device memory the cache leaves free, at the
+	// Open that builds it, for the trainers' own work (models, activations,
+	// optimiser state): 0 = 5% of the device, at least 2 GiB; negative =
+	// none. Beside 64 papers100M slots on an 80 GB H100 the default left
+	// 4.25 GB, too little for a trainer that keeps batches of its own.
+	CacheHeadroom int64
 	// CachePresample is how many of that trainer's batches are sampled to
 	// choose the rows, with in-degree as a prior (0 = a whole epoch's; -1 =
 	// none: by in-degree only).

@@ -83,6 +83,23 @@ func TestServeMaxSlotsCapsTheGPUDefault(t *testing.T) {
 	}
 }
 
+// --gpu-cache-headroom takes a size, 0 or auto, and refuses anything else
+// by name; a good one lets parsing go on to the next flag's error.
+func TestServeCacheHeadroomFlag(t *testing.T) {
+	for _, v := range []string{"10GiB", "0", "auto", "4294967296"} {
+		code, _, errOut := runCmd(t, "serve", "--gpu-cache-headroom", v, "--log-level", "nope")
+		if code != 2 || strings.Contains(errOut, "--gpu-cache-headroom") || !strings.Contains(errOut, "--log-level") {
+			t.Errorf("serve --gpu-cache-headroom %s: exit %d, want 2 for the log level alone\n%s", v, code, errOut)
+		}
+	}
+	for _, v := range []string{"lots", "-1GiB", ""} {
+		code, _, errOut := runCmd(t, "serve", "--gpu-cache-headroom", v)
+		if code != 2 || !strings.Contains(errOut, "--gpu-cache-headroom: bad size") {
+			t.Errorf("serve --gpu-cache-headroom %q: exit %d, want 2 naming the flag\n%s", v, code, errOut)
+		}
+	}
+}
+
 func TestGenVerifyAndBadImport(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "cora")

@@ -46,6 +46,7 @@ type serveArgs struct {
 	gpuReserve     string
 	gpuSlotMemory  string
 	gpuCache       string
+	gpuCacheRoom   string
 	metricsAddr    string
 	cpuProfile     string
 	tableSocket    string
@@ -83,7 +84,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&a.gpuCfg.SweepBatches, "gpu-sweep", 0, "most batches one GPU gather pass may cover while the GPU is busy (a sorted sweep reads a row they share once; 0 = half the trainer's slots, at most 16; 1 = one batch a pass)")
 		fs.IntVar(&a.gpuCfg.SweepAhead, "sweep-ahead", 0, "while a GPU trainer holds more than this many announced, unreleased batches, a fill waits for a whole sweep of free slots even when the GPU is idle (wide sweeps when the loader outruns the trainer, e.g. with --gpu-cache; 0 = half the sweep width; -1 = never)")
 		fs.BoolVar(&a.noEdgeFeatures, "no-edge-features", false, "serve batches without the dataset's edge_attr and edge_weight (saves their gather and, on the GPU path, their pinned copy)")
-		fs.StringVar(&a.gpuCache, "gpu-cache", "0", "bytes of hot feature rows each GPU keeps in its own memory, chosen by pre-sampling batches of the first trainer's split, batch size and fanouts (e.g. 12GiB, or 20% of the feature bytes; 0 = none); clamped to what the GPU has free at that trainer's Open, less 5% of its memory (at least 2 GiB) left for the trainers, so 100% means as much as fits")
+		fs.StringVar(&a.gpuCache, "gpu-cache", "0", "bytes of hot feature rows each GPU keeps in its own memory, chosen by pre-sampling batches of the first trainer's split, batch size and fanouts (e.g. 12GiB, or 20% of the feature bytes; 0 = none); clamped to what the GPU has free at that trainer's Open, less --gpu-cache-headroom left for the trainers, so 100% means as much as fits")
+		fs.StringVar(&a.gpuCacheRoom, "gpu-cache-headroom", "auto", "GPU memory the cache leaves free for the trainers' own work (models, activations, optimiser state) when it is clamped to what the GPU has free: bytes (e.g. 10GiB; 0 = none) or auto (5% of the GPU's memory, at least 2 GiB)")
 		fs.IntVar(&a.gpuCfg.CachePresample, "gpu-cache-presample", 0, "batches pre-sampled to choose the cached rows, in-degree serving as a prior (0 = a whole epoch's; -1 = by in-degree only)")
 		fs.StringVar(&a.gpuCfg.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto (on the GPU when the graph's CSR takes at most a third of its free memory), gpu or cpu")
 		fs.StringVar(&a.gpuCfg.SweepPlan, "sweep-plan", "gpu", "where a GPU fill plans its sweep over the batches' ids: gpu (the GPU sorts and merges them) or cpu (the CPU does, as before)")
@@ -125,6 +127,14 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return usageError{"--gpu-cache: " + err.Error()}
 	}
 	a.gpuCfg.Cache = cacheBytes
+	if a.gpuCacheRoom != "auto" {
+		if a.gpuCfg.CacheHeadroom, err = parseBytes(a.gpuCacheRoom); err != nil {
+			return usageError{"--gpu-cache-headroom: " + err.Error() + "; or auto"}
+		}
+		if a.gpuCfg.CacheHeadroom == 0 {
+			a.gpuCfg.CacheHeadroom = -1 // an explicit 0 means none
+		}
+	}
 	if a.gpus != "" {
 		if a.gpuCfg.Devices, err = parseInts(a.gpus); err != nil {
 			return usageError{"--gpus: " + err.Error()}
