@@ -232,6 +232,10 @@ class Loader(_Connection):
             cap = 1
             for d in r.shape:
                 cap *= d
+            size = torch.empty(0, dtype=dtype).element_size()
+            if cap * size > r.bytes:
+                raise LoaderError(f"region {r.name!r}: its capacity shape {list(r.shape)} of {r.dtype} needs "
+                                  f"{cap * size} bytes, the region has {r.bytes}", code="bad_message")
             if self._cuda is not None:
                 t = self._cuda.view(slot, r.offset, cap, dtype)
             elif cap == 0:

@@ -1,0 +1,76 @@
+"""Loader._view over a hand-made shared-memory slot ring: a batch's tensors
+are slices of per-slot tensors made once (Loader._slot_views), zero-copy
+views of the slot's current contents, cut to the batch's counts, and a
+region whose capacity does not fit its bytes is refused."""
+import mmap
+import os
+import sys
+import unittest
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from gnnloader import protocol as p  # noqa: E402
+from gnnloader.loader import Loader, LoaderError  # noqa: E402
+
+SLOT = 1024
+
+
+def ring(x_shape=(8, 4), x_bytes=None):
+    """Two slots, each with x (float32 [8, 4]) and edge_index (int64 [2, 8],
+    count axis 1)."""
+    x_bytes = 4 * x_shape[0] * x_shape[1] if x_bytes is None else x_bytes
+    regions = [p.Region(name="x", offset=0, bytes=x_bytes, dtype="float32", shape=list(x_shape), count_axis=0),
+               p.Region(name="edge_index", offset=256, bytes=128, dtype="int64", shape=[2, 8], count_axis=1)]
+    opened = p.Opened(num_batches=4, slots=2, slot_bytes=SLOT, regions=regions, scalars=[], lists=[])
+    ld = Loader.__new__(Loader)
+    ld.opened, ld._mem, ld._cuda, ld.device, ld._shape_x = opened, mmap.mmap(-1, 2 * SLOT), None, torch.device("cpu"), None
+    ld._data_cls, ld._hetero, ld._flat = None, None, {}
+    return ld
+
+
+def put(ld, slot, offset, t):
+    b = t.contiguous().view(torch.uint8).numpy().tobytes()
+    at = slot * SLOT + offset
+    ld._mem[at:at + len(b)] = b
+
+
+class SlotViewsTest(unittest.TestCase):
+    def test_batches_are_slices_of_the_slot(self):
+        ld = ring()
+        x = torch.arange(12, dtype=torch.float32).view(3, 4) + 100
+        ei = torch.tensor([[0, 1, 2, 0, 1], [1, 2, 0, 0, 0]])
+        put(ld, 1, 0, x)
+        put(ld, 1, 256, ei)  # [2, 5] contiguous from the region's start
+        b = ld._view(p.BatchReady(slot=1, epoch=0, index=0, counts=[3, 5]))
+        self.assertTrue(torch.equal(b.x, x))
+        self.assertTrue(torch.equal(b.edge_index, ei))
+        views = ld._flat[1]
+        self.assertEqual([tuple(v.shape) for v in views], [(32,), (16,)])
+        self.assertNotIn(0, ld._flat)  # slot 0 not used yet
+        # The next batch in that slot: the same per-slot tensors, the slot's
+        # new contents (zero-copy), other counts.
+        x2 = -torch.arange(20, dtype=torch.float32).view(5, 4)
+        put(ld, 1, 0, x2)
+        put(ld, 1, 256, torch.tensor([[4], [3]]))
+        b2 = ld._view(p.BatchReady(slot=1, epoch=0, index=2, counts=[5, 1]))
+        self.assertIs(ld._flat[1], views)
+        self.assertTrue(torch.equal(b2.x, x2))
+        self.assertTrue(torch.equal(b2.edge_index, torch.tensor([[4], [3]])))
+        self.assertTrue(torch.equal(b.x, x2[:3]))  # the first batch's view sees the slot, as before
+        # An empty batch and the other slot.
+        b3 = ld._view(p.BatchReady(slot=0, epoch=0, index=1, counts=[0, 0]))
+        self.assertEqual(tuple(b3.x.shape), (0, 4))
+        self.assertEqual(tuple(b3.edge_index.shape), (2, 0))
+
+    def test_capacity_beyond_the_region_is_refused(self):
+        ld = ring(x_shape=(64, 4), x_bytes=128)  # 1024 bytes of capacity in 128
+        with self.assertRaises(LoaderError) as cm:
+            ld._view(p.BatchReady(slot=0, epoch=0, index=0, counts=[1, 1]))
+        self.assertEqual(cm.exception.code, "bad_message")
+        self.assertIn("needs 1024 bytes", str(cm.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
