@@ -14,6 +14,7 @@ from typing import List, Sequence
 from . import protocol as p
 from . import trust
 from ._hetero_args import resolve_open
+from ._receiver import Receiver
 from .errors import LoaderError, _buffered_last_words, _last_words
 from .hetero import HeteroLayout, is_hetero
 
@@ -39,6 +40,9 @@ class _Connection:
         self.dataset = welcome.dataset
         self.daemon_version = welcome.daemon_version
         self.opened = self._open(resolve_open(req, self.dataset, self._fanouts))
+        if self._receive_thread:
+            sock = self._sock
+            self._rx = Receiver(lambda: self._recv_on(sock, in_receiver=True), p.IdleTimeout)
 
     def _reconnect(self, epoch: int, next_index: int) -> None:
         """Re-establish the connection and resume `epoch` at `next_index`."""
@@ -74,6 +78,7 @@ class _Connection:
         shared-memory slot keep its mapping alive)."""
         self._held.clear()
         self._flat = {}
+        self._stop_receiver()
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -89,12 +94,24 @@ class _Connection:
             raise self._lost(e) from e
 
     def _recv(self):
+        if self._rx is not None:
+            return self._rx.get(self._timeout)
+        return self._recv_on(self._sock)
+
+    def _recv_on(self, sock, in_receiver: bool = False):
+        """One message from sock; the daemon's Goodbye or Error raised as
+        its LoaderError. in_receiver: called on the Receiver's thread, which
+        waits on past an IdleTimeout."""
         try:
-            msg, fds = p.recv_msg(self._sock)
+            msg, fds = p.recv_msg(sock)
         except EOFError:
             raise LoaderError("loaderd closed the connection", code="closed") from None
+        except p.IdleTimeout:
+            if in_receiver:
+                raise
+            raise self._lost(TimeoutError("timed out"), sock) from None
         except OSError as e:
-            raise self._lost(e) from e
+            raise self._lost(e, sock, in_receiver) from e
         if fds:
             self._fds = fds
         last = _last_words(msg)
@@ -102,18 +119,31 @@ class _Connection:
             raise last
         return msg
 
-    def _lost(self, cause: OSError) -> LoaderError:
+    def _lost(self, cause: OSError, sock=None, in_receiver: bool = False) -> LoaderError:
         """The error for a send or receive that failed with `cause`. When the
         daemon closed the connection (EPIPE, ECONNRESET) its last frames may
         still wait, unread, in this socket's receive buffer: a daemon that
         stops sends Goodbye and closes, and a Release written meanwhile meets
         the closed socket before the Goodbye is read. The daemon's Goodbye or
-        Error found there is the error; otherwise the broken connection is."""
-        if isinstance(cause, (BrokenPipeError, ConnectionResetError)) and self._sock is not None:
-            last = _buffered_last_words(self._sock)
-            if last is not None:
-                return last
+        Error found there is the error; otherwise the broken connection is.
+        With a Receiver, that thread reads those frames: a send that failed
+        takes the error its loop ended with."""
+        sock = self._sock if sock is None else sock
+        if isinstance(cause, (BrokenPipeError, ConnectionResetError)) and sock is not None:
+            if self._rx is not None and not in_receiver:
+                last = self._rx.final_error(0.5)
+                if isinstance(last, LoaderError) and last.code != "closed":
+                    return last
+            else:
+                last = _buffered_last_words(sock)
+                if last is not None:
+                    return last
         return LoaderError(f"connection to loaderd lost: {cause}", code="closed")
+
+    def _stop_receiver(self) -> None:
+        if self._rx is not None:
+            self._rx.stop(self._sock)
+            self._rx = None
 
     def _open(self, req: p.Open) -> p.Opened:
         self._fds: List[int] = []
@@ -154,6 +184,7 @@ class _Connection:
                 p.send_msg(self._sock, p.Goodbye(reason="client closed"))
             except OSError:
                 pass
+        self._stop_receiver()
         self._sock.close()
         self._flat = {}  # its tensors view the memory closed below
         self._close_cuda()

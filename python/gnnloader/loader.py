@@ -4,6 +4,7 @@ served by loaderd, as zero-copy views of the daemon's slots."""
 from __future__ import annotations
 
 import mmap
+import os
 import time
 from typing import Iterator, Mapping, Optional, Sequence, Union
 
@@ -54,7 +55,7 @@ class Loader(_Connection):
                  slots: int = 0, job: str = "", release: str = "auto", start_epoch: int = 0,
                  start_batch: int = 0, pyg: Optional[bool] = None, timeout: Optional[float] = None,
                  reconnect: float = 0.0, daemon_uid: Optional[int] = None, input_type: str = "",
-                 temporal: str = "", time_attr: str = ""):
+                 temporal: str = "", time_attr: str = "", receive_thread: Optional[bool] = None):
         """`reconnect` > 0: when the connection to loaderd is lost (the daemon
         restarted, crashed or said goodbye), keep trying to reconnect for that
         many seconds, with exponential backoff, and resume the epoch after the
@@ -91,6 +92,16 @@ class Loader(_Connection):
         "last" with time_attr "node_time" or "edge_time"; "" (default):
         ordinary batches.
 
+        `receive_thread`: receive and decode the daemon's messages on a
+        thread of this loader's own, ahead of the batches taken, so the
+        thread that iterates (and issues the training steps, which bound a
+        fast epoch on a GPU) does less a batch; the receiving mostly runs
+        while that thread waits for backward with the GIL released. The
+        batches, their order and every error are the same; `timeout` then
+        bounds the wait for each message, and sends (releases) block
+        without it. None (the default): on when the environment's
+        GNNLOADER_RECEIVE_THREAD is set to anything but "" or "0".
+
         Arguments the daemon refuses (an unknown split, fanouts or a batch
         size beyond its limits) raise RequestError, a ValueError and a
         LoaderError."""
@@ -107,6 +118,10 @@ class Loader(_Connection):
         self._in_epoch = False
         self._held: dict = {}  # slot -> (epoch, index)
         self._flat: dict = {}  # slot -> its regions' whole-capacity tensors (_slot_views)
+        if receive_thread is None:
+            receive_thread = os.environ.get("GNNLOADER_RECEIVE_THREAD", "") not in ("", "0")
+        self._receive_thread = receive_thread
+        self._rx = None  # the connection's Receiver (receive_thread)
         self._mem: Optional[mmap.mmap] = None
         self._cuda = None  # cuda.CudaSlots when the daemon placed the slots on a GPU
         self._closed = False

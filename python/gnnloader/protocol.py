@@ -159,11 +159,22 @@ def recv_with_fds(sock: socket.socket, n: int, max_fds: int) -> Tuple[bytes, Lis
     return data, fds, bool(flags & getattr(socket, "MSG_CTRUNC", 0))
 
 
+class IdleTimeout(TimeoutError):
+    """The socket's timeout passed before a frame's first byte: nothing was
+    read, so the connection is as it was (a TimeoutError like any other to
+    callers that do not tell them apart)."""
+
+
 def _read_exact(sock: socket.socket, n: int, fds: List[int], at_start: bool) -> bytes:
     """Read exactly n bytes, never past them, collecting SCM_RIGHTS descriptors."""
     buf = bytearray()
     while len(buf) < n:
-        data, got, truncated = recv_with_fds(sock, n - len(buf), MAX_FDS)
+        try:
+            data, got, truncated = recv_with_fds(sock, n - len(buf), MAX_FDS)
+        except TimeoutError:
+            if at_start and not buf and not fds:
+                raise IdleTimeout("no frame began within the socket's timeout") from None
+            raise
         fds.extend(got)
         if truncated:
             raise ProtocolError(Code.BAD_FRAME, f"control data truncated: more than {MAX_FDS} descriptors")

@@ -1,0 +1,84 @@
+"""A connection's frames received on a thread of its own (Loader's
+receive_thread=True).
+
+The thread that issues a trainer's steps bounds a fast epoch (session 16,
+docs/benchmarks.md: a GraphSAGE step's kernels take 2.9 ms, issuing it 3.1
+to 5 ms). Receiving and decoding each BatchReady on that thread adds to
+every step. A receiver thread does it instead, mostly while the training
+thread waits for autograd's backward pass with the GIL released; the
+training thread then takes the decoded messages from a queue. Only
+receiving moves: sends (Release), the views of a batch and the CUDA stream
+waits stay on the thread that consumes the batches.
+"""
+
+from __future__ import annotations
+
+import collections
+import socket
+import threading
+from typing import Callable, Optional
+
+from .errors import LoaderError
+
+
+class Receiver:
+    """Calls `recv` (which returns one message or raises) in a loop on a
+    daemon thread until it raises, queueing each message; the exception
+    that ends the loop is raised by `get` once the messages before it are
+    taken. `recv` may raise IdleTimeout (protocol) when no frame began
+    within the socket's timeout: the loop then keeps waiting, since only
+    the consumer's `get` decides how long is too long."""
+
+    def __init__(self, recv: Callable[[], object], idle: type):
+        self._recv = recv
+        self._idle = idle
+        self._items: collections.deque = collections.deque()
+        self._cond = threading.Condition()
+        self.error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, name="gnnloader-receiver", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                msg = self._recv()
+            except self._idle:
+                continue
+            except BaseException as e:  # the connection's end, whatever it was
+                with self._cond:
+                    self.error = e
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._items.append(msg)
+                self._cond.notify_all()
+
+    def get(self, timeout: Optional[float]):
+        """The next message; the loop's ending exception once none is left;
+        a LoaderError (code "closed", as a socket's timeout gives) when
+        nothing came within `timeout` seconds (None: wait as long as it
+        takes)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._items or self.error is not None, timeout):
+                raise LoaderError("connection to loaderd lost: timed out", code="closed")
+            if self._items:
+                return self._items.popleft()
+            raise self.error
+
+    def final_error(self, wait: float) -> Optional[BaseException]:
+        """The exception that ended the loop, waiting up to `wait` seconds
+        for it (None if it is still running)."""
+        self._thread.join(wait)
+        with self._cond:
+            return self.error
+
+    def stop(self, sock: Optional[socket.socket], wait: float = 2.0) -> None:
+        """Wake the thread by shutting the socket down (closing it would not
+        interrupt a blocked recvmsg) and wait up to `wait` seconds for it."""
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread is not threading.current_thread():
+            self._thread.join(wait)
