@@ -9,7 +9,8 @@
 #   tests    every .gpu/bin/*.test with GNNLOADER_REQUIRE_GPU=1 (a skip for a
 #            missing GPU is a failure there)
 #   python   the Python client's tests against .gpu/bin/loaderd: CPU and CUDA
-#            (python/tests/test_loader.py, test_cuda.py, test_cuda_edges.py), GNNLOADER_REQUIRE_GPU=1;
+#            (python/tests/test_loader.py, test_cuda.py, test_cuda_edges.py; the CUDA ones again with
+#            GNNLOADER_RECEIVE_THREAD=1, and test_receive_thread.py), GNNLOADER_REQUIRE_GPU=1;
 #            where torch_geometric is installed, the PyG drop-in tests too
 #   mps      under an MPS control daemon of our own (temp pipe/log dirs): the
 #            CUDA end-to-end test, then the gather benchmark (small table) at
@@ -85,6 +86,9 @@ done
 # python: the client on the CPU and CUDA paths, against the carried daemon
 if [ -x .gpu/bin/loaderd ]; then
 	step "python client (cpu + cuda)" bash -c "cd '$root/python/tests' && LOADERD='$root/.gpu/bin/loaderd' GNNLOADER_REQUIRE_GPU=1 PYTHONUNBUFFERED=1 python3 -m unittest -v test_loader test_cuda test_cuda_edges"
+	# The CUDA path again with each loader receiving on a thread of its own
+	# (Loader(receive_thread=True)).
+	step "python client on cuda, receive thread" bash -c "cd '$root/python/tests' && LOADERD='$root/.gpu/bin/loaderd' GNNLOADER_REQUIRE_GPU=1 GNNLOADER_RECEIVE_THREAD=1 PYTHONUNBUFFERED=1 python3 -m unittest -v test_cuda test_cuda_edges test_receive_thread"
 	# With PyG installed (the GPU machines have it; CI does not), the drop-in
 	# tests and the reddit-like example run against real torch_geometric Data.
 	if python3 -c 'import torch_geometric' 2> /dev/null; then
