@@ -186,11 +186,10 @@ class _Connection:
                 pass
         self._stop_receiver()
         self._sock.close()
-        self._flat = {}  # its tensors view the memory closed below
+        self._flat = {}  # the slots' tensors: the mapping goes once no batch views it
         self._close_cuda()
-        if self._mem is not None:
-            try:
-                self._mem.close()
-            except BufferError:
-                pass  # tensors still view it; unmapped when they are freed
-            self._mem = None
+        # Not mmap.close(): torch.frombuffer keeps the mmap object alive but
+        # not a buffer export, so close() would unmap memory that batches
+        # still view (a later read of one crashed the process). Dropped, the
+        # mapping goes with the last tensor that views it.
+        self._mem = None

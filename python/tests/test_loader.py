@@ -280,6 +280,20 @@ class LoaderTest(unittest.TestCase):
             self.check_batch(next(iter(ld)))
 
 
+    def test_batch_held_after_close_stays_readable(self):
+        """A batch kept past close() (or past the loader's collection) still
+        reads its slot: the mapping goes with the last tensor viewing it.
+        It used to be unmapped at close, and the read crashed the process
+        (a separate one here, so a crash fails this test alone)."""
+        code = ("import sys, gc; sys.path.insert(0, %r); import gnnloader;"
+                "ld = gnnloader.Loader(%r, batch_size=64, fanouts=[10, 5], pyg=False); b = next(iter(ld));"
+                "want = float(b.x.double().sum()); ld.close(); del ld; gc.collect();"
+                "print(float(b.x.double().sum()) == want, b.x.shape[0] > 0)") % (str(ROOT / "python"), self.daemon.socket)
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+        self.assertEqual(p.stdout.split(), ["True", "True"])
+
+
 class MetricsTest(unittest.TestCase):
     """Scrapes the metrics endpoint of a running loaderd serving a trainer."""
 
