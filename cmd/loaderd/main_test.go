@@ -83,6 +83,25 @@ func TestServeMaxSlotsCapsTheGPUDefault(t *testing.T) {
 	}
 }
 
+// --gpu-cache-headroom: auto is the default headroom (0), a size that many
+// bytes, 0 none (-1); sizes that do not fit an int64 are refused, not
+// turned negative (which would read as none).
+func TestParseHeadroom(t *testing.T) {
+	for in, want := range map[string]int64{"auto": 0, " auto ": 0, "0": -1, "0GiB": -1, "10GiB": 10 << 30, "4096": 4096} {
+		if got, err := parseHeadroom(in); err != nil || got != want {
+			t.Errorf("parseHeadroom(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "lots", "-1GiB", "NaN", "Inf", "1e30", "8388608TiB", "9223372036854775808"} {
+		if got, err := parseHeadroom(bad); err == nil {
+			t.Errorf("parseHeadroom(%q) = %d, accepted", bad, got)
+		}
+		if got, err := parseBytes(bad); err == nil {
+			t.Errorf("parseBytes(%q) = %d, accepted", bad, got)
+		}
+	}
+}
+
 // --gpu-cache-headroom takes a size, 0 or auto, and refuses anything else
 // by name; a good one lets parsing go on to the next flag's error.
 func TestServeCacheHeadroomFlag(t *testing.T) {

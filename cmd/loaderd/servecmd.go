@@ -127,13 +127,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return usageError{"--gpu-cache: " + err.Error()}
 	}
 	a.gpuCfg.Cache = cacheBytes
-	if a.gpuCacheRoom != "auto" {
-		if a.gpuCfg.CacheHeadroom, err = parseBytes(a.gpuCacheRoom); err != nil {
-			return usageError{"--gpu-cache-headroom: " + err.Error() + "; or auto"}
-		}
-		if a.gpuCfg.CacheHeadroom == 0 {
-			a.gpuCfg.CacheHeadroom = -1 // an explicit 0 means none
-		}
+	if a.gpuCfg.CacheHeadroom, err = parseHeadroom(a.gpuCacheRoom); err != nil {
+		return usageError{"--gpu-cache-headroom: " + err.Error()}
 	}
 	if a.gpus != "" {
 		if a.gpuCfg.Devices, err = parseInts(a.gpus); err != nil {
@@ -285,10 +280,29 @@ func parseBytes(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || v < 0 {
+	// NaN fails the range check; Inf and anything of 2^63 bytes or more
+	// would not convert to an int64 (Go gives the minimum: a negative size).
+	if err != nil || !(v >= 0 && v*mult < 1<<63) {
 		return 0, fmt.Errorf("bad size %q (want e.g. 8GiB, 512MiB or a byte count)", s)
 	}
 	return int64(v * mult), nil
+}
+
+// parseHeadroom parses --gpu-cache-headroom into GPUConfig.CacheHeadroom:
+// auto is 0 (the default headroom), a size is that many bytes, and an
+// explicit 0 is -1 (none).
+func parseHeadroom(s string) (int64, error) {
+	if strings.TrimSpace(s) == "auto" {
+		return 0, nil
+	}
+	b, err := parseBytes(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w; or auto", err)
+	}
+	if b == 0 {
+		return -1, nil
+	}
+	return b, nil
 }
 
 // parseShare parses a size as parseBytes does, or a percentage ("20%") of
