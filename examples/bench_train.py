@@ -51,8 +51,10 @@ GNNLOADER_BENCH_CLIENT=DIR imports gnnloader from DIR instead of python/ (an
 older client measured beside this one, e.g. in an EXTRA phase's train.NAME=value).
 
 GNNLOADER_BENCH_PROFILE=START:COUNT:DIR profiles steps START..START+COUNT of
-every variant (torch.profiler) into DIR/VARIANT.txt, the kernels by GPU time
-(bench_train_measure.ProfileWindow; the profiler slows those epochs).
+every variant (torch.profiler) into DIR/VARIANT.txt ('@' written as '-'),
+the kernels by GPU time and the host's ops by their CPU time
+(bench_train_measure.ProfileWindow; the profiler slows those epochs, and
+the results say "profiled").
 
 GraphSAGE: 3 layers (mean aggregation, root weight: PyG's SAGEConv), hidden
 256, fanouts [15,10,5], batch 1024, layers trimmed to the hops they need (as

@@ -138,6 +138,9 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
          # Context switches of the thread a batch: voluntary (it blocked: a
          # socket, a futex, the driver) and involuntary (it was preempted).
          "switches": {k: (sw1[k] - sw0[k]) / max(batches, 1) for k in sw0}}
+    if prof.count:
+        # The profiler's start and end land between steps, its overhead in them.
+        r["profiled"] = f"steps {prof.start} to {prof.start + prof.count - 1}"
     if partial:
         r["partial"] = "stopped at the time limit"
     if not touch_only:

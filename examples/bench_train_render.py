@@ -158,7 +158,8 @@ def render(paths):
             print(f"  - {name} trainer's thread: {r['issue_ms']:.2f} ms issuing a step ({r['issue_cpu_ms']:.2f} ms of CPU), "
                   f"{r['between_ms']:.2f} ms between steps ({r.get('between_cpu_ms', 0):.2f} ms of CPU); the step's GPU time "
                   f"{r['step_ms']:.2f} ms" + ("; context switches a batch: {voluntary:.1f} voluntary, {involuntary:.1f} involuntary"
-                                              .format(**r["switches"]) if r.get("switches") else ""))
+                                              .format(**r["switches"]) if r.get("switches") else "")
+                  + (f" ({r['profiled']} profiled: their overhead included)" if r.get("profiled") else ""))
         ck = r.get("gpu_clocks") if isinstance(r, dict) else None
         if ck:
             print(f"  - {name} GPU clocks: SM {ck['sm_mhz_mean']:.0f} MHz mean ({ck['sm_mhz_min']:.0f} least), memory "
