@@ -42,7 +42,7 @@ class _Connection:
         self.opened = self._open(resolve_open(req, self.dataset, self._fanouts))
         if self._receive_thread:
             sock = self._sock
-            self._rx = Receiver(lambda: self._recv_on(sock, in_receiver=True), p.IdleTimeout)
+            self._rx = Receiver(lambda: _recv_from(sock, idle_ok=True)[0])
 
     def _reconnect(self, epoch: int, next_index: int) -> None:
         """Re-establish the connection and resume `epoch` at `next_index`."""
@@ -96,48 +96,20 @@ class _Connection:
     def _recv(self):
         if self._rx is not None:
             return self._rx.get(self._timeout)
-        return self._recv_on(self._sock)
-
-    def _recv_on(self, sock, in_receiver: bool = False):
-        """One message from sock; the daemon's Goodbye or Error raised as
-        its LoaderError. in_receiver: called on the Receiver's thread, which
-        waits on past an IdleTimeout."""
-        try:
-            msg, fds = p.recv_msg(sock)
-        except EOFError:
-            raise LoaderError("loaderd closed the connection", code="closed") from None
-        except p.IdleTimeout:
-            if in_receiver:
-                raise
-            raise self._lost(TimeoutError("timed out"), sock) from None
-        except OSError as e:
-            raise self._lost(e, sock, in_receiver) from e
+        msg, fds = _recv_from(self._sock)
         if fds:
             self._fds = fds
-        last = _last_words(msg)
-        if last is not None:
-            raise last
         return msg
 
-    def _lost(self, cause: OSError, sock=None, in_receiver: bool = False) -> LoaderError:
-        """The error for a send or receive that failed with `cause`. When the
-        daemon closed the connection (EPIPE, ECONNRESET) its last frames may
-        still wait, unread, in this socket's receive buffer: a daemon that
-        stops sends Goodbye and closes, and a Release written meanwhile meets
-        the closed socket before the Goodbye is read. The daemon's Goodbye or
-        Error found there is the error; otherwise the broken connection is.
-        With a Receiver, that thread reads those frames: a send that failed
-        takes the error its loop ended with."""
-        sock = self._sock if sock is None else sock
-        if isinstance(cause, (BrokenPipeError, ConnectionResetError)) and sock is not None:
-            if self._rx is not None and not in_receiver:
-                last = self._rx.final_error(0.5)
-                if isinstance(last, LoaderError) and last.code != "closed":
-                    return last
-            else:
-                last = _buffered_last_words(sock)
-                if last is not None:
-                    return last
+    def _lost(self, cause: OSError) -> LoaderError:
+        """The error for a send that failed with `cause` (_lost_on). With a
+        Receiver, that thread reads the frames the daemon left: the send
+        takes the error the thread's loop ended with."""
+        if self._rx is None or not isinstance(cause, (BrokenPipeError, ConnectionResetError)):
+            return _lost_on(self._sock, cause)
+        last = self._rx.final_error(0.5)
+        if isinstance(last, LoaderError) and last.code != "closed":
+            return last
         return LoaderError(f"connection to loaderd lost: {cause}", code="closed")
 
     def _stop_receiver(self) -> None:
@@ -152,7 +124,6 @@ class _Connection:
         if not isinstance(opened, p.Opened):
             raise LoaderError(f"daemon answered Open with {type(opened).__name__}")
         self._regions = {r.name: r for r in opened.regions}
-        self._flat = {}  # slot -> its regions' whole-capacity tensors (Loader._slot_views)
         self._hetero = HeteroLayout(self.dataset, req.input_type, len(req.fanouts), self._hetero_cls) \
             if is_hetero(self.dataset) else None
         if opened.memory == p.MEMORY_CUDA:
@@ -193,3 +164,36 @@ class _Connection:
         # still view (a later read of one crashed the process). Dropped, the
         # mapping goes with the last tensor that views it.
         self._mem = None
+
+
+def _recv_from(sock, idle_ok: bool = False):
+    """One message from sock and the descriptors that came with it; the
+    daemon's Goodbye or Error raised as its LoaderError, a failed receive as
+    _lost_on's. idle_ok: an IdleTimeout (no frame began) is raised as it is,
+    for the Receiver, which waits on."""
+    try:
+        msg, fds = p.recv_msg(sock)
+    except EOFError:
+        raise LoaderError("loaderd closed the connection", code="closed") from None
+    except OSError as e:
+        if idle_ok and isinstance(e, p.IdleTimeout):
+            raise
+        raise _lost_on(sock, e) from e
+    last = _last_words(msg)
+    if last is not None:
+        raise last
+    return msg, fds
+
+
+def _lost_on(sock, cause: OSError) -> LoaderError:
+    """The error for a send or receive on sock that failed with `cause`. When
+    the daemon closed the connection (EPIPE, ECONNRESET) its last frames may
+    still wait, unread, in the socket's receive buffer: a daemon that stops
+    sends Goodbye and closes, and a Release written meanwhile meets the
+    closed socket before the Goodbye is read. The daemon's Goodbye or Error
+    found there is the error; otherwise the broken connection is."""
+    if isinstance(cause, (BrokenPipeError, ConnectionResetError)) and sock is not None:
+        last = _buffered_last_words(sock)
+        if last is not None:
+            return last
+    return LoaderError(f"connection to loaderd lost: {cause}", code="closed")

@@ -19,6 +19,7 @@ import threading
 from typing import Callable, Optional
 
 from .errors import LoaderError
+from .protocol import IdleTimeout
 
 
 class Receiver:
@@ -29,9 +30,8 @@ class Receiver:
     within the socket's timeout: the loop then keeps waiting, since only
     the consumer's `get` decides how long is too long."""
 
-    def __init__(self, recv: Callable[[], object], idle: type):
+    def __init__(self, recv: Callable[[], object]):
         self._recv = recv
-        self._idle = idle
         self._items: collections.deque = collections.deque()
         self._cond = threading.Condition()
         self.error: Optional[BaseException] = None
@@ -42,7 +42,7 @@ class Receiver:
         while True:
             try:
                 msg = self._recv()
-            except self._idle:
+            except IdleTimeout:
                 continue
             except BaseException as e:  # the connection's end, whatever it was
                 with self._cond:

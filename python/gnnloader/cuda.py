@@ -269,12 +269,17 @@ class CudaSlots:
         """Make the current stream wait (on the GPU) for the slot's fill:
         for its ready word to reach `value` (BatchReady.ready_value) where
         the ring has words and value is set, else on its ready event."""
+        self._on_device(self._wait_on, slot, value)
+
+    def _on_device(self, op, *args) -> None:
+        """op(the current stream's handle, *args) with the slots' device
+        current: switched to only when it is not (no switch a batch)."""
         stream = torch.cuda.current_stream(self.device).cuda_stream
-        if torch.cuda.current_device() == self.device.index:  # no device switch a batch
-            self._wait_on(stream, slot, value)
+        if torch.cuda.current_device() == self.device.index:
+            op(stream, *args)
             return
         with torch.cuda.device(self.device):
-            self._wait_on(stream, slot, value)
+            op(stream, *args)
 
     def _wait_on(self, stream: int, slot: int, value: int) -> None:
         if value and self.words:
@@ -290,12 +295,7 @@ class CudaSlots:
     def record_released(self, slot: int) -> None:
         """Record the slot's released event on the current stream: loaderd
         writes the slot again only after the work queued so far is done."""
-        stream = torch.cuda.current_stream(self.device).cuda_stream
-        if torch.cuda.current_device() == self.device.index:
-            self.rt.record(self.released[slot], stream)
-            return
-        with torch.cuda.device(self.device):
-            self.rt.record(self.released[slot], stream)
+        self._on_device(lambda stream: self.rt.record(self.released[slot], stream))
 
     def view(self, slot: int, offset: int, count: int, dtype: torch.dtype) -> torch.Tensor:
         """A zero-copy tensor of count elements at offset in the slot."""

@@ -173,7 +173,7 @@ def _read_exact(sock: socket.socket, n: int, fds: List[int], at_start: bool) -> 
             data, got, truncated = recv_with_fds(sock, n - len(buf), MAX_FDS)
         except TimeoutError:
             if at_start and not buf and not fds:
-                raise IdleTimeout("no frame began within the socket's timeout") from None
+                raise IdleTimeout("timed out") from None  # what the socket's own timeout says
             raise
         fds.extend(got)
         if truncated:
