@@ -41,8 +41,7 @@ class _Connection:
         self.daemon_version = welcome.daemon_version
         self.opened = self._open(resolve_open(req, self.dataset, self._fanouts))
         if self._receive_thread:
-            sock = self._sock
-            self._rx = Receiver(lambda: _recv_from(sock, idle_ok=True)[0])
+            self._rx = Receiver(_receiver_recv(self._sock), self.opened.slots + 2)
 
     def _reconnect(self, epoch: int, next_index: int) -> None:
         """Re-establish the connection and resume `epoch` at `next_index`."""
@@ -183,6 +182,17 @@ def _recv_from(sock, idle_ok: bool = False):
     if last is not None:
         raise last
     return msg, fds
+
+
+def _receiver_recv(sock):
+    """What a Receiver's thread calls: one message from sock. It closes over
+    the socket alone (not the loader, which stays collectable), and closes
+    any descriptors a message brings: none is due once the slots are open."""
+    def recv():
+        msg, fds = _recv_from(sock, idle_ok=True)
+        p._close_fds(fds)
+        return msg
+    return recv
 
 
 def _lost_on(sock, cause: OSError) -> LoaderError:

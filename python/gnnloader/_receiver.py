@@ -28,18 +28,32 @@ class Receiver:
     that ends the loop is raised by `get` once the messages before it are
     taken. `recv` may raise IdleTimeout (protocol) when no frame began
     within the socket's timeout: the loop then keeps waiting, since only
-    the consumer's `get` decides how long is too long."""
+    the consumer's `get` decides how long is too long.
 
-    def __init__(self, recv: Callable[[], object]):
+    At most `limit` messages wait in the queue: with that many, the thread
+    stops reading until one is taken, so the socket's buffer pushes back on
+    the daemon as it does without the thread, and a daemon that sends
+    without end cannot grow the trainer's memory. (loaderd has at most one
+    BatchReady a slot unreleased, plus EpochEnd and its last words.)"""
+
+    def __init__(self, recv: Callable[[], object], limit: int):
+        if limit < 1:
+            raise ValueError(f"a receiver's queue of {limit} messages")
         self._recv = recv
+        self._limit = limit
         self._items: collections.deque = collections.deque()
         self._cond = threading.Condition()
+        self._stopping = False
         self.error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._run, name="gnnloader-receiver", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while True:
+            with self._cond:
+                self._cond.wait_for(lambda: len(self._items) < self._limit or self._stopping)
+                if self._stopping:
+                    return
             try:
                 msg = self._recv()
             except IdleTimeout:
@@ -62,6 +76,7 @@ class Receiver:
             if not self._cond.wait_for(lambda: self._items or self.error is not None, timeout):
                 raise LoaderError("connection to loaderd lost: timed out", code="closed")
             if self._items:
+                self._cond.notify_all()  # room for the thread again
                 return self._items.popleft()
             raise self.error
 
@@ -74,7 +89,11 @@ class Receiver:
 
     def stop(self, sock: Optional[socket.socket], wait: float = 2.0) -> None:
         """Wake the thread by shutting the socket down (closing it would not
-        interrupt a blocked recvmsg) and wait up to `wait` seconds for it."""
+        interrupt a blocked recvmsg), or out of its wait for room in the
+        queue, and wait up to `wait` seconds for it."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)

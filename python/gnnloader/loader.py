@@ -97,9 +97,9 @@ class Loader(_Connection):
         thread that iterates (and issues the training steps, which bound a
         fast epoch on a GPU) does less a batch; the receiving mostly runs
         while that thread waits for backward with the GIL released. The
-        batches, their order and every error are the same; `timeout` then
-        bounds the wait for each message, and sends (releases) block
-        without it. None (the default): on when the environment's
+        batches, their order and every error are the same, and `timeout`
+        bounds the wait for each batch and each send as without it. None
+        (the default): on when the environment's
         GNNLOADER_RECEIVE_THREAD is set to anything but "" or "0".
 
         Arguments the daemon refuses (an unknown split, fanouts or a batch

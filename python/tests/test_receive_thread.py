@@ -5,7 +5,10 @@ the trainer processes they start), then what is particular to it: the
 thread lives exactly as long as the connection, idling past the socket's
 timeout costs nothing, and a wait for a batch still times out."""
 
+import array
+import gc
 import os
+import socket
 import threading
 import time
 import unittest
@@ -13,6 +16,9 @@ import unittest
 import test_loader
 import test_reconnect
 from test_loader import LOADERD, Daemon, gnnloader
+from gnnloader import protocol as p
+from gnnloader._connection import _receiver_recv
+from gnnloader._receiver import Receiver
 
 
 class _ReceiveThreadEnv:
@@ -104,6 +110,76 @@ class ReceiveThreadTest(unittest.TestCase):
                 self.assertIn("timed out", str(cm.exception))
                 self.assertGreaterEqual(took, 0.4, rt)
                 self.assertLess(took, 10, rt)
+
+
+class HostileDaemonTest(unittest.TestCase):
+    """What a daemon that misbehaves can do to a loader's receiver."""
+
+    def test_a_flood_stays_bounded(self):
+        """A daemon that sends without end: the queue holds at most its
+        limit, the thread reads again only as messages are taken, and stop
+        ends a thread that waits for room."""
+        calls = []
+
+        def flood():
+            calls.append(1)
+            return len(calls)
+        rx = Receiver(flood, 5)
+        time.sleep(0.3)
+        self.assertEqual(len(rx._items), 5)
+        self.assertLessEqual(len(calls), 6)  # the five queued, at most one more read waiting for room
+        self.assertEqual([rx.get(1) for _ in range(3)], [1, 2, 3])
+        time.sleep(0.2)
+        self.assertEqual(len(rx._items), 5)
+        self.assertLessEqual(len(calls), 9)
+        rx.stop(None)
+        self.assertFalse(rx._thread.is_alive())
+
+    def test_descriptors_sent_after_open_are_closed(self):
+        """A frame that may carry a descriptor (a shared-memory Opened) sent
+        again once the slots are open: the receiver takes the message, for
+        the loader to refuse, and closes the descriptor it brought."""
+        a, b = socket.socketpair()
+        r, w = os.pipe()
+        try:
+            frame = p.marshal(p.Opened(num_batches=1, slots=1, slot_bytes=128, memory="shm",
+                                       regions=[p.Region(name="y", offset=0, bytes=8, dtype="int64", shape=[1])]))
+            a.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [r]).tobytes())])
+            before = len(os.listdir("/proc/self/fd"))
+            msg = _receiver_recv(b)()
+            self.assertIsInstance(msg, p.Opened)
+            self.assertEqual(len(os.listdir("/proc/self/fd")), before)  # the received copy is closed
+        finally:
+            for s in (a, b):
+                s.close()
+            os.close(r)
+            os.close(w)
+
+
+class CollectedLoaderTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(LOADERD):
+            raise unittest.SkipTest(f"{LOADERD} not built (scripts/test.sh builds it)")
+        cls.daemon = Daemon("synthetic:cora:1:0", "--gpu=false")
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.daemon.stop() == 0
+
+    def test_a_dropped_loader_is_collected_with_its_thread(self):
+        """A loader dropped without close(): its receiver thread does not
+        keep it alive; collected, it closes and the thread ends."""
+        before = receivers()
+        ld = gnnloader.Loader(self.daemon.socket, batch_size=64, fanouts=[5, 5], receive_thread=True)
+        next(iter(ld))
+        self.assertEqual(receivers(), before + 1)
+        del ld
+        gc.collect()
+        deadline = time.monotonic() + 5
+        while receivers() > before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(receivers(), before)
 
 
 if __name__ == "__main__":
