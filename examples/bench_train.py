@@ -56,6 +56,12 @@ the kernels by GPU time and the host's ops by their CPU time
 (bench_train_measure.ProfileWindow; the profiler slows those epochs, and
 the results say "profiled").
 
+GNNLOADER_BENCH_GC=freeze (or off) calls gc.freeze() (gc.disable()) after
+the setup: whether the collector's passes weigh on the trainer's thread.
+
+The trainer's torch CPU threads are as many as the CPUs it may run on (its
+affinity, e.g. under taskset), not all the host's.
+
 GraphSAGE: 3 layers (mean aggregation, root weight: PyG's SAGEConv), hidden
 256, fanouts [15,10,5], batch 1024, layers trimmed to the hops they need (as
 PyG's trim_to_layer), Adam lr 0.003, dropout 0.5. After the epoch: accuracy
@@ -64,6 +70,7 @@ on the valid split with the same fanouts and a fixed sampling seed.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -180,7 +187,7 @@ def main():
         return
     args.fanouts = [int(f) for f in args.fanouts.split(",")]
     dev = torch.device(args.device)
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
         torch.zeros(1, device=dev)  # the context, before any measurement
@@ -218,6 +225,15 @@ def main():
         sync(dev)
         res["warmup_s"] = time.perf_counter() - t
         print(f"[{out('warmup')}] {args.warmup_steps} untimed steps in {res['warmup_s']:.2f} s", flush=True)
+
+    gc_mode = os.environ.get("GNNLOADER_BENCH_GC", "")
+    if gc_mode == "freeze":
+        gc.freeze()
+    elif gc_mode == "off":
+        gc.disable()
+    elif gc_mode:
+        raise SystemExit(f"GNNLOADER_BENCH_GC={gc_mode!r}: want freeze or off")
+    res["gc"] = gc_mode or "on"
 
     for v in names:
         if args.deadline and time.time() > args.deadline:

@@ -65,6 +65,27 @@ export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 dpid=""
 mps_dir=""
 
+# exec_on_cpus LIST CMD...: replaces the shell with CMD, its CPU affinity set
+# to LIST (taskset's syntax, e.g. 0-1 or 2,4-15; empty: unchanged). Call it
+# in a subshell (a background job or a pipe's part), so that $! is CMD's pid.
+exec_on_cpus() {
+	local cpus=$1
+	shift
+	if [ -z "$cpus" ]; then
+		exec "$@"
+	elif command -v taskset > /dev/null; then
+		exec taskset -c "$cpus" "$@"
+	else
+		exec $PY -c 'import os, sys
+cpus = set()
+for part in sys.argv[1].split(","):
+    a, _, b = part.partition("-")
+    cpus.update(range(int(a), int(b or a) + 1))
+os.sched_setaffinity(0, cpus)
+os.execvp(sys.argv[2], sys.argv[2:])' "$cpus" "$@"
+	fi
+}
+
 log() { echo "[bench-train $(($(date +%s) - t_start))s] $*" | tee -a "$logs"; }
 left() { echo $((t_end - $(date +%s))); }
 
@@ -95,7 +116,7 @@ start_daemon() {
 		envs+=("$1")
 		shift
 	done
-	env "${envs[@]}" "$LOADERD" serve --dataset "$spec" --socket "$work/$name.sock" "${table[@]}" \
+	exec_on_cpus "${DAEMON_CPUS:-}" env "${envs[@]}" "$LOADERD" serve --dataset "$spec" --socket "$work/$name.sock" "${table[@]}" \
 		--metrics-addr "127.0.0.1:$port" --memory-budget 64GiB "${timing[@]}" "${DAEMON_FLAGS[@]}" "$@" > "$work/$name.log" 2>&1 &
 	dpid=$!
 	while [ ! -S "$work/$name.sock" ] || { [ -z "${NOTABLE:-}" ] && [ ! -S "$work/$name.table" ]; }; do
@@ -163,7 +184,7 @@ bench() {
 	# TRAIN_ENV: NAME=value words for the trainer's environment (EXTRA's train.NAME=value).
 	local tenv=()
 	read -r -a tenv <<< "${TRAIN_ENV:-}"
-	env "${tenv[@]}" $PY examples/bench_train.py --socket "$work/$name.sock" "${table[@]}" \
+	exec_on_cpus "${TRAIN_CPUS:-}" env "${tenv[@]}" $PY examples/bench_train.py --socket "$work/$name.sock" "${table[@]}" \
 		--metrics-url "http://127.0.0.1:$port/metrics" --daemon-pid "$dpid" --json-out "$OUT/${JSON_AS:-$name}.json" \
 		--hard-end "$((t_end - 10))" "$@" 2>&1 | sed -u 's/^\(.\{2000\}\).*/\1/' | tee -a "$logs"
 }
@@ -172,6 +193,8 @@ bench() {
 	echo "command: scripts/bench-train.sh $SCALE $SEED (BUDGET_S=$BUDGET_S PHASE_BATCHES=$PHASE_BATCHES SLOTS=$SLOTS MAIN_VARIANTS=$MAIN_VARIANTS DAEMON_FLAGS=${DAEMON_FLAGS[*]:-} MPS_ALL=${MPS_ALL:-} EXTRA=${EXTRA:-} PRIO=${PRIO:-} DTYPE=${DTYPE:-})"
 	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo "host: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM"
+	# Which CPUs share a core (for cpus.train= / cpus.daemon=).
+	lscpu -p=CPU,CORE,SOCKET,NODE 2> /dev/null | grep -v '^#' | tr '\n' ' ' | sed 's/^/cpus (cpu,core,socket,node): /; s/$/\n/' 
 	nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2> /dev/null
 	echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2> /dev/null); shmem THP: $(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled 2> /dev/null)"
 	$PY -c 'import torch; print("torch", torch.__version__)' 2> /dev/null
@@ -239,7 +262,10 @@ fi
 # that phase's trainer ask for N slots instead of SLOTS (e.g. "s16:slots=16"),
 # variants=LIST runs those variants instead of loader,loaderd, and
 # train.NAME=value sets the trainer's environment (e.g.
-# "part:train.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=88 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=12").
+# "part:train.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=88 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=12"),
+# cpus.train=LIST and cpus.daemon=LIST run the trainer or that loaderd on
+# those CPUs only (taskset's list syntax, e.g. "pin:cpus.train=0-1
+# cpus.daemon=2-15"; the header's cpus line says which CPUs share a core).
 # PRIO=1 adds a run of the main daemon's flags with training on a
 # high-priority CUDA stream (label prio).
 if [ -n "${PRIO:-}" ]; then EXTRA="prio:;${EXTRA:-}"; fi
@@ -249,13 +275,17 @@ for ex in "${extras[@]}"; do
 	[ -z "$ex" ] && continue
 	lab=${ex%%:*}
 	read -r -a exflags <<< "${ex#*:}"
-	exslots=$SLOTS exvariants=loader,loaderd
+	exslots=$SLOTS exvariants=loader,loaderd excpus_train="" excpus_daemon=""
 	trainenv=()
 	while [ ${#exflags[@]} -gt 0 ]; do
 		if [[ ${exflags[0]} =~ ^slots=([0-9]+)$ ]]; then
 			exslots=${BASH_REMATCH[1]}
 		elif [[ ${exflags[0]} =~ ^variants=([a-z_,@0-9]+)$ ]]; then
 			exvariants=${BASH_REMATCH[1]}
+		elif [[ ${exflags[0]} =~ ^cpus\.train=([0-9,-]+)$ ]]; then
+			excpus_train=${BASH_REMATCH[1]}
+		elif [[ ${exflags[0]} =~ ^cpus\.daemon=([0-9,-]+)$ ]]; then
+			excpus_daemon=${BASH_REMATCH[1]}
 		elif [[ ${exflags[0]} =~ ^train\.([A-Z_][A-Z0-9_]*=.*)$ ]]; then
 			trainenv+=("${BASH_REMATCH[1]}")
 		else
@@ -266,8 +296,8 @@ for ex in "${extras[@]}"; do
 	trainflags=()
 	[ "$lab" = prio ] && trainflags=(--train-stream high)
 	port=$((port + 1))
-	if [ "$(left)" -gt "$need" ] && start_daemon "$lab" "$port" "${exflags[@]}"; then
-		JSON_AS=$lab TRAIN_ENV="${trainenv[*]}" bench "$lab" "$port" --label "$lab" --variants "$exvariants" --max-batches "$PHASE_BATCHES" --no-eval --slots "$exslots" "${trainflags[@]}"
+	if [ "$(left)" -gt "$need" ] && DAEMON_CPUS=$excpus_daemon start_daemon "$lab" "$port" "${exflags[@]}"; then
+		TRAIN_CPUS=$excpus_train JSON_AS=$lab TRAIN_ENV="${trainenv[*]}" bench "$lab" "$port" --label "$lab" --variants "$exvariants" --max-batches "$PHASE_BATCHES" --no-eval --slots "$exslots" "${trainflags[@]}"
 		stop_daemon
 		cat "$work/$lab.log" >> "$logs"
 	else
