@@ -9,6 +9,7 @@ import dataclasses
 import mmap
 import os
 import time
+import weakref
 from typing import List, Sequence
 
 from . import protocol as p
@@ -41,7 +42,7 @@ class _Connection:
         self.daemon_version = welcome.daemon_version
         self.opened = self._open(resolve_open(req, self.dataset, self._fanouts))
         if self._receive_thread:
-            self._rx = Receiver(_receiver_recv(self._sock), self.opened.slots + 2)
+            self._rx = Receiver(_receiver_recv(self._sock, _weak_build(self)), self.opened.slots + 2)
 
     def _reconnect(self, epoch: int, next_index: int) -> None:
         """Re-establish the connection and resume `epoch` at `next_index`."""
@@ -76,8 +77,9 @@ class _Connection:
         """Forget the connection and its slots (tensors still viewing an old
         shared-memory slot keep its mapping alive)."""
         self._held.clear()
-        self._flat = {}
         self._stop_receiver()
+        self._flat = {}
+        self._built = {}
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -94,7 +96,10 @@ class _Connection:
 
     def _recv(self):
         if self._rx is not None:
-            return self._rx.get(self._timeout)
+            msg, batch = self._rx.get(self._timeout)
+            if batch is not None:  # built by the receiver: _view takes it
+                self._built[msg.slot] = (msg.epoch, msg.index, batch)
+            return msg
         msg, fds = _recv_from(self._sock)
         if fds:
             self._fds = fds
@@ -156,6 +161,7 @@ class _Connection:
                 pass
         self._stop_receiver()
         self._sock.close()
+        self._built = {}
         self._flat = {}  # the slots' tensors: the mapping goes once no batch views it
         self._close_cuda()
         # Not mmap.close(): torch.frombuffer keeps the mmap object alive but
@@ -184,15 +190,36 @@ def _recv_from(sock, idle_ok: bool = False):
     return msg, fds
 
 
-def _receiver_recv(sock):
-    """What a Receiver's thread calls: one message from sock. It closes over
-    the socket alone (not the loader, which stays collectable), and closes
-    any descriptors a message brings: none is due once the slots are open."""
+def _receiver_recv(sock, build):
+    """What a Receiver's thread calls: one message from sock and, for a
+    BatchReady, the batch build(msg) made of it (None when it made none).
+    It closes over the socket and `build` (not the loader, which stays
+    collectable: _weak_build), and closes any descriptors a message
+    brings: none is due once the slots are open."""
     def recv():
         msg, fds = _recv_from(sock, idle_ok=True)
         p._close_fds(fds)
-        return msg
+        return msg, build(msg) if isinstance(msg, p.BatchReady) else None
     return recv
+
+
+def _weak_build(loader):
+    """Loader._build for the receiver thread, through a weak reference (a
+    dropped loader is still collected). None where the consumer must build
+    the batch itself: the loader is gone, its batches are copied to another
+    device (that copy belongs on the consumer's stream), or building failed
+    (the consumer's own attempt raises the error where it is due)."""
+    ref = weakref.ref(loader)
+
+    def build(msg):
+        ld = ref()
+        if ld is None or (ld._cuda is None and ld.device.type != "cpu"):
+            return None
+        try:
+            return ld._build(msg)
+        except Exception:
+            return None
+    return build
 
 
 def _lost_on(sock, cause: OSError) -> LoaderError:

@@ -6,9 +6,11 @@ docs/benchmarks.md: a GraphSAGE step's kernels take 2.9 ms, issuing it 3.1
 to 5 ms). Receiving and decoding each BatchReady on that thread adds to
 every step. A receiver thread does it instead, mostly while the training
 thread waits for autograd's backward pass with the GIL released; the
-training thread then takes the decoded messages from a queue. Only
-receiving moves: sends (Release), the views of a batch and the CUDA stream
-waits stay on the thread that consumes the batches.
+training thread then takes the decoded messages from a queue, each
+BatchReady with its batch already built (its tensors, views of the slot,
+and its Batch or PyG Data: _connection._receiver_recv). Sends (Release) and
+the CUDA stream waits stay on the thread that consumes the batches: they
+belong on that thread's stream, in its order.
 """
 
 from __future__ import annotations

@@ -92,15 +92,16 @@ class Loader(_Connection):
         "last" with time_attr "node_time" or "edge_time"; "" (default):
         ordinary batches.
 
-        `receive_thread`: receive and decode the daemon's messages on a
-        thread of this loader's own, ahead of the batches taken, so the
-        thread that iterates (and issues the training steps, which bound a
-        fast epoch on a GPU) does less a batch; the receiving mostly runs
-        while that thread waits for backward with the GIL released. The
-        batches, their order and every error are the same, and `timeout`
-        bounds the wait for each batch and each send as without it. None
-        (the default): on when the environment's
-        GNNLOADER_RECEIVE_THREAD is set to anything but "" or "0".
+        `receive_thread`: receive and decode the daemon's messages, and
+        build each batch's tensors and object, on a thread of this loader's
+        own, ahead of the batches taken, so the thread that iterates (and
+        issues the training steps, which bound a fast epoch on a GPU) does
+        less a batch; that work mostly runs while the iterating thread
+        waits for backward with the GIL released. The batches, their order
+        and every error are the same, and `timeout` bounds the wait for
+        each batch and each send as without it. None (the default): on when
+        the environment's GNNLOADER_RECEIVE_THREAD is set to anything but
+        "" or "0".
 
         Arguments the daemon refuses (an unknown split, fanouts or a batch
         size beyond its limits) raise RequestError, a ValueError and a
@@ -118,6 +119,7 @@ class Loader(_Connection):
         self._in_epoch = False
         self._held: dict = {}  # slot -> (epoch, index)
         self._flat: dict = {}  # slot -> its regions' whole-capacity tensors (_slot_views)
+        self._built: dict = {}  # slot -> (epoch, index, batch) the receiver thread built (_view)
         if receive_thread is None:
             receive_thread = os.environ.get("GNNLOADER_RECEIVE_THREAD", "") not in ("", "0")
         self._receive_thread = receive_thread
@@ -262,10 +264,22 @@ class Loader(_Connection):
         return views
 
     def _view(self, m: p.BatchReady):
+        """The batch in slot m.slot (_build, or what the receiver thread built
+        of m), its slot waited for on the current CUDA stream."""
+        built = self._built.pop(m.slot, None)
+        if built is not None and built[:2] == (m.epoch, m.index):
+            b = built[2]
+        else:
+            b = self._build(m)
+        if self._cuda is not None:
+            self._cuda.wait_ready(m.slot, m.ready_value)  # the current stream reads the slot after its fill
+        return b
+
+    def _build(self, m: p.BatchReady):
         """The batch in slot m.slot, built from what Opened declared: a tensor
         per region (its capacity shape with the count axis cut to the batch's
         count; the region's first elements, contiguous), then the scalars and
-        lists."""
+        lists. No GPU work: the receiver thread calls it too."""
         try:
             self.opened.check_batch(m)
         except p.ProtocolError as e:
@@ -281,9 +295,7 @@ class Loader(_Connection):
             for d in shape:
                 numel *= d
             fields[r.name] = t[:numel].view(shape)
-        if self._cuda is not None:
-            self._cuda.wait_ready(m.slot, m.ready_value)  # the current stream reads the slot after its fill
-        elif self.device.type != "cpu":
+        if self._cuda is None and self.device.type != "cpu":
             fields = {k: t.to(self.device) for k, t in fields.items()}
         fields.update(zip(self.opened.scalars, (int(v) for v in m.scalars)))
         fields.update(zip(self.opened.lists, (list(v) for v in m.lists)))

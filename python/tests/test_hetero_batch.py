@@ -69,7 +69,7 @@ def view(opened, mem, msg, pyg):
     """Loader._view of a loader that never connected, over this slot."""
     ld = Loader.__new__(Loader)
     ld.opened, ld._mem, ld._cuda, ld.device, ld._shape_x = opened, mem, None, torch.device("cpu"), None
-    ld._data_cls, ld._flat = None, {}
+    ld._data_cls, ld._flat, ld._built = None, {}, {}
     ld._hetero = HeteroLayout(dataset(), "paper", 2, pyg_hetero_data() if pyg else None)
     return ld._view(msg)
 

@@ -13,11 +13,13 @@ import threading
 import time
 import unittest
 
+import torch
+
 import test_loader
 import test_reconnect
 from test_loader import LOADERD, Daemon, gnnloader
 from gnnloader import protocol as p
-from gnnloader._connection import _receiver_recv
+from gnnloader._connection import _receiver_recv, _weak_build
 from gnnloader._receiver import Receiver
 
 
@@ -84,6 +86,58 @@ class ReceiveThreadTest(unittest.TestCase):
             self.assertEqual([self.epoch(ld), self.epoch(ld)], want)
         self.assertEqual(receivers(), before)  # closing stopped it
 
+    def test_the_receiver_builds_the_batches(self):
+        """With the thread, every batch's tensors and object are made on the
+        receiver thread, none on the consumer's; the consumer's batches are
+        those the receiver built, and they hold the same values."""
+        with gnnloader.Loader(self.daemon.socket, batch_size=64, fanouts=[5, 5], seed=4, receive_thread=False) as ld:
+            want = [(b.n_id.tolist(), b.edge_index.tolist()) for b in ld]
+        threads = []
+        built = {}
+        real = gnnloader.Loader._build
+
+        def build(ld, m):
+            threads.append(threading.current_thread().name)
+            b = real(ld, m)
+            built[(m.epoch, m.index)] = b
+            return b
+        gnnloader.Loader._build = build
+        try:
+            with gnnloader.Loader(self.daemon.socket, batch_size=64, fanouts=[5, 5], seed=4, receive_thread=True) as ld:
+                got = []
+                for b in ld:
+                    info = gnnloader.batch_info(b)
+                    self.assertIs(b, built[(info.epoch, info.index)])
+                    got.append((b.n_id.tolist(), b.edge_index.tolist()))
+        finally:
+            gnnloader.Loader._build = real
+        self.assertEqual(got, want)
+        self.assertEqual(set(threads), {"gnnloader-receiver"})
+        self.assertEqual(len(threads), len(want))
+
+    def test_a_batch_the_receiver_could_not_build(self):
+        """A build that fails on the receiver thread (here: once, for every
+        batch) is made again by the consumer, where an error would be
+        raised as without the thread: the epoch is whole and the same."""
+        with gnnloader.Loader(self.daemon.socket, batch_size=64, fanouts=[5, 5], seed=4, receive_thread=False) as ld:
+            want = [b.n_id.tolist() for b in ld]
+        real = gnnloader.Loader._build
+        failed = []
+
+        def build(ld, m):
+            if threading.current_thread().name == "gnnloader-receiver":
+                failed.append(m.index)
+                raise gnnloader.LoaderError("not here", code="bad_message")
+            return real(ld, m)
+        gnnloader.Loader._build = build
+        try:
+            with gnnloader.Loader(self.daemon.socket, batch_size=64, fanouts=[5, 5], seed=4, receive_thread=True) as ld:
+                got = [b.n_id.tolist() for b in ld]
+        finally:
+            gnnloader.Loader._build = real
+        self.assertEqual(got, want)
+        self.assertEqual(sorted(failed), list(range(len(want))))
+
     def test_idle_past_the_timeout(self):
         """Between epochs no message is due: the receiver waits on through
         the socket's timeouts, and the next epoch runs."""
@@ -146,14 +200,44 @@ class HostileDaemonTest(unittest.TestCase):
                                        regions=[p.Region(name="y", offset=0, bytes=8, dtype="int64", shape=[1])]))
             a.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [r]).tobytes())])
             before = len(os.listdir("/proc/self/fd"))
-            msg = _receiver_recv(b)()
+            msg, batch = _receiver_recv(b, lambda m: self.fail("built a batch of an Opened"))()
             self.assertIsInstance(msg, p.Opened)
+            self.assertIsNone(batch)
             self.assertEqual(len(os.listdir("/proc/self/fd")), before)  # the received copy is closed
         finally:
             for s in (a, b):
                 s.close()
             os.close(r)
             os.close(w)
+
+
+class WeakBuildTest(unittest.TestCase):
+    """_weak_build, what the receiver thread builds batches with."""
+
+    class Fake:
+        _cuda = None
+
+        def __init__(self, device, fail=False):
+            self.device, self.fail = torch.device(device), fail
+
+        def _build(self, m):
+            if self.fail:
+                raise gnnloader.LoaderError("bad", code="bad_message")
+            return ("built", m)
+
+    def test_builds_through_a_weak_reference(self):
+        ld = self.Fake("cpu")
+        build = _weak_build(ld)
+        self.assertEqual(build(1), ("built", 1))
+        del ld
+        gc.collect()
+        self.assertIsNone(build(1))  # the loader is gone: nothing kept it
+
+    def test_leaves_to_the_consumer(self):
+        failing = self.Fake("cpu", fail=True)
+        self.assertIsNone(_weak_build(failing)(1))  # the consumer builds again and raises
+        copying = self.Fake("meta")
+        self.assertIsNone(_weak_build(copying)(1))  # copies to a device belong on the consumer's stream
 
 
 class CollectedLoaderTest(unittest.TestCase):

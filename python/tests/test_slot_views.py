@@ -26,7 +26,7 @@ def ring(x_shape=(8, 4), x_bytes=None):
     opened = p.Opened(num_batches=4, slots=2, slot_bytes=SLOT, regions=regions, scalars=[], lists=[])
     ld = Loader.__new__(Loader)
     ld.opened, ld._mem, ld._cuda, ld.device, ld._shape_x = opened, mmap.mmap(-1, 2 * SLOT), None, torch.device("cpu"), None
-    ld._data_cls, ld._hetero, ld._flat = None, None, {}
+    ld._data_cls, ld._hetero, ld._flat, ld._built = None, None, {}, {}
     return ld
 
 
