@@ -64,6 +64,8 @@ type planBuffers struct {
 	rows, cnt, first, extras cudaext.DevicePtr
 	words, blocks            int64
 	capRows, capIDs          int64
+	held                     int64 // device bytes of the buffers above
+	perBytes                 int64 // of which rows, cnt, first and extras
 	// dirty: a sweep failed between marking and unmarking, so the bitmap
 	// may hold its bits; the next sweep clears it first.
 	dirty bool
@@ -78,7 +80,7 @@ func (b *planBuffers) free() error {
 			*p = 0
 		}
 	}
-	b.capRows, b.capIDs = 0, 0
+	b.capRows, b.capIDs, b.held, b.perBytes = 0, 0, 0, 0
 	return errors.Join(errs...)
 }
 
@@ -119,6 +121,7 @@ func (g *CUDA) ensurePlan(rows int64) error {
 				b.free()
 				return fmt.Errorf("gather: sweep planning memory: %w", err)
 			}
+			b.held += max(a.n, 16)
 		}
 		if err := cudaext.MemsetD32Async(b.bitmap, 0, b.words, g.stream); err != nil {
 			return err
@@ -145,6 +148,8 @@ func (g *CUDA) ensurePlan(rows int64) error {
 			*p = 0
 		}
 	}
+	b.held -= b.perBytes
+	b.perBytes = 0
 	b.capRows, b.capIDs = 0, 0
 	for i, p := range per {
 		n := 4 * rows
@@ -155,6 +160,8 @@ func (g *CUDA) ensurePlan(rows int64) error {
 		if *p, err = cudaext.MemAlloc(max(n, 16)); err != nil {
 			return fmt.Errorf("gather: the plan of a sweep of %d ids on the GPU: %w", ids, err)
 		}
+		b.perBytes += max(n, 16)
+		b.held += max(n, 16)
 	}
 	b.capIDs = ids
 	b.capRows = rows
@@ -171,6 +178,15 @@ func (g *CUDA) ReservePlan(ids int64) error {
 		return fmt.Errorf("gather: reserving a sweep of %d ids (1 to %d)", ids, MaxSweepIDs)
 	}
 	return g.do(func() error { return g.planFor(ids) })
+}
+
+// PlanBytes is the device memory the backend's sweep planning holds now
+// (ReservePlan, SweepOnDevice): a daemon counts it against a GPU's slot
+// memory.
+func (g *CUDA) PlanBytes() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.plan.held
 }
 
 // planFor loads the plan kernels the first time and makes the plan buffers

@@ -238,9 +238,23 @@ func TestReservePlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
+	if got := g.PlanBytes(); got != 0 {
+		t.Fatalf("PlanBytes before any sweep: %d, want 0", got)
+	}
+	// What the planning holds for a sweep of n ids (each buffer at least 16
+	// bytes): a bitmap and its word bases over the table's rows, a sum per
+	// block of words, three small counters, and per row (n of them here)
+	// its id, count and first delivery, and 8 bytes an id of lists.
+	words := int64(rows+31) / 32
+	planBytes := func(n int64) int64 {
+		return 2*4*words + max(4*((words+wordsPerBlock-1)/wordsPerBlock), 16) + 16 + 32 + 16 + 3*4*n + 8*n
+	}
 	const reserved = 30_000
 	if err := g.ReservePlan(reserved); err != nil {
 		t.Fatal(err)
+	}
+	if got, want := g.PlanBytes(), planBytes(reserved); got != want {
+		t.Fatalf("PlanBytes after ReservePlan(%d): %d, want %d", reserved, got, want)
 	}
 	held := g.plan
 	if held.capIDs != reserved || held.capRows != reserved {
@@ -253,5 +267,8 @@ func TestReservePlan(t *testing.T) {
 	checkSweepOnDevice(t, c, g, table, labels, slotOf, nil, rb, []int{20_000, 20_000}, r, 1)
 	if g.plan.capIDs != 40_000 || g.plan.capRows != 40_000 {
 		t.Fatalf("a sweep of 40000 ids: room for %d ids, %d rows", g.plan.capIDs, g.plan.capRows)
+	}
+	if got, want := g.PlanBytes(), planBytes(40_000); got != want {
+		t.Fatalf("PlanBytes after a sweep of 40000 ids: %d, want %d", got, want)
 	}
 }

@@ -24,36 +24,69 @@ func TestCUDADefaultSlotsHalveToFit(t *testing.T) {
 		t.Fatalf("a GPU trainer that does not ask got %d slots, want 32", o.Slots)
 	}
 	sb, used32 := int64(o.SlotBytes), probe.BudgetUsed()
-	// A trainer sampled on the GPU also takes its sampler's working memory
-	// from the GPU slot memory.
-	work := int64(metricSums(t, probe)["gnnloader_gpu_slot_bytes"]) - 32*sb
-	if work < 0 {
-		t.Fatalf("GPU slot memory in use %d bytes, under 32 slots of %d", work+32*sb, sb)
+	// A trainer's GPU working memory (its sampler's, and its sweep
+	// planning's, which grows with the batches a fill sweeps, so with its
+	// slots) counts against the GPU slot memory too: work[n] for n slots,
+	// measured on the probe, one trainer of n slots after another.
+	work := map[int64]int64{}
+	before := int64(0)
+	for n := int64(32); n >= 2; n /= 2 {
+		if n < 32 {
+			r := req
+			r.Slots = uint32(n)
+			dial(t, probe).handshake(r)
+		}
+		now := int64(metricSums(t, probe)["gnnloader_gpu_slot_bytes"])
+		if work[n] = now - before - n*sb; work[n] < 0 {
+			t.Fatalf("a trainer of %d slots of %d bytes added %d bytes of GPU slot memory", n, sb, now-before)
+		}
+		before = now
 	}
 
-	// GPU slot memory for 20 slots and two samplers: 16 slots for the first
-	// trainer, 4 for the second (when the sampler takes less than 4 slots'
-	// bytes: the rule below says what it gets otherwise), then none. The
+	// Room for 2 slots but not for their working memory: refused, with
+	// nothing kept; room for both to the byte: served.
+	if work[2] == 0 {
+		t.Fatal("a trainer of 2 slots took no GPU working memory: the edge below would not be tested")
+	}
+	for _, extra := range []int64{-1, 0} {
+		edge, _ := gpuServer(t, Config{}, GPUConfig{Devices: []int{0}, SlotMemory: 2*sb + work[2] + extra})
+		r := req
+		r.Slots = 2
+		c := dial(t, edge)
+		if extra < 0 {
+			c.hello()
+			c.send(&r)
+			c.expectError(ipc.CodeBusy, "sweep planning")
+			waitFor(t, func() bool { return edge.Trainers() == 0 })
+		} else if got := c.handshake(r).Slots; got != 2 {
+			t.Fatalf("slot memory for 2 slots and their working memory to the byte: got %d slots", got)
+		}
+		if got, want := int64(metricSums(t, edge)["gnnloader_gpu_slot_bytes"]), (2*sb+work[2])*(extra+1); got != want {
+			t.Fatalf("slot memory %d short of 2 slots and their working memory: %d bytes in use, want %d", -extra, got, want)
+		}
+	}
+
+	// GPU slot memory for 16 slots and 4 slots with their working memory:
+	// 16 slots for the first trainer, 4 for the second, then none. The
 	// rule: a ring of n slots fits while the slot memory in use plus n
-	// slots' bytes does not pass the cap; the sampler's memory is added
-	// after.
-	mem := 20*sb + 2*work
+	// slots' bytes and their working memory does not pass the cap.
+	mem := 20*sb + work[16] + work[4]
 	srv, src := gpuServer(t, Config{}, GPUConfig{Devices: []int{0}, SlotMemory: mem})
 	var first *client
 	var inUse int64
 	for i := range 2 {
 		want := int64(32)
-		for want > 2 && inUse+want*sb > mem {
+		for want > 2 && inUse+want*sb+work[want] > mem {
 			want /= 2
 		}
-		if inUse+want*sb > mem {
-			t.Fatalf("trainer %d: no room for 2 slots in this test's slot memory (sampler %d bytes, slot %d)", i, work, sb)
+		if inUse+want*sb+work[want] > mem {
+			t.Fatalf("trainer %d: no room for 2 slots in this test's slot memory (working memory %v bytes, slot %d)", i, work, sb)
 		}
 		c := dial(t, srv)
 		ranked := req // ranks of one job, so cudaRingOf tells their rings apart
 		ranked.Rank, ranked.WorldSize = uint32(i), 2
 		if got := c.handshake(ranked).Slots; int64(got) != want {
-			t.Fatalf("trainer %d got %d slots, want %d", i, got, want)
+			t.Fatalf("trainer %d got %d slots, want %d (working memory %v bytes, slot %d, slot memory %d, in use %d)", i, got, want, work, sb, mem, inUse)
 		}
 		if i == 0 {
 			if want == 32 {
@@ -61,9 +94,12 @@ func TestCUDADefaultSlotsHalveToFit(t *testing.T) {
 			}
 			first = c
 		}
-		inUse += want*sb + work
+		inUse += want*sb + work[want]
 	}
-	if inUse+2*sb <= mem {
+	if got := int64(metricSums(t, srv)["gnnloader_gpu_slot_bytes"]); got != inUse {
+		t.Fatalf("GPU slot memory in use %d bytes, want %d (the slots and working memory of both trainers)", got, inUse)
+	}
+	if inUse+2*sb+work[2] <= mem {
 		t.Fatalf("room left for 2 more slots (%d of %d bytes in use): the refusals below would not be tested", inUse, mem)
 	}
 	// Late trainers, asking for the default again and again or for 2, are

@@ -101,6 +101,42 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		}
 		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
+	// The trainer's GPU working memory counts against the slot memory as
+	// its slots do: known only once allocated, it is checked here, and a
+	// trainer it does not fit beside is refused (with the default slots,
+	// it tries half as many: admitRing).
+	var planned int64
+	for _, g := range groups {
+		planned += g.table.PlanBytes()
+	}
+	b.mu.Lock()
+	b.used[dev] += planned
+	if used := b.used[dev]; b.cfg.SlotMemory > 0 && used > b.cfg.SlotMemory {
+		b.used[dev] -= planned
+		b.mu.Unlock()
+		for i := len(groups) - 1; i >= 0; i-- {
+			groups[i].table.Close()
+		}
+		if sampling != nil {
+			ctx.Do(func() error { sampling.close(); return nil })
+		}
+		ring.Close()
+		giveBack()
+		var sampled int64
+		if sampling != nil {
+			sampled = sampling.bytes()
+		}
+		return nil, slotMemoryErrorf(ipc.CodeBusy, "%d slots of %d bytes with their sampling (%d bytes) and sweep planning (%d bytes) memory do not fit in the GPU slot memory of %s (%d of %d bytes in use with them)",
+			slots, l.SlotBytes, sampled, planned, name, used, b.cfg.SlotMemory)
+	}
+	b.mu.Unlock()
+	giveRing := giveBack
+	giveBack = func() {
+		giveRing()
+		b.mu.Lock()
+		b.used[dev] -= planned
+		b.mu.Unlock()
+	}
 	r := &cudaRing{CUDARing: ring, dev: dev, g: groups[0].table, groups: groups, layout: layout,
 		workers: b.workers, sweep: sweep, ahead: sweepAhead(b.cfg.SweepAhead, sweep), planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}
 	b.mu.Lock()

@@ -26,7 +26,7 @@ func newGPUCollector(b *gpuBackend, mon *cudaext.Monitor) *gpuCollector {
 		return prometheus.NewDesc(name, help, []string{"gpu"}, nil)
 	}
 	return &gpuCollector{b: b, mon: mon,
-		slotBytes: d("gnnloader_gpu_slot_bytes", "Bytes of trainers' slots allocated by loaderd on the GPU."),
+		slotBytes: d("gnnloader_gpu_slot_bytes", "Bytes of trainers' slots and their working memory (GPU sampling, sweep planning) allocated by loaderd on the GPU: what --gpu-slot-memory caps."),
 		util:      d("gnnloader_gpu_utilization_ratio", "Share of the last NVML sample period a kernel ran on the GPU (0..1)."),
 		rx:        d("gnnloader_gpu_pcie_rx_bytes_per_second", "PCIe host-to-device throughput NVML measured (all processes)."),
 		tx:        d("gnnloader_gpu_pcie_tx_bytes_per_second", "PCIe device-to-host throughput NVML measured (all processes)."),
