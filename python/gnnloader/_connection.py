@@ -206,14 +206,16 @@ def _receiver_recv(sock, build):
 def _weak_build(loader):
     """Loader._build for the receiver thread, through a weak reference (a
     dropped loader is still collected). None where the consumer must build
-    the batch itself: the loader is gone, its batches are copied to another
-    device (that copy belongs on the consumer's stream), or building failed
-    (the consumer's own attempt raises the error where it is due)."""
+    the batch itself: the loader is gone or on another connection, its
+    batches are copied to another device (that copy belongs on the
+    consumer's stream), or building failed (the consumer's own attempt
+    raises the error where it is due)."""
     ref = weakref.ref(loader)
+    sock = loader._sock  # this connection's: a receiver outliving it builds nothing for the next
 
     def build(msg):
         ld = ref()
-        if ld is None or (ld._cuda is None and ld.device.type != "cpu"):
+        if ld is None or ld._sock is not sock or (ld._cuda is None and ld.device.type != "cpu"):
             return None
         try:
             return ld._build(msg)

@@ -216,6 +216,7 @@ class WeakBuildTest(unittest.TestCase):
 
     class Fake:
         _cuda = None
+        _sock = None
 
         def __init__(self, device, fail=False):
             self.device, self.fail = torch.device(device), fail
@@ -238,6 +239,10 @@ class WeakBuildTest(unittest.TestCase):
         self.assertIsNone(_weak_build(failing)(1))  # the consumer builds again and raises
         copying = self.Fake("meta")
         self.assertIsNone(_weak_build(copying)(1))  # copies to a device belong on the consumer's stream
+        moved = self.Fake("cpu")
+        build = _weak_build(moved)
+        moved._sock = object()  # reconnected: the old receiver's builds are not the new connection's
+        self.assertIsNone(build(1))
 
 
 class CollectedLoaderTest(unittest.TestCase):
