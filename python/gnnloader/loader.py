@@ -214,6 +214,7 @@ class Loader(_Connection):
         while self._in_epoch:
             msg = self._recv()
             if isinstance(msg, p.BatchReady):
+                self._built.pop(msg.slot, None)  # never yielded
                 self._held[msg.slot] = (msg.epoch, msg.index)
                 self._release_slot(msg.slot)
             elif isinstance(msg, p.EpochEnd):
@@ -233,7 +234,7 @@ class Loader(_Connection):
             self._cuda.record_released(slot)  # before Release: loaderd waits for it before a refill
         self._send(p.Release(slot=slot, epoch=epoch, index=index))
 
-    def _slot_views(self, slot: int) -> list:
+    def _slot_views(self, slot: int, flats: dict) -> list:
         """Slot `slot`'s regions as flat tensors of their whole capacity, made
         on the slot's first batch of a connection: a batch's tensors are
         slices of these, which costs the trainer's thread far less each batch
@@ -260,7 +261,7 @@ class Loader(_Connection):
             else:
                 t = torch.frombuffer(self._mem, dtype=dtype, count=cap, offset=base + r.offset)
             views.append(t)
-        self._flat[slot] = views
+        flats[slot] = views  # the dict _build read: a build that outlives its connection writes no other
         return views
 
     def _view(self, m: p.BatchReady):
@@ -284,9 +285,10 @@ class Loader(_Connection):
             self.opened.check_batch(m)
         except p.ProtocolError as e:
             raise LoaderError(f"loaderd sent a batch that does not match its slots: {e.message}", code="bad_message") from e
-        flat = self._flat.get(m.slot)
+        flats = self._flat  # read once: a reconnect replaces it
+        flat = flats.get(m.slot)
         if flat is None:
-            flat = self._slot_views(m.slot)
+            flat = self._slot_views(m.slot, flats)
         fields = {}
         for r, t, count in zip(self.opened.regions, flat, m.counts):
             shape = list(r.shape)

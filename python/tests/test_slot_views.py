@@ -64,6 +64,26 @@ class SlotViewsTest(unittest.TestCase):
         self.assertEqual(tuple(b3.x.shape), (0, 4))
         self.assertEqual(tuple(b3.edge_index.shape), (2, 0))
 
+    def test_a_build_outliving_its_connection_keeps_its_views_to_itself(self):
+        """A receiver thread stalled in a build while the loader reconnects
+        (which replaces _flat and the slot memory): the views it made of the
+        old memory must not land in the new connection's dict, where every
+        later batch of that slot would read the old mapping."""
+        ld = ring()
+        old = ld._flat
+        real = torch.frombuffer
+
+        def stalled(*a, **k):  # the reconnect happens in the middle of the build
+            ld._flat, ld._mem = {}, mmap.mmap(-1, 2 * SLOT)
+            return real(*a, **k)
+        torch.frombuffer = stalled
+        try:
+            ld._build(p.BatchReady(slot=1, epoch=0, index=0, counts=[1, 1]))
+        finally:
+            torch.frombuffer = real
+        self.assertEqual(ld._flat, {})
+        self.assertIn(1, old)
+
     def test_capacity_beyond_the_region_is_refused(self):
         ld = ring(x_shape=(64, 4), x_bytes=128)  # 1024 bytes of capacity in 128
         with self.assertRaises(LoaderError) as cm:
