@@ -319,6 +319,9 @@ class CudaSlots:
                 self.rt.destroy_event(e)
             self.ready, self.released = [], []
             if self.ptr:
-                torch.cuda.current_stream(self.device).synchronize()
+                # Every stream of this process, not only the current one: close
+                # may run on another thread (a loader collected on its
+                # receiver), and the steps may run on streams of their own.
+                torch.cuda.synchronize(self.device)
                 ptr, self.ptr = self.ptr, 0
                 self.rt.close_mem(ptr)
