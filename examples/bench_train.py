@@ -187,11 +187,15 @@ def main():
         return
     args.fanouts = [int(f) for f in args.fanouts.split(",")]
     dev = torch.device(args.device)
+    gc_mode = os.environ.get("GNNLOADER_BENCH_GC", "")
+    if gc_mode not in ("", "freeze", "off"):
+        raise SystemExit(f"GNNLOADER_BENCH_GC={gc_mode!r}: want freeze or off")
     torch.set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
         torch.zeros(1, device=dev)  # the context, before any measurement
-    res = {"device": str(dev), "variants": {}, "args": {k: v for k, v in vars(args).items()}}
+    res = {"device": str(dev), "variants": {}, "args": {k: v for k, v in vars(args).items()},
+           "torch_threads": torch.get_num_threads()}
     if dev.type == "cuda":
         res["gpu"] = torch.cuda.get_device_name(dev)
     names = [v for v in args.variants.split(",") if v]
@@ -226,13 +230,10 @@ def main():
         res["warmup_s"] = time.perf_counter() - t
         print(f"[{out('warmup')}] {args.warmup_steps} untimed steps in {res['warmup_s']:.2f} s", flush=True)
 
-    gc_mode = os.environ.get("GNNLOADER_BENCH_GC", "")
     if gc_mode == "freeze":
         gc.freeze()
     elif gc_mode == "off":
         gc.disable()
-    elif gc_mode:
-        raise SystemExit(f"GNNLOADER_BENCH_GC={gc_mode!r}: want freeze or off")
     res["gc"] = gc_mode or "on"
 
     for v in names:

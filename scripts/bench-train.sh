@@ -61,6 +61,8 @@ work=$(mktemp -d /tmp/gnnloader-bt.XXXXXX)
 logs=$OUT/logs.txt
 : > "$logs"
 spec=synthetic:papers100M:$SCALE:$SEED${DTYPE:+:$DTYPE}
+# Set per phase only (EXTRA's cpus.train= / cpus.daemon=), never inherited.
+unset DAEMON_CPUS TRAIN_CPUS
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 dpid=""
 mps_dir=""
@@ -282,9 +284,9 @@ for ex in "${extras[@]}"; do
 			exslots=${BASH_REMATCH[1]}
 		elif [[ ${exflags[0]} =~ ^variants=([a-z_,@0-9]+)$ ]]; then
 			exvariants=${BASH_REMATCH[1]}
-		elif [[ ${exflags[0]} =~ ^cpus\.train=([0-9,-]+)$ ]]; then
+		elif [[ ${exflags[0]} =~ ^cpus\.train=([0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)$ ]]; then
 			excpus_train=${BASH_REMATCH[1]}
-		elif [[ ${exflags[0]} =~ ^cpus\.daemon=([0-9,-]+)$ ]]; then
+		elif [[ ${exflags[0]} =~ ^cpus\.daemon=([0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)$ ]]; then
 			excpus_daemon=${BASH_REMATCH[1]}
 		elif [[ ${exflags[0]} =~ ^train\.([A-Z_][A-Z0-9_]*=.*)$ ]]; then
 			trainenv+=("${BASH_REMATCH[1]}")
