@@ -64,8 +64,9 @@ type planBuffers struct {
 	rows, cnt, first, extras cudaext.DevicePtr
 	words, blocks            int64
 	capRows, capIDs          int64
-	held                     int64 // device bytes of the buffers above
-	perBytes                 int64 // of which rows, cnt, first and extras
+	// Device bytes of the buffers above: the fixed ones (bitmap to
+	// cursor) and rows, cnt, first and extras (PlanBytes: their sum).
+	fixedBytes, perBytes int64
 	// dirty: a sweep failed between marking and unmarking, so the bitmap
 	// may hold its bits; the next sweep clears it first.
 	dirty bool
@@ -80,7 +81,7 @@ func (b *planBuffers) free() error {
 			*p = 0
 		}
 	}
-	b.capRows, b.capIDs, b.held, b.perBytes = 0, 0, 0, 0
+	b.capRows, b.capIDs, b.fixedBytes, b.perBytes = 0, 0, 0, 0
 	return errors.Join(errs...)
 }
 
@@ -121,7 +122,7 @@ func (g *CUDA) ensurePlan(rows int64) error {
 				b.free()
 				return fmt.Errorf("gather: sweep planning memory: %w", err)
 			}
-			b.held += max(a.n, 16)
+			b.fixedBytes += max(a.n, 16)
 		}
 		if err := cudaext.MemsetD32Async(b.bitmap, 0, b.words, g.stream); err != nil {
 			return err
@@ -148,9 +149,7 @@ func (g *CUDA) ensurePlan(rows int64) error {
 			*p = 0
 		}
 	}
-	b.held -= b.perBytes
-	b.perBytes = 0
-	b.capRows, b.capIDs = 0, 0
+	b.capRows, b.capIDs, b.perBytes = 0, 0, 0
 	for i, p := range per {
 		n := 4 * rows
 		if i == len(per)-1 {
@@ -161,7 +160,6 @@ func (g *CUDA) ensurePlan(rows int64) error {
 			return fmt.Errorf("gather: the plan of a sweep of %d ids on the GPU: %w", ids, err)
 		}
 		b.perBytes += max(n, 16)
-		b.held += max(n, 16)
 	}
 	b.capIDs = ids
 	b.capRows = rows
@@ -186,7 +184,7 @@ func (g *CUDA) ReservePlan(ids int64) error {
 func (g *CUDA) PlanBytes() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.plan.held
+	return g.plan.fixedBytes + g.plan.perBytes
 }
 
 // planFor loads the plan kernels the first time and makes the plan buffers
