@@ -89,13 +89,21 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 			b.mu.Unlock()
 		}
 	}
-	groups, err := b.newGroups(ctx, dev, plan, req, l, sweep)
-	if err != nil {
+	// undo frees what this Open allocated so far (groups: its tables) and
+	// gives back what it counted.
+	undo := func(groups []gatherGroup) {
+		for i := len(groups) - 1; i >= 0; i-- {
+			groups[i].table.Close()
+		}
 		if sampling != nil {
 			ctx.Do(func() error { sampling.close(); return nil })
 		}
 		ring.Close()
 		giveBack()
+	}
+	groups, err := b.newGroups(ctx, dev, plan, req, l, sweep)
+	if err != nil {
+		undo(nil)
 		if errors.Is(err, cudaext.ErrOutOfMemory) {
 			return nil, slotMemoryErrorf(ipc.CodeBusy, "%s: %v", name, err)
 		}
@@ -114,14 +122,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 	if used := b.used[dev]; b.cfg.SlotMemory > 0 && used > b.cfg.SlotMemory {
 		b.used[dev] -= planned
 		b.mu.Unlock()
-		for i := len(groups) - 1; i >= 0; i-- {
-			groups[i].table.Close()
-		}
-		if sampling != nil {
-			ctx.Do(func() error { sampling.close(); return nil })
-		}
-		ring.Close()
-		giveBack()
+		undo(groups)
 		var sampled int64
 		if sampling != nil {
 			sampled = sampling.bytes()
