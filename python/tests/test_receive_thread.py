@@ -61,7 +61,9 @@ def receivers():
     return sum(1 for t in threading.enumerate() if t.name == "gnnloader-receiver" and t.is_alive())
 
 
-class ReceiveThreadTest(unittest.TestCase):
+class _CoraDaemonTest(unittest.TestCase):
+    """A CPU loaderd on synthetic Cora for the class's tests."""
+
     @classmethod
     def setUpClass(cls):
         if not os.path.exists(LOADERD):
@@ -72,6 +74,8 @@ class ReceiveThreadTest(unittest.TestCase):
     def tearDownClass(cls):
         assert cls.daemon.stop() == 0
 
+
+class ReceiveThreadTest(_CoraDaemonTest):
     def epoch(self, ld):
         return [b.n_id[:b.batch_size].tolist() for b in ld]
 
@@ -245,17 +249,7 @@ class WeakBuildTest(unittest.TestCase):
         self.assertIsNone(build(1))
 
 
-class CollectedLoaderTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not os.path.exists(LOADERD):
-            raise unittest.SkipTest(f"{LOADERD} not built (scripts/test.sh builds it)")
-        cls.daemon = Daemon("synthetic:cora:1:0", "--gpu=false")
-
-    @classmethod
-    def tearDownClass(cls):
-        assert cls.daemon.stop() == 0
-
+class CollectedLoaderTest(_CoraDaemonTest):
     def test_a_dropped_loader_is_collected_with_its_thread(self):
         """A loader dropped without close(): its receiver thread does not
         keep it alive; collected, it closes and the thread ends."""
