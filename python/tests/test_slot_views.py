@@ -84,6 +84,22 @@ class SlotViewsTest(unittest.TestCase):
         self.assertEqual(ld._flat, {})
         self.assertIn(1, old)
 
+    def test_a_hostile_batch_is_refused_on_either_thread(self):
+        """A daemon announcing more rows than the slot holds (x holds 8): the
+        receiver thread's build makes nothing of it, and the consumer's own
+        raises bad_message, before any view; a build the receiver made for
+        another batch of that slot is not yielded for it."""
+        from gnnloader._connection import _weak_build
+        ld = ring()
+        ld._sock = None
+        bad = p.BatchReady(slot=0, epoch=0, index=3, counts=[9, 1])
+        self.assertIsNone(_weak_build(ld)(bad))
+        ld._built[0] = (0, 2, "the build of batch 2")
+        with self.assertRaises(LoaderError) as cm:
+            ld._view(bad)
+        self.assertEqual(cm.exception.code, "bad_message")
+        self.assertEqual(ld._flat, {})  # refused before any view was made
+
     def test_capacity_beyond_the_region_is_refused(self):
         ld = ring(x_shape=(64, 4), x_bytes=128)  # 1024 bytes of capacity in 128
         with self.assertRaises(LoaderError) as cm:
