@@ -197,6 +197,27 @@ class Timer:
             return [a.elapsed_time(b) for a, b in self.pairs]
         return self.cpu
 
+    def gaps(self):
+        """GPU time from each step's end to the next one's start (CUDA
+        only; after ms()): what the stream did between steps (the feed's
+        waits, e.g. for a slot's ready word) or idled waiting for the host."""
+        if not self.cuda:
+            return []
+        return [b.elapsed_time(c) for (_, b), (c, _) in zip(self.pairs, self.pairs[1:])]
+
+
+def gap_figures(gaps, big_ms=1.0):
+    """Summary of Timer.gaps: ms a batch, median, the largest, and the gaps
+    over big_ms (how many, their share of the total, the first indices)."""
+    if not gaps:
+        return {}
+    s = sorted(gaps)
+    big = [(i + 1, g) for i, g in enumerate(gaps) if g > big_ms]
+    total = sum(gaps)
+    return {"gap_ms": total / len(gaps), "gap_median_ms": s[len(s) // 2], "gap_max_ms": s[-1],
+            "gaps_big": len(big), "gaps_big_share": sum(g for _, g in big) / total if total > 0 else 0.0,
+            "gaps_big_at": [i for i, _ in big[:12]]}
+
 
 def thread_switches():
     """The calling thread's voluntary and involuntary context switches so far

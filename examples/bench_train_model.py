@@ -8,7 +8,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from bench_train_measure import ProfileWindow, Timer, sync, thread_switches
+from bench_train_measure import ProfileWindow, Timer, gap_figures, sync, thread_switches
 
 
 # -- model --------------------------------------------------------------------
@@ -92,9 +92,12 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     sw0 = thread_switches()
     t0 = time.perf_counter()
     last = lastc = None
+    first = None  # wall time from the epoch's start to its first batch
     for x, ei, y, bs, nodes, edges, nn in feed:
         prof.before(batches)
         h, c = time.perf_counter(), time.thread_time()
+        if first is None:
+            first = h - t0
         if last is not None:
             between += h - last
             between_cpu += c - lastc
@@ -127,6 +130,7 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     sync(dev)
     wall = time.perf_counter() - t0
     steps = timer.ms()
+    gaps = gap_figures(timer.gaps())
     r = {"batches": batches, "wall_s": wall, "batches_per_s": batches / wall, "ms_per_batch": 1e3 * wall / max(batches, 1),
          "step_ms": sum(steps) / max(len(steps), 1), "nodes_per_batch": nodes_total / max(batches, 1),
          # Host figures of the trainer's thread, ms a batch: issuing a step
@@ -137,7 +141,10 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
          "between_ms": 1e3 * between / max(batches - 1, 1), "between_cpu_ms": 1e3 * between_cpu / max(batches - 1, 1),
          # Context switches of the thread a batch: voluntary (it blocked: a
          # socket, a futex, the driver) and involuntary (it was preempted).
-         "switches": {k: (sw1[k] - sw0[k]) / max(batches, 1) for k in sw0}}
+         "switches": {k: (sw1[k] - sw0[k]) / max(batches, 1) for k in sw0},
+         # Wall time to the first batch (an epoch's start-up), and the GPU
+         # time between steps (gap_figures).
+         "first_ms": 1e3 * (first or 0.0), **gaps}
     if prof.count:
         # The profiler's start and end land between steps, its overhead in them.
         r["profiled"] = f"steps {prof.start} to {prof.start + prof.count - 1}"

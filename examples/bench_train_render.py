@@ -160,6 +160,11 @@ def render(paths):
                   f"{r['step_ms']:.2f} ms" + ("; context switches a batch: {voluntary:.1f} voluntary, {involuntary:.1f} involuntary"
                                               .format(**r["switches"]) if r.get("switches") else "")
                   + (f" ({r['profiled']} profiled: their overhead included)" if r.get("profiled") else ""))
+            if r.get("gap_ms") is not None:
+                print(f"  - {name} first batch after {r.get('first_ms', 0):.1f} ms; GPU time between steps "
+                      f"{r['gap_ms']:.3f} ms a batch (median {r['gap_median_ms']:.3f}, largest {r['gap_max_ms']:.1f}); "
+                      f"{r['gaps_big']} gaps over 1 ms, {100 * r['gaps_big_share']:.0f}% of the total, after steps "
+                      f"{r['gaps_big_at']}")
         ck = r.get("gpu_clocks") if isinstance(r, dict) else None
         if ck:
             print(f"  - {name} GPU clocks: SM {ck['sm_mhz_mean']:.0f} MHz mean ({ck['sm_mhz_min']:.0f} least), memory "

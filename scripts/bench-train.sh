@@ -118,7 +118,7 @@ start_daemon() {
 		envs+=("$1")
 		shift
 	done
-	exec_on_cpus "${DAEMON_CPUS:-}" env "${envs[@]}" "$LOADERD" serve --dataset "$spec" --socket "$work/$name.sock" "${table[@]}" \
+	exec_on_cpus "${DAEMON_CPUS:-}" env "${envs[@]}" "${DAEMON_BIN:-$LOADERD}" serve --dataset "$spec" --socket "$work/$name.sock" "${table[@]}" \
 		--metrics-addr "127.0.0.1:$port" --memory-budget 64GiB "${timing[@]}" "${DAEMON_FLAGS[@]}" "$@" > "$work/$name.log" 2>&1 &
 	dpid=$!
 	while [ ! -S "$work/$name.sock" ] || { [ -z "${NOTABLE:-}" ] && [ ! -S "$work/$name.table" ]; }; do
@@ -265,6 +265,8 @@ fi
 # variants=LIST runs those variants instead of loader,loaderd, and
 # train.NAME=value sets the trainer's environment (e.g.
 # "part:train.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=88 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=12"),
+# loaderd=PATH runs that loaderd build (an absolute path to an executable)
+# instead of LOADERD (two builds side by side in one run),
 # cpus.train=LIST and cpus.daemon=LIST run the trainer or that loaderd on
 # those CPUs only (taskset's list syntax, e.g. "pin:cpus.train=0-1
 # cpus.daemon=2-15"; the header's cpus line says which CPUs share a core).
@@ -277,7 +279,7 @@ for ex in "${extras[@]}"; do
 	[ -z "$ex" ] && continue
 	lab=${ex%%:*}
 	read -r -a exflags <<< "${ex#*:}"
-	exslots=$SLOTS exvariants=loader,loaderd excpus_train="" excpus_daemon=""
+	exslots=$SLOTS exvariants=loader,loaderd excpus_train="" excpus_daemon="" exbin=""
 	trainenv=()
 	while [ ${#exflags[@]} -gt 0 ]; do
 		if [[ ${exflags[0]} =~ ^slots=([0-9]+)$ ]]; then
@@ -288,6 +290,8 @@ for ex in "${extras[@]}"; do
 			excpus_train=${BASH_REMATCH[1]}
 		elif [[ ${exflags[0]} =~ ^cpus\.daemon=([0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)$ ]]; then
 			excpus_daemon=${BASH_REMATCH[1]}
+		elif [[ ${exflags[0]} =~ ^loaderd=(/.+)$ ]] && [ -x "${BASH_REMATCH[1]}" ]; then
+			exbin=${BASH_REMATCH[1]}
 		elif [[ ${exflags[0]} =~ ^train\.([A-Z_][A-Z0-9_]*=.*)$ ]]; then
 			trainenv+=("${BASH_REMATCH[1]}")
 		else
@@ -298,7 +302,7 @@ for ex in "${extras[@]}"; do
 	trainflags=()
 	[ "$lab" = prio ] && trainflags=(--train-stream high)
 	port=$((port + 1))
-	if [ "$(left)" -gt "$need" ] && DAEMON_CPUS=$excpus_daemon start_daemon "$lab" "$port" "${exflags[@]}"; then
+	if [ "$(left)" -gt "$need" ] && DAEMON_BIN=$exbin DAEMON_CPUS=$excpus_daemon start_daemon "$lab" "$port" "${exflags[@]}"; then
 		TRAIN_CPUS=$excpus_train JSON_AS=$lab TRAIN_ENV="${trainenv[*]}" bench "$lab" "$port" --label "$lab" --variants "$exvariants" --max-batches "$PHASE_BATCHES" --no-eval --slots "$exslots" "${trainflags[@]}"
 		stop_daemon
 		cat "$work/$lab.log" >> "$logs"

@@ -12,6 +12,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 
+from bench_train_measure import gap_figures  # noqa: E402
 from bench_train_model import run_epoch  # noqa: E402
 
 
@@ -29,11 +30,11 @@ class SlowModel(torch.nn.Module):
         return self.lin(x)
 
 
-def slow_feed(n, gap):
-    """n batches of 8 nodes, `gap` seconds before each after the first."""
+def slow_feed(n, gap, first=0.0):
+    """n batches of 8 nodes, `first` seconds before the first and `gap`
+    seconds before each after it."""
     for i in range(n):
-        if i:
-            time.sleep(gap)
+        time.sleep(gap if i else first)
         yield torch.randn(8, 4), torch.zeros(2, 0, dtype=torch.long), torch.randint(0, 3, (8,)), 8, [8], [0], 8
 
 
@@ -42,8 +43,11 @@ class HostTimesTest(unittest.TestCase):
         args = types.SimpleNamespace(train_stream="default", hard_end=0, variant_name="t")
         model = SlowModel(0.02)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        r = run_epoch(args, slow_feed(6, 0.1), torch.device("cpu"), model, opt)
+        r = run_epoch(args, slow_feed(6, 0.1, first=0.05), torch.device("cpu"), model, opt)
         self.assertEqual(r["batches"], 6)
+        # The epoch's start-up: the feed's first sleep, not its later ones.
+        self.assertGreaterEqual(r["first_ms"], 50)
+        self.assertLess(r["first_ms"], 100)
         # Issuing covers the model's sleep, not the feed's (it would be at
         # least 120 ms then); between covers the feed's, not the model's.
         self.assertGreaterEqual(r["issue_ms"], 20)
@@ -58,6 +62,21 @@ class HostTimesTest(unittest.TestCase):
         self.assertLess(r["between_cpu_ms"], r["between_ms"])
         # On the CPU the step is timed on the host, inside the issue window.
         self.assertLessEqual(r["step_ms"], r["issue_ms"])
+
+
+class GapFiguresTest(unittest.TestCase):
+    def test_summary(self):
+        # GPU time between steps: mostly 0.1 ms, two stalls of 5 and 3 ms
+        # after steps 3 and 7 (gap i follows step i + 1).
+        gaps = [0.1, 0.1, 5.0, 0.1, 0.1, 0.1, 3.0, 0.1]
+        g = gap_figures(gaps)
+        self.assertAlmostEqual(g["gap_ms"], sum(gaps) / 8)
+        self.assertAlmostEqual(g["gap_median_ms"], 0.1)
+        self.assertEqual(g["gap_max_ms"], 5.0)
+        self.assertEqual(g["gaps_big"], 2)
+        self.assertEqual(g["gaps_big_at"], [3, 7])
+        self.assertAlmostEqual(g["gaps_big_share"], 8.0 / sum(gaps))
+        self.assertEqual(gap_figures([]), {})
 
 
 if __name__ == "__main__":
