@@ -164,7 +164,7 @@ func (p *pipeline) fill(ctx context.Context) error {
 		waited := false // for the trainer, at some point of this fill's growth
 		for {
 			ahead := p.trainerAhead()
-			if !growSweep(len(p.slots), p.width, p.n-i, ahead, ring.Busy) {
+			if !growSweep(len(p.slots), rampWidth(p.width, i-p.first), p.n-i, ahead, ring.Busy) {
 				break
 			}
 			waited = waited || ahead
@@ -212,6 +212,18 @@ func growSweep(slots, width, left int, trainerAhead bool, busy func() bool) bool
 		return false
 	}
 	return trainerAhead || busy()
+}
+
+// rampWidth is the width of a fill whose first batch is the done'th of
+// the epoch's batches to fill: at most 2*done+1, so an epoch starts with
+// fills of 1, 3, 9, 27 ... batches. The trainer gets its first batches
+// after a one-batch fill instead of a whole sweep, and each fill takes
+// about as long as the trainer's steps on the batches before it.
+func rampWidth(width, done int) int {
+	if done >= width {
+		return width
+	}
+	return min(width, 2*done+1)
 }
 
 // trainerAhead reports whether the trainer holds more than the ring's

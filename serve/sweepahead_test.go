@@ -19,6 +19,7 @@ import (
 type sweepingRing struct {
 	slotRing
 	width, ahead int
+	busy         bool // Busy's answer
 
 	mu    sync.Mutex
 	fills []int
@@ -26,7 +27,11 @@ type sweepingRing struct {
 
 func (r *sweepingRing) SweepWidth() int { return r.width }
 func (r *sweepingRing) SweepAhead() int { return r.ahead }
-func (r *sweepingRing) Busy() bool      { return false }
+func (r *sweepingRing) Busy() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.busy
+}
 
 func (r *sweepingRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) error {
 	r.mu.Lock()
@@ -69,6 +74,43 @@ func sweepingTrainer(t *testing.T, srv *Server, slots int) *client {
 	o.BatchSize = 16 // 813 train seeds: 51 batches an epoch
 	c.handshake(o)
 	return c
+}
+
+// TestEpochStartsWithShortFills: on a ring that stays busy (a fill grows
+// to the whole width), an epoch's first fills ramp up, 1, 3, then 9 capped
+// at the width, so the trainer's first batch waits for one batch's fill.
+func TestEpochStartsWithShortFills(t *testing.T) {
+	srv, rings := sweepingServer(t, 8, -1)
+	c := sweepingTrainer(t, srv, 16)
+	ring := <-rings
+	ring.mu.Lock()
+	ring.busy = true
+	ring.mu.Unlock()
+	c.send(&ipc.StartEpoch{})
+	n := 0
+	for {
+		m := c.recv()
+		if _, end := m.(*ipc.EpochEnd); end {
+			break
+		}
+		b := m.(*ipc.BatchReady)
+		n++
+		c.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index})
+	}
+	fills := ring.fillSizes()
+	total := 0
+	for _, f := range fills {
+		total += f
+		if f > 8 {
+			t.Errorf("a fill of %d batches, wider than the ring's 8: %v", f, fills)
+		}
+	}
+	if n != 51 || total != n {
+		t.Fatalf("fills %v cover %d batches, the trainer got %d, want 51", fills, total, n)
+	}
+	if len(fills) < 3 || fills[0] != 1 || fills[1] != 3 || fills[2] != 8 {
+		t.Errorf("the epoch's first fills are %v, want 1, 3, 8, ...", fills)
+	}
 }
 
 // TestFillsWaitForASweepWhileTheTrainerIsAhead: a trainer slower than the
@@ -276,6 +318,13 @@ func TestGrowSweep(t *testing.T) {
 	} {
 		if got := growSweep(tc.slots, tc.width, tc.left, tc.ahead, tc.busy); got != tc.want {
 			t.Errorf("growSweep(%d, %d, %d, ahead %v) = %v, want %v", tc.slots, tc.width, tc.left, tc.ahead, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ width, done, want int }{
+		{32, 0, 1}, {32, 1, 3}, {32, 4, 9}, {32, 13, 27}, {32, 40, 32}, {32, 16, 32}, {4, 1, 3}, {4, 2, 4}, {1, 0, 1},
+	} {
+		if got := rampWidth(tc.width, tc.done); got != tc.want {
+			t.Errorf("rampWidth(%d, %d) = %d, want %d", tc.width, tc.done, got, tc.want)
 		}
 	}
 	for _, tc := range []struct{ ahead, width, want int }{
