@@ -42,10 +42,12 @@ func (ss *session) stopEpoch() {
 
 // runEpoch runs the pipeline of one epoch and ends it with EpochEnd.
 func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
+	started := time.Now()
 	plan, err := sampler.NewPlan(ss.req.seeds, ss.req.epochs, int(epoch))
 	if err != nil {
 		return err
 	}
+	planned := time.Since(started)
 	// A trainer that reconnects resumes its first epoch at its start batch,
 	// the batch after the last one it consumed; every later epoch is whole.
 	first := 0
@@ -54,6 +56,7 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 	}
 	ss.req.startBatch = 0
 	p := newPipeline(ss, epoch, plan, first)
+	p.started, p.planned = started, planned
 	g, gctx := errgroup.WithContext(ctx)
 	for w := range p.k {
 		g.Go(func() error { return p.sample(gctx, w) })
@@ -90,6 +93,9 @@ type pipeline struct {
 	meta   batch.Meta
 	keeps  int // the most batches the trainer held while it stalled this epoch (trainerAhead)
 	stalls int // fills in a row that went because the trainer stalled
+
+	started time.Time     // when the epoch was asked for
+	planned time.Duration // its plan (the seeds' order) took
 }
 
 func newPipeline(ss *session, epoch uint32, plan *sampler.Plan, first int) *pipeline {
@@ -310,6 +316,9 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 		return err
 	}
 	took := time.Since(filled)
+	if i == p.first {
+		defer p.logStart(m, filled, awaited, took)
+	}
 	srv.stats.GatherNanos.Add(int64(took))
 	srv.stats.Fills.Add(1)
 	srv.metrics.fills.Inc()
@@ -340,6 +349,17 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 	p.group = append(p.group[:0], p.group[m:]...)
 	p.slots = append(p.slots[:0], p.slots[m:]...)
 	return nil
+}
+
+// logStart logs (at debug level) where the epoch's start went, once its
+// first fill is announced: the plan, sampling the first batches and
+// acquiring their slots, the wait for their release, the fill, and the
+// batches' counts (a GPU-sampled batch's wait for its sampling).
+func (p *pipeline) logStart(m int, filled, awaited time.Time, fill time.Duration) {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+	p.ss.srv.log.Debug("epoch's first batches announced", "epoch", p.epoch, "batches", m,
+		"after_ms", ms(time.Since(p.started)), "plan_ms", ms(p.planned), "taken_ms", ms(awaited.Sub(p.started)-p.planned),
+		"release_wait_ms", ms(filled.Sub(awaited)), "fill_ms", ms(fill), "announce_ms", ms(time.Since(filled)-fill))
 }
 
 // take adds batch i to the group, waiting for it at most wait (< 0: as
