@@ -38,19 +38,12 @@ type Plan struct {
 // NewPlan plans epoch (>= 0) of the split seeds for one rank. seeds is not
 // modified or kept. See the package documentation for the exact semantics.
 func NewPlan(seeds []int64, cfg EpochConfig, epoch int) (*Plan, error) {
-	world := cfg.WorldSize
-	if world == 0 {
-		world = 1
-	}
-	switch {
-	case cfg.BatchSize < 1:
-		return nil, fmt.Errorf("sampler: batch size %d, want >= 1", cfg.BatchSize)
-	case world < 0:
-		return nil, fmt.Errorf("sampler: world size %d", cfg.WorldSize)
-	case cfg.Rank < 0 || cfg.Rank >= world:
-		return nil, fmt.Errorf("sampler: rank %d outside [0, %d)", cfg.Rank, world)
-	case epoch < 0:
+	if epoch < 0 {
 		return nil, errors.New("sampler: negative epoch")
+	}
+	world, err := cfg.world()
+	if err != nil {
+		return nil, err
 	}
 	n := len(seeds)
 	// The shuffle permutes positions in the split; the seeds follow them.
@@ -61,23 +54,13 @@ func NewPlan(seeds []int64, cfg EpochConfig, epoch int) (*Plan, error) {
 	if cfg.Shuffle {
 		shuffle(order, cfg.Seed, epoch)
 	}
-	// DistributedSampler: drop the tail or pad by repeating from the start.
-	var perRank int
-	if cfg.DropLast {
-		perRank = n / world
-	} else {
-		perRank = (n + world - 1) / world
-	}
+	perRank, batches := cfg.counts(n, world)
 	mine, inputs := make([]int64, perRank), make([]int64, perRank)
 	if n > 0 {
 		for j := range mine {
 			at := order[(cfg.Rank+j*world)%n]
 			mine[j], inputs[j] = seeds[at], at
 		}
-	}
-	batches := (perRank + cfg.BatchSize - 1) / cfg.BatchSize
-	if cfg.DropLast {
-		batches = perRank / cfg.BatchSize
 	}
 	return &Plan{
 		seeds:     mine,
@@ -88,6 +71,46 @@ func NewPlan(seeds []int64, cfg EpochConfig, epoch int) (*Plan, error) {
 		rank:      cfg.Rank,
 		world:     world,
 	}, nil
+}
+
+// world checks cfg and returns its world size (0 means 1).
+func (cfg EpochConfig) world() (int, error) {
+	world := cfg.WorldSize
+	if world == 0 {
+		world = 1
+	}
+	switch {
+	case cfg.BatchSize < 1:
+		return 0, fmt.Errorf("sampler: batch size %d, want >= 1", cfg.BatchSize)
+	case world < 0:
+		return 0, fmt.Errorf("sampler: world size %d", cfg.WorldSize)
+	case cfg.Rank < 0 || cfg.Rank >= world:
+		return 0, fmt.Errorf("sampler: rank %d outside [0, %d)", cfg.Rank, world)
+	}
+	return world, nil
+}
+
+// counts is a rank's seeds and batches an epoch of a split of n seeds.
+// DistributedSampler: drop the tail or pad by repeating from the start.
+func (cfg EpochConfig) counts(n, world int) (perRank, batches int) {
+	if cfg.DropLast {
+		perRank = n / world
+		return perRank, perRank / cfg.BatchSize
+	}
+	perRank = (n + world - 1) / world
+	return perRank, (perRank + cfg.BatchSize - 1) / cfg.BatchSize
+}
+
+// NumBatches is the number of batches of one rank an epoch of a split of
+// n seeds has (every epoch: NewPlan(...).NumBatches()), without planning
+// it; the errors are NewPlan's.
+func NumBatches(n int, cfg EpochConfig) (int, error) {
+	world, err := cfg.world()
+	if err != nil {
+		return 0, err
+	}
+	_, batches := cfg.counts(n, world)
+	return batches, nil
 }
 
 // shuffle is a Fisher-Yates shuffle driven by a SplitMix64 stream seeded

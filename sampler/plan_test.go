@@ -188,3 +188,36 @@ func TestPlanInputs(t *testing.T) {
 		t.Fatalf("unshuffled batch 1 inputs %v", p.Inputs(1))
 	}
 }
+
+// TestNumBatches: NumBatches counts what NewPlan plans, padding, dropping
+// and ranks included, and refuses what NewPlan refuses.
+func TestNumBatches(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 64, 65, 1000} {
+		for _, world := range []int{0, 1, 3, 8} {
+			for _, drop := range []bool{false, true} {
+				for _, bs := range []int{1, 10, 64} {
+					w := max(world, 1)
+					for rank := range w {
+						cfg := EpochConfig{BatchSize: bs, WorldSize: world, Rank: rank, DropLast: drop, Shuffle: true}
+						p, err := NewPlan(make([]int64, n), cfg, 1)
+						if err != nil {
+							t.Fatal(err)
+						}
+						got, err := NumBatches(n, cfg)
+						if err != nil || got != p.NumBatches() {
+							t.Fatalf("n %d %+v: NumBatches %d (%v), the plan has %d", n, cfg, got, err, p.NumBatches())
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, cfg := range []EpochConfig{{BatchSize: 0}, {BatchSize: 1, WorldSize: -1}, {BatchSize: 1, WorldSize: 2, Rank: 2}} {
+		if _, err := NumBatches(10, cfg); err == nil {
+			t.Errorf("%+v: no error", cfg)
+		}
+		if _, err := NewPlan(make([]int64, 10), cfg, 0); err == nil {
+			t.Errorf("%+v: NewPlan gave no error", cfg)
+		}
+	}
+}

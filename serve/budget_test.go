@@ -63,8 +63,9 @@ func TestMemoryBudgetAndTrainerLimit(t *testing.T) {
 }
 
 // TestEpochPlanCountsAgainstTheBudget: besides slots and batches in flight,
-// a request holds its epoch plan (24 bytes a seed): the same request over
-// two splits differs in the budget by exactly that.
+// a request holds its epoch plans (24 bytes a seed each: the epoch's and
+// the next one's, made ahead): the same request over two splits differs in
+// the budget by exactly that.
 func TestEpochPlanCountsAgainstTheBudget(t *testing.T) {
 	srv, src := testServer(t, Config{})
 	used := map[string]int64{}
@@ -78,8 +79,8 @@ func TestEpochPlanCountsAgainstTheBudget(t *testing.T) {
 		waitFor(t, func() bool { return srv.BudgetUsed() == 0 })
 	}
 	d := int64(len(src.Data.Splits["train"]) - len(src.Data.Splits["test"]))
-	if d == 0 || used["train"]-used["test"] != 24*d {
-		t.Fatalf("budget over train %d, over test %d: want a difference of 24 x %d seeds", used["train"], used["test"], d)
+	if d == 0 || used["train"]-used["test"] != plansHeld*seedPlanBytes*d {
+		t.Fatalf("budget over train %d, over test %d: want a difference of %d x %d seeds", used["train"], used["test"], plansHeld*seedPlanBytes, d)
 	}
 }
 

@@ -43,11 +43,12 @@ func (ss *session) stopEpoch() {
 // runEpoch runs the pipeline of one epoch and ends it with EpochEnd.
 func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 	started := time.Now()
-	plan, err := sampler.NewPlan(ss.req.seeds, ss.req.epochs, int(epoch))
+	plan, err := ss.plans.plan(ss.req.seeds, ss.req.epochs, epoch)
 	if err != nil {
 		return err
 	}
 	planned := time.Since(started)
+	ss.plans.prepare(ss.req.seeds, ss.req.epochs, epoch+1) // the trainer's likely next epoch
 	// A trainer that reconnects resumes its first epoch at its start batch,
 	// the batch after the last one it consumed; every later epoch is whole.
 	first := 0

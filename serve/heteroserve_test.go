@@ -312,7 +312,7 @@ func TestHeteroBudget(t *testing.T) {
 	}
 	seeds := len(src.Hetero.NodeType("paper").Splits[datasets.SplitTrain])
 	want := int64(opened.SlotBytes)*int64(opened.Slots) +
-		int64(2*cfg.Prefetch+1)*m.BatchBytes() + 24*int64(seeds) // CPU slots: one batch a fill
+		int64(2*cfg.Prefetch+1)*m.BatchBytes() + 2*24*int64(seeds) // CPU slots: one batch a fill; two epoch plans (the next made ahead)
 	srv.mu.Lock()
 	used := srv.budgetUsed
 	srv.mu.Unlock()

@@ -40,9 +40,12 @@ type request struct {
 
 // The epoch plan's bytes a seed (the shuffled order, this rank's share and
 // its positions), and a link request's a pair (its pair positions too).
+// A session holds two: its epoch's and the next one's, made ahead
+// (planAhead).
 const (
 	seedPlanBytes = 24
 	linkPlanBytes = seedPlanBytes + 8
+	plansHeld     = 2
 )
 
 // rank is the trainer's rank within its job.
@@ -148,12 +151,12 @@ func (ss *session) handleOpen(ctx context.Context, m *ipc.Open) error {
 	}
 	cfg := ss.srv.cfg
 	src := ss.srv.src
-	plan, err := sampler.NewPlan(req.seeds, req.epochs, 0)
+	numBatches, err := sampler.NumBatches(len(req.seeds), req.epochs)
 	if err != nil {
 		return perrf(ipc.CodeBadRequest, "%v", err)
 	}
-	if req.startBatch > plan.NumBatches() {
-		return perrf(ipc.CodeBadRequest, "resume at batch %d of epoch %d, but an epoch has %d batches", req.startBatch, req.startEpoch, plan.NumBatches())
+	if req.startBatch > numBatches {
+		return perrf(ipc.CodeBadRequest, "resume at batch %d of epoch %d, but an epoch has %d batches", req.startBatch, req.startEpoch, numBatches)
 	}
 	// The GPU sampler takes fanouts of -1 and >= 1 and distinct seeds (its
 	// buffers are sized by the graph): a hop of 0 (PyG's "sample nothing")
@@ -200,7 +203,7 @@ func (ss *session) handleOpen(ctx context.Context, m *ipc.Open) error {
 	ss.readyAt = make([]atomic.Int64, req.slots)
 	ss.batchesServed = ss.srv.metrics.batches.WithLabelValues(rankLabel(uint32(req.rank())))
 	opened := &ipc.Opened{
-		NumBatches: uint32(plan.NumBatches()),
+		NumBatches: uint32(numBatches),
 		Slots:      uint32(req.slots),
 		SlotBytes:  uint64(layout.SlotBytes),
 		Scalars:    mode.Layout().Scalars,
@@ -216,8 +219,9 @@ func (ss *session) handleOpen(ctx context.Context, m *ipc.Open) error {
 	}
 	ss.log.Info("trainer connected", "rank", req.rank(), "world_size", req.epochs.WorldSize, "pid", ss.pid, "job", req.job,
 		"split", req.split, "temporal", m.Temporal, "time_attr", m.TimeAttr, "batch_size", req.epochs.BatchSize, "fanouts", req.fanouts, "slots", req.slots, "slot_bytes", layout.SlotBytes,
-		"batches_per_epoch", plan.NumBatches())
+		"batches_per_epoch", numBatches)
 	fds := ring.Describe(opened)
+	ss.plans.prepare(req.seeds, req.epochs, req.startEpoch) // while the trainer maps its slots
 	if err := ss.send(opened, fds...); err != nil {
 		return err
 	}
@@ -238,9 +242,9 @@ const minDefaultSlots = 2
 // refused: the default is the fastest measured (32 slots, sweeps of 16
 // batches), the halves what still fits beside other trainers.
 func (ss *session) admitRing(ctx context.Context, req *request, mode batch.Mode, layout pingpong.Layout) (slotRing, error) {
-	planBytes := seedPlanBytes * int64(len(req.seeds))
+	planBytes := plansHeld * seedPlanBytes * int64(len(req.seeds))
 	if req.link != nil {
-		planBytes = linkPlanBytes * int64(len(req.seeds))
+		planBytes = plansHeld * linkPlanBytes * int64(len(req.seeds))
 	}
 	gpu := req.device >= 0 && ss.srv.gpu != nil
 	leaveBy, graceBy := time.Now().Add(leaveWait), time.Now().Add(hangupGrace)

@@ -51,6 +51,7 @@ type session struct {
 	readyAt       []atomic.Int64     // per slot, when it was announced (unix ns, for hold times)
 	heldSlots     atomic.Int64       // slots announced and not released
 	releases      releasePace        // when the trainer releases slots (growSweep's stall guard)
+	plans         planAhead          // the plan of the epoch the trainer will likely ask for next
 
 	pending bool // in its handshake (counted in Server.pending); guarded by srv.mu
 

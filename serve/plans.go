@@ -1,0 +1,58 @@
+package serve
+
+// An epoch's plan (the order of its seeds: a shuffle of the split) takes
+// tens of milliseconds on papers100M's 1.2 M training seeds, and every
+// batch of the epoch waits for it. So a session plans the epoch a trainer
+// will most likely ask for next ahead of time: its start epoch when it
+// opens, and the next one as each epoch starts.
+
+import (
+	"sync"
+
+	"github.com/gnnloader/gnnloader/sampler"
+)
+
+// nextPlan is one epoch's plan, made in the background.
+type nextPlan struct {
+	epoch uint32
+	done  chan struct{} // closed once plan and err are set
+	plan  *sampler.Plan
+	err   error
+}
+
+// planAhead holds a session's plan made ahead; safe for concurrent use.
+type planAhead struct {
+	mu   sync.Mutex
+	next *nextPlan
+}
+
+// prepare starts planning epoch of the split seeds (cfg) in the
+// background, replacing any plan made ahead for another epoch.
+func (a *planAhead) prepare(seeds []int64, cfg sampler.EpochConfig, epoch uint32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.next != nil && a.next.epoch == epoch {
+		return
+	}
+	n := &nextPlan{epoch: epoch, done: make(chan struct{})}
+	a.next = n
+	go func() {
+		defer close(n.done)
+		n.plan, n.err = sampler.NewPlan(seeds, cfg, int(epoch))
+	}()
+}
+
+// plan returns epoch's plan: the one made ahead when it is for this epoch
+// (waiting for it to be done), else a new one. Either way the plan made
+// ahead is used up.
+func (a *planAhead) plan(seeds []int64, cfg sampler.EpochConfig, epoch uint32) (*sampler.Plan, error) {
+	a.mu.Lock()
+	n := a.next
+	a.next = nil
+	a.mu.Unlock()
+	if n != nil && n.epoch == epoch {
+		<-n.done
+		return n.plan, n.err
+	}
+	return sampler.NewPlan(seeds, cfg, int(epoch))
+}
