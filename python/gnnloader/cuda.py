@@ -229,6 +229,21 @@ class _CudaArray:
 _AS_INT = {1: ("|u1", torch.uint8), 2: ("<i2", torch.int16), 4: ("<i4", torch.int32), 8: ("<i8", torch.int64)}
 
 
+# torch's own getters of the current stream's handle and the current device,
+# where this torch has them: a batch calls them twice, and the public
+# torch.cuda.current_stream(device) makes a Stream object each time (tens
+# of microseconds of the thread that issues the training steps).
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_GET_DEVICE = getattr(torch._C, "_cuda_getDevice", None)
+
+
+def _current_stream(index: int) -> Tuple[int, int]:
+    """(the handle of device `index`'s current stream, the current device)."""
+    if _RAW_STREAM is not None and _GET_DEVICE is not None:
+        return _RAW_STREAM(index), _GET_DEVICE()
+    return torch.cuda.current_stream(index).cuda_stream, torch.cuda.current_device()
+
+
 class CudaSlots:
     """The daemon's ring of GPU slots, opened in this process."""
 
@@ -274,8 +289,9 @@ class CudaSlots:
     def _on_device(self, op, *args) -> None:
         """op(the current stream's handle, *args) with the slots' device
         current: switched to only when it is not (no switch a batch)."""
-        stream = torch.cuda.current_stream(self.device).cuda_stream
-        if torch.cuda.current_device() == self.device.index:
+        index = self.device.index
+        stream, current = _current_stream(index)
+        if current == index:
             op(stream, *args)
             return
         with torch.cuda.device(self.device):
@@ -295,7 +311,10 @@ class CudaSlots:
     def record_released(self, slot: int) -> None:
         """Record the slot's released event on the current stream: loaderd
         writes the slot again only after the work queued so far is done."""
-        self._on_device(lambda stream: self.rt.record(self.released[slot], stream))
+        self._on_device(self._record_released, slot)
+
+    def _record_released(self, stream: int, slot: int) -> None:
+        self.rt.record(self.released[slot], stream)
 
     def view(self, slot: int, offset: int, count: int, dtype: torch.dtype) -> torch.Tensor:
         """A zero-copy tensor of count elements at offset in the slot."""

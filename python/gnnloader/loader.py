@@ -240,7 +240,7 @@ class Loader(_Connection):
         slices of these, which costs the trainer's thread far less each batch
         than a new view of the memory would (the thread that issues the
         training steps is what bounds a fast epoch)."""
-        views = []
+        views = []  # per region: (name, flat tensor, shape or None when one-dimensional, count axis, elements a count)
         base = slot * self.opened.slot_bytes
         for r in self.opened.regions:
             dtype = _DTYPES.get(r.dtype)
@@ -260,7 +260,12 @@ class Loader(_Connection):
                 t = torch.empty(0, dtype=dtype)
             else:
                 t = torch.frombuffer(self._mem, dtype=dtype, count=cap, offset=base + r.offset)
-            views.append(t)
+            shape = list(r.shape)
+            per = 1  # elements a count: the product of the other axes
+            for i, d in enumerate(shape):
+                if i != r.count_axis:
+                    per *= d
+            views.append((r.name, t, None if len(shape) == 1 else shape, r.count_axis, per))
         flats[slot] = views  # the dict _build read: a build that outlives its connection writes no other
         return views
 
@@ -290,13 +295,13 @@ class Loader(_Connection):
         if flat is None:
             flat = self._slot_views(m.slot, flats)
         fields = {}
-        for r, t, count in zip(self.opened.regions, flat, m.counts):
-            shape = list(r.shape)
-            shape[r.count_axis] = count
-            numel = 1
-            for d in shape:
-                numel *= d
-            fields[r.name] = t[:numel].view(shape)
+        for (name, t, shape, axis, per), count in zip(flat, m.counts):
+            if shape is None:  # one-dimensional: the first count elements
+                fields[name] = t[:count]
+            else:
+                shape = shape.copy()
+                shape[axis] = count
+                fields[name] = t[:count * per].view(shape)
         if self._cuda is None and self.device.type != "cpu":
             fields = {k: t.to(self.device) for k, t in fields.items()}
         fields.update(zip(self.opened.scalars, (int(v) for v in m.scalars)))

@@ -161,6 +161,24 @@ class CudaLoaderTest(unittest.TestCase):
         self.assertIsNone(self.daemon.proc.poll(), "loaderd died")
 
 
+class CurrentStreamTest(unittest.TestCase):
+    """The client's getter of the current stream's handle (torch's raw one
+    where torch has it) gives what torch.cuda.current_stream gives: on the
+    default stream, inside `with torch.cuda.stream(s)`, and for a device
+    that is not the current one."""
+
+    def test_matches_torch(self):
+        require_gpu()
+        from gnnloader.cuda import _current_stream
+        for index in range(torch.cuda.device_count()):
+            self.assertEqual(_current_stream(index),
+                             (torch.cuda.current_stream(index).cuda_stream, torch.cuda.current_device()))
+            s = torch.cuda.Stream(device=index)
+            with torch.cuda.device(index), torch.cuda.stream(s):
+                self.assertEqual(_current_stream(index), (s.cuda_stream, index))
+                self.assertNotEqual(s.cuda_stream, 0)
+
+
 class KilledCudaTrainerTest(unittest.TestCase):
     """Issue 8 on the GPU: a trainer with CUDA slots killed with SIGKILL; within
     a second loaderd frees its slots, and the GPU's memory returns to its level

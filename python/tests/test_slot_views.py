@@ -47,7 +47,10 @@ class SlotViewsTest(unittest.TestCase):
         self.assertTrue(torch.equal(b.x, x))
         self.assertTrue(torch.equal(b.edge_index, ei))
         views = ld._flat[1]
-        self.assertEqual([tuple(v.shape) for v in views], [(32,), (16,)])
+        self.assertEqual([tuple(v[1].shape) for v in views], [(32,), (16,)])
+        # Per region: x [N, 4] counts along axis 0 (4 elements a count),
+        # edge_index [2, E] along axis 1 (2 elements a count).
+        self.assertEqual([(v[0], v[3], v[4]) for v in views], [("x", 0, 4), ("edge_index", 1, 2)])
         self.assertNotIn(0, ld._flat)  # slot 0 not used yet
         # The next batch in that slot: the same per-slot tensors, the slot's
         # new contents (zero-copy), other counts.
