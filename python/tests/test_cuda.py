@@ -305,11 +305,29 @@ class DaemonKilledMidFillTest(unittest.TestCase):
         p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         try:
+            import select
+            ready, _, _ = select.select([p.stdout], [], [], 60)
+            self.assertTrue(ready, "the trainer did not get its first batch within 60 s")
             first = p.stdout.readline().split()
             self.assertEqual(first[:1], ["waiting"], p.stderr.read() if p.poll() is not None else "")
             numel = int(first[1])
             d.proc.kill()
-            d.proc.wait()
+            try:
+                d.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                # The killed daemon does not finish exiting: say where it is
+                # (its state, flags and kernel wait channel) before failing.
+                pid = d.proc.pid
+                where = {}
+                for name in ("stat", "wchan", "stack"):
+                    try:
+                        with open(f"/proc/{pid}/{name}") as f:
+                            where[name] = f.read()[-2000:]
+                    except OSError as e:
+                        where[name] = repr(e)
+                p.kill()
+                self.fail(f"loaderd did not exit within 20 s of SIGKILL while the trainer waited for its ready "
+                          f"word: {where}")
             p.stdin.write("\n")
             p.stdin.flush()
             try:
