@@ -290,8 +290,12 @@ class DaemonKilledMidFillTest(unittest.TestCase):
         py = os.path.join(os.path.dirname(__file__), "..", "..", "python")
         code = ("import sys; sys.path.insert(0, %r); import torch, gnnloader\n"
                 "ld = gnnloader.Loader(%r, batch_size=256, fanouts=[10, 5], device='cuda:0', slots=4)\n"
+                "import faulthandler; faulthandler.dump_traceback_later(45)\n"
                 "it = iter(ld); b = next(it); torch.cuda.synchronize()\n"
                 "cs, slot = ld._cuda, gnnloader.batch_info(b).slot\n"
+                "# The step's kernels run once first: CUDA loads a kernel at its first\n"
+                "# launch (lazy loading), which waits for the device, here for ever.\n"
+                "warm = b.x.abs().sum() + b.x.numel(); torch.cuda.synchronize()\n"
                 "assert cs.words and slot in cs.waited, 'no ready words: nothing to test'\n"
                 "cs.wait_ready(slot, cs.waited[slot] + 1000)  # a fill the daemon will not finish\n"
                 "total = b.x.abs().sum() + b.x.numel()  # a step reading the slot, queued behind it\n"
@@ -307,7 +311,9 @@ class DaemonKilledMidFillTest(unittest.TestCase):
         try:
             import select
             ready, _, _ = select.select([p.stdout], [], [], 60)
-            self.assertTrue(ready, "the trainer did not get its first batch within 60 s")
+            if not ready:
+                p.kill()
+                self.fail("the trainer did not get its first batch within 60 s:\n" + p.stderr.read()[-3000:])
             first = p.stdout.readline().split()
             self.assertEqual(first[:1], ["waiting"], p.stderr.read() if p.poll() is not None else "")
             numel = int(first[1])
