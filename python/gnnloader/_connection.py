@@ -34,6 +34,7 @@ class _Connection:
         hint = "" if self._default_dir is None else \
             f" (the default socket: start loaderd, or pass a socket path or set ${trust.SOCKET_ENV})"
         self._sock = trust.connect(self.socket_path, self._timeout, self._trusted, hint=hint)
+        self._daemon_pid = trust.peer_cred(self._sock)[0]
         self._send(p.Hello(pid=os.getpid(), name=f"gnnloader rank {req.rank}"))
         welcome = self._recv()
         if not isinstance(welcome, p.Welcome):
@@ -67,8 +68,9 @@ class _Connection:
         """Close the CUDA slots' handles and events, if any (best effort:
         the connection they belong to is gone or going)."""
         if self._cuda is not None:
+            pid = getattr(self, "_daemon_pid", 0)
             try:
-                self._cuda.close()
+                self._cuda.close(daemon_gone=lambda: _process_gone(pid))
             except Exception:
                 pass
             self._cuda = None
@@ -222,6 +224,25 @@ def _weak_build(loader):
         except Exception:
             return None
     return build
+
+
+def _process_gone(pid: int) -> bool:
+    """Whether process `pid` has exited (no such process, or a zombie: its
+    CUDA context is gone either way). False when pid is unknown (0: a peer
+    in another PID namespace) or cannot be read."""
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        state, flags = fields[0], int(fields[6])
+    except FileNotFoundError:
+        return True
+    except (OSError, IndexError, ValueError):
+        return False
+    # PF_EXITING (0x4): in do_exit, where its GPU context's teardown may wait
+    # for the streams that use its memory, ours included.
+    return state in ("Z", "X") or bool(flags & 0x4)
 
 
 def _lost_on(sock, cause: OSError) -> LoaderError:

@@ -15,10 +15,12 @@ writes the slot again, so kernels still reading the slot are safe.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import time
 import warnings
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 
@@ -80,7 +82,9 @@ class _Runtime:
         self._destroy.argtypes = [vp]
         for f in (self._open_mem, self._close_mem, self._open_event, self._wait, self._record, self._destroy):
             f.restype = ctypes.c_int
-        self._wait_value, self._driver_err, self._address_range = _driver_calls(lib if driver else None)
+        (self._wait_value, self._driver_err, self._address_range,
+         self._write_value, self._stream_create, self._stream_sync, self._stream_destroy,
+         self._memset_async, self._copy_dtoh_async) = _driver_calls(lib if driver else None)
 
     def _check(self, op: str, r: int) -> None:
         if r == 0:
@@ -135,6 +139,40 @@ class _Runtime:
         comparison)."""
         self._driver_check("cuStreamWaitValue32", self._wait_value(stream, addr, value, _WAIT_VALUE_GEQ))
 
+    @property
+    def can_unblock(self) -> bool:
+        """Whether the driver has what own_stream, read_words, zero and
+        write_value need."""
+        return None not in (self._write_value, self._stream_create, self._stream_sync, self._stream_destroy,
+                            self._memset_async, self._copy_dtoh_async)
+
+    @contextlib.contextmanager
+    def own_stream(self):
+        """A non-blocking stream of this client's own (it waits for no other
+        stream, torch's legacy default one included), synchronised and
+        destroyed at the end of the block."""
+        s = ctypes.c_void_p()
+        self._driver_check("cuStreamCreate", self._stream_create(ctypes.byref(s), _STREAM_NON_BLOCKING))
+        try:
+            yield s.value
+            self._driver_check("cuStreamSynchronize", self._stream_sync(s))
+        finally:
+            self._stream_destroy(s)
+
+    def read_words(self, stream: int, addr: int, n: int) -> List[int]:
+        """The n u32 words at device address addr, read on `stream`."""
+        buf = (ctypes.c_uint32 * n)()
+        self._driver_check("cuMemcpyDtoHAsync", self._copy_dtoh_async(buf, addr, 4 * n, stream))
+        self._driver_check("cuStreamSynchronize", self._stream_sync(stream))
+        return list(buf)
+
+    def zero(self, stream: int, addr: int, n: int) -> None:
+        self._driver_check("cuMemsetD8Async", self._memset_async(addr, 0, n, stream))
+
+    def write_value(self, stream: int, addr: int, value: int) -> None:
+        """Write the u32 `value` at `addr` once the stream's earlier work is done."""
+        self._driver_check("cuStreamWriteValue32", self._write_value(stream, addr, value, 0))
+
     def allocation_size(self, ptr: int) -> Optional[int]:
         """The bytes from `ptr` to the end of the device allocation it lies
         in (cuMemGetAddressRange); None when the driver cannot say."""
@@ -147,18 +185,21 @@ class _Runtime:
 
 
 _WAIT_VALUE_GEQ = 0x0  # CU_STREAM_WAIT_VALUE_GEQ
+_STREAM_NON_BLOCKING = 0x1  # CU_STREAM_NON_BLOCKING
 
 
 def _driver_calls(lib):
     """cuStreamWaitValue32 (the _v2 entry point where the driver has it),
-    cuGetErrorName and cuMemGetAddressRange_v2 from the driver `lib`, or
+    cuGetErrorName, cuMemGetAddressRange_v2, cuStreamWriteValue32,
+    cuStreamCreate, cuStreamSynchronize, cuStreamDestroy_v2,
+    cuMemsetD8Async and cuMemcpyDtoHAsync_v2 from the driver `lib`, or
     libcuda.so.1 when None; None for each the driver lacks."""
     try:
         if lib is None:
             lib = ctypes.CDLL("libcuda.so.1")
         err = lib.cuGetErrorName
     except (OSError, AttributeError):
-        return None, None, None
+        return (None,) * 9
     err.argtypes, err.restype = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)], ctypes.c_int
     wait = getattr(lib, "cuStreamWaitValue32_v2", None) or getattr(lib, "cuStreamWaitValue32", None)
     if wait is not None:
@@ -167,7 +208,19 @@ def _driver_calls(lib):
     if rng is not None:
         rng.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t), ctypes.c_uint64]
         rng.restype = ctypes.c_int
-    return wait, err, rng
+    vp, u64, u = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint
+    calls = []
+    for names, argtypes in [(("cuStreamWriteValue32_v2", "cuStreamWriteValue32"), [vp, u64, ctypes.c_uint32, u]),
+                            (("cuStreamCreate",), [ctypes.POINTER(vp), u]),
+                            (("cuStreamSynchronize",), [vp]),
+                            (("cuStreamDestroy_v2", "cuStreamDestroy"), [vp]),
+                            (("cuMemsetD8Async",), [u64, ctypes.c_ubyte, ctypes.c_size_t, vp]),
+                            (("cuMemcpyDtoHAsync_v2", "cuMemcpyDtoHAsync"), [vp, u64, ctypes.c_size_t, vp])]:
+        f = next((getattr(lib, n) for n in names if hasattr(lib, n)), None)
+        if f is not None:
+            f.argtypes, f.restype = argtypes, ctypes.c_int
+        calls.append(f)
+    return (wait, err, rng, *calls)
 
 
 def ring_fits(opened, mapped: Optional[int]) -> bool:
@@ -258,6 +311,7 @@ class CudaSlots:
         self.ready: List[int] = []
         self.released: List[int] = []
         self.words = 0  # device address of slot 0's ready word; 0: wait on the events
+        self.waited: dict = {}  # slot -> the last ready value a stream was made to wait for
         with torch.cuda.device(self.device):
             self.ptr = self.rt.open_mem(bytes(opened.mem_handle))
             try:
@@ -301,6 +355,7 @@ class CudaSlots:
         if value and self.words:
             try:
                 self.rt.wait_value(stream, self.words + 4 * slot, value)
+                self.waited[slot] = value
                 return
             except CudaRuntimeError as e:
                 # The daemon records the ready event too: wait on it from now on.
@@ -316,6 +371,39 @@ class CudaSlots:
     def _record_released(self, stream: int, slot: int) -> None:
         self.rt.record(self.released[slot], stream)
 
+    def unblock_waits(self, daemon_gone: Callable[[], bool], wait: float = 5.0) -> List[int]:
+        """The slots whose ready word is below the value a stream waits for
+        (their fills still running, or dead): once daemon_gone() says the
+        daemon is gone (asked until `wait` seconds pass; its words are then
+        final), those are zeroed and their words written, on a stream of
+        this client's own. The steps queued on those batches then read
+        zeros (every index 0), not a half-written slot, and finish. Returns
+        the slots so ended; none when the words catch up or the daemon
+        stays (its fills will write them). Without words nothing can be
+        done here: a wait on an event the dead daemon never recorded is
+        the driver's."""
+        pending = self.waited
+        self.waited = {}
+        if not (self.words and pending and self.rt.can_unblock):
+            return []
+        with self.rt.own_stream() as s:
+            deadline = time.monotonic() + wait
+            while True:
+                words = self.rt.read_words(s, self.words, max(pending) + 1)
+                cut = [(slot, value) for slot, value in sorted(pending.items())
+                       if (words[slot] - value) & 0x80000000]  # word < value, as the wait compares (wrap-around)
+                if not cut:
+                    return []
+                if daemon_gone():
+                    break
+                if time.monotonic() > deadline:
+                    return []
+                time.sleep(0.01)
+            for slot, value in cut:
+                self.rt.zero(s, self.ptr + slot * self.slot_bytes, self.slot_bytes)
+                self.rt.write_value(s, self.words + 4 * slot, value)
+        return [slot for slot, _ in cut]
+
     def view(self, slot: int, offset: int, count: int, dtype: torch.dtype) -> torch.Tensor:
         """A zero-copy tensor of count elements at offset in the slot."""
         if count == 0:
@@ -328,15 +416,24 @@ class CudaSlots:
         t = torch.as_tensor(_CudaArray(ptr, (count,), typestr), device=self.device)
         return t if as_int == dtype else t.view(dtype)
 
-    def close(self) -> None:
-        """Close the events and the memory handle. Views must not be used
-        afterwards."""
+    def close(self, daemon_gone: Optional[Callable[[], bool]] = None) -> None:
+        """Close the events and the memory handle, after the current stream's
+        work (which may still read the slots) is done. Views must not be
+        used afterwards.
+
+        daemon_gone: whether the daemon has died (SIGKILL, the OOM killer,
+        a crash), and with its context the fills it had queued. A stream
+        made to wait for a ready word such a fill was to write would wait
+        for ever, the steps queued behind it and this close with it:
+        unblock_waits ends those waits first."""
         if self.ptr == 0 and not self.ready:
             return
         with torch.cuda.device(self.device):
             for e in self.ready + self.released:
                 self.rt.destroy_event(e)
             self.ready, self.released = [], []
+            if self.ptr and daemon_gone is not None:
+                self.unblock_waits(daemon_gone)
             if self.ptr:
                 # Every stream of this process, not only the current one: close
                 # may run on another thread (a loader collected on its

@@ -290,6 +290,89 @@ class KilledMidStepTest(unittest.TestCase):
                 self.assertEqual(d.stop(), 0)
 
 
+class DaemonKilledMidFillTest(unittest.TestCase):
+    """loaderd killed (SIGKILL, the OOM killer) after it said BatchReady and
+    before its fill wrote the slot's ready word: the fill dies with its
+    context, and the trainer's stream, made to wait for the word, with the
+    step queued behind it, would wait for ever; closing the loader (which
+    waits for that stream before it unmaps the slots) hung with it. Here
+    the unfinished fill is a wait for a value past the word's (the daemon
+    never writes it), then the daemon is killed: the loader's error comes,
+    close() returns, the queued step finishes, and it read zeros, not a
+    half-written slot (CudaSlots.unblock_waits)."""
+
+    def test_close_ends_the_wait_and_the_step_reads_zeros(self):
+        require_gpu()
+        import subprocess
+        d = Daemon(DATASET, "--gpus", "0")
+        py = os.path.join(os.path.dirname(__file__), "..", "..", "python")
+        code = ("import sys; sys.path.insert(0, %r); import torch, gnnloader\n"
+                "ld = gnnloader.Loader(%r, batch_size=256, fanouts=[10, 5], device='cuda:0', slots=4)\n"
+                "import faulthandler; faulthandler.dump_traceback_later(45)\n"
+                "it = iter(ld); b = next(it); torch.cuda.synchronize()\n"
+                "cs, slot = ld._cuda, gnnloader.batch_info(b).slot\n"
+                "# The step's kernels run once first: CUDA loads a kernel at its first\n"
+                "# launch (lazy loading), which waits for the device, here for ever.\n"
+                "warm = b.x.abs().sum() + b.x.numel(); torch.cuda.synchronize()\n"
+                "assert cs.words and slot in cs.waited, 'no ready words: nothing to test'\n"
+                "cs.wait_ready(slot, cs.waited[slot] + 1000)  # a fill the daemon will not finish\n"
+                "total = b.x.abs().sum() + b.x.numel()  # a step reading the slot, queued behind it\n"
+                "print('waiting', b.x.numel(), flush=True); sys.stdin.readline()\n"
+                "try:\n"
+                "    next(it)\n"
+                "except gnnloader.LoaderError as e:\n"
+                "    print('lost', e.code, flush=True)\n"
+                "ld.close(); torch.cuda.synchronize(); print('step', float(total), flush=True)\n"
+                ) % (py, d.socket)
+        p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            import select
+            ready, _, _ = select.select([p.stdout], [], [], 60)
+            if not ready:
+                p.kill()
+                self.fail("the trainer did not get its first batch within 60 s:\n" + p.stderr.read()[-3000:])
+            first = p.stdout.readline().split()
+            self.assertEqual(first[:1], ["waiting"], p.stderr.read() if p.poll() is not None else "")
+            numel = int(first[1])
+            d.proc.kill()
+            try:
+                d.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                # The killed daemon does not finish exiting: say where it is
+                # (its state, flags and kernel wait channel) before failing.
+                pid = d.proc.pid
+                where = {}
+                for name in ("stat", "wchan", "stack"):
+                    try:
+                        with open(f"/proc/{pid}/{name}") as f:
+                            where[name] = f.read()[-2000:]
+                    except OSError as e:
+                        where[name] = repr(e)
+                p.kill()
+                self.fail(f"loaderd did not exit within 20 s of SIGKILL while the trainer waited for its ready "
+                          f"word: {where}")
+            p.stdin.write("\n")
+            p.stdin.flush()
+            try:
+                out, err = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+                self.fail(f"the trainer hung after loaderd was killed mid-fill:\n{out}\n{err[-3000:]}")
+            self.assertEqual(p.returncode, 0, err[-3000:])
+            lines = out.splitlines()
+            self.assertTrue(lines[0].startswith("lost "), out)
+            # The slot was zeroed before the word: |x| sums to 0, so the step
+            # gives x's element count and nothing from a half-written slot.
+            self.assertEqual(lines[-1], f"step {float(numel)}", out)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            d.cleanup()
+
+
 def serve_stacks(logs, limit=6000):
     """The goroutines of a Go stack dump (loaderd after SIGQUIT) that run
     code of the serve, pingpong, gather or cudaext packages, the cgo calls

@@ -4,8 +4,10 @@ wait on a word has failed; a ring that does not fit the allocation its
 memory handle opened is refused, words that do not fit are not used; a
 driver library without the calls leaves them out."""
 
+import contextlib
 import os
 import sys
+import time
 import unittest
 import warnings
 
@@ -31,15 +33,17 @@ class FakeRuntime:
 
 def slots(rt, words):
     s = CudaSlots.__new__(CudaSlots)  # no device: only the wait's choice is under test
-    s.rt, s.words, s.ready = rt, words, [100, 101, 102]
+    s.rt, s.words, s.ready, s.waited = rt, words, [100, 101, 102], {}
     return s
 
 
 class WaitChoiceTest(unittest.TestCase):
     def test_word_when_ring_and_batch_have_one(self):
         rt = FakeRuntime()
-        slots(rt, 0x1000)._wait_on(7, 2, 5)
+        s = slots(rt, 0x1000)
+        s._wait_on(7, 2, 5)
         self.assertEqual(rt.calls, [("value", 7, 0x1000 + 8, 5)])
+        self.assertEqual(s.waited, {2: 5})  # what a dead daemon's close must end (unblock_waits)
 
     def test_event_without_words_or_value(self):
         rt = FakeRuntime()
@@ -85,11 +89,110 @@ class DriverCallsTest(unittest.TestCase):
             def __init__(self):
                 self.cuGetErrorName = lambda *a: 0
 
-        wait, err, rng = _driver_calls(Lib())
+        wait, err, rng, *unblock = _driver_calls(Lib())
         self.assertIsNone(wait)
         self.assertIsNotNone(err)
         self.assertIsNone(rng)
-        self.assertEqual(_driver_calls(object()), (None, None, None))
+        self.assertEqual(unblock, [None] * 6)
+        self.assertEqual(_driver_calls(object()), (None,) * 9)
+
+
+class UnblockRuntime:
+    """What unblock_waits calls, over a fake ring's words."""
+
+    def __init__(self, words):
+        self.words, self.calls = list(words), []
+        self.can_unblock = True
+
+    @contextlib.contextmanager
+    def own_stream(self):
+        self.calls.append("stream")
+        yield 9
+        self.calls.append("synchronized")
+
+    def read_words(self, stream, addr, n):
+        self.calls.append(("read", stream, addr, n))
+        return self.words[:n]
+
+    def zero(self, stream, addr, n):
+        self.calls.append(("zero", stream, addr, n))
+
+    def write_value(self, stream, addr, value):
+        self.calls.append(("write", stream, addr, value))
+
+
+def ring(rt, waited, words=0x9000):
+    s = CudaSlots.__new__(CudaSlots)
+    s.rt, s.words, s.ptr, s.slot_bytes, s.waited = rt, words, 0x1000, 0x100, dict(waited)
+    return s
+
+
+class UnblockWaitsTest(unittest.TestCase):
+    """A daemon killed with fills queued: the waits for words those fills
+    were to write are ended by the client at close (zeroed slot, then the
+    word), and only those."""
+
+    def test_only_words_behind_their_waits_and_only_once_the_daemon_is_gone(self):
+        rt = UnblockRuntime([7, 3, 5, 0xFFFFFFFF])
+        # slot 0 waited for 7 (reached), 1 for 4 (behind), 2 for 2 (ahead:
+        # a later fill), 3 for 1 (ahead across the wrap: 0xFFFFFFFF < 1).
+        s = ring(rt, {0: 7, 1: 4, 2: 2, 3: 1})
+        asked = []
+
+        def gone():
+            asked.append(1)
+            return len(asked) >= 3  # the daemon's exit takes a moment after the socket's close
+        self.assertEqual(s.unblock_waits(gone), [1, 3])
+        self.assertEqual(rt.calls[-5:], [("zero", 9, 0x1100, 0x100), ("write", 9, 0x9004, 4),
+                                         ("zero", 9, 0x1300, 0x100), ("write", 9, 0x900C, 1), "synchronized"])
+        self.assertEqual(len(asked), 3)
+        self.assertEqual(s.waited, {})
+        self.assertEqual(s.unblock_waits(gone), [])  # nothing waits any more
+
+    def test_a_daemon_that_stays_writes_its_own_words(self):
+        rt = UnblockRuntime([3])
+        s = ring(rt, {0: 4})
+        self.assertEqual(s.unblock_waits(lambda: False, wait=0.05), [])
+        self.assertFalse(any(c[0] in ("zero", "write") for c in rt.calls if isinstance(c, tuple)))
+
+    def test_words_that_catch_up(self):
+        rt = UnblockRuntime([3])
+        s = ring(rt, {0: 4})
+        real = rt.read_words
+
+        def read(*a):
+            words = real(*a)
+            rt.words = [4]  # the fill ends while close waits
+            return words
+        rt.read_words = read
+        self.assertEqual(s.unblock_waits(lambda: False), [])
+
+    def test_nothing_without_words_or_calls(self):
+        for rt, words in ((UnblockRuntime([0]), 0), (UnblockRuntime([0]), 0x9000)):
+            if words:
+                rt.can_unblock = False
+            self.assertEqual(ring(rt, {0: 4}, words).unblock_waits(lambda: True), [])
+            self.assertEqual(rt.calls, [])
+
+
+class ProcessGoneTest(unittest.TestCase):
+    def test_states(self):
+        import subprocess
+        from gnnloader._connection import _process_gone
+        self.assertFalse(_process_gone(os.getpid()))
+        self.assertFalse(_process_gone(0))  # a peer in another PID namespace: unknown
+        p = subprocess.Popen(["sleep", "30"])
+        try:
+            self.assertFalse(_process_gone(p.pid))
+            p.kill()
+            deadline = time.monotonic() + 10
+            while not _process_gone(p.pid):  # a zombie until reaped: gone already
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.01)
+        finally:
+            p.kill()
+            p.wait()
+        self.assertTrue(_process_gone(p.pid))
 
 
 if __name__ == "__main__":
