@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import socket
 import threading
 from typing import Optional
 
@@ -79,7 +80,8 @@ class GradClient:
         $GNNLOADER_DAEMON_UID, else UntrustedDaemonError), and registers."""
         self.device = device
         self.rank, self.world_size = rank, world_size
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one allreduce at a time, and close waits for it
+        self._closed = False
         self._seq = 0
         self.sock = trust.connect(trust.socket_path(socket_path), timeout, trust.trusted_uids(daemon_uid))
         try:
@@ -155,6 +157,8 @@ class GradClient:
         if nbytes > self.nbytes:
             raise ValueError(f"allreduce: {nbytes} bytes, the buffer has {self.nbytes}")
         with self._lock:
+            if self._closed:
+                raise AllReduceError("allreduce: the gradient connection is closed")
             flat = tensor.reshape(-1) if tensor.is_contiguous() else tensor.contiguous().reshape(-1)
             if self._cuda is not None:
                 buf = self._cuda[:nbytes].view(tensor.dtype)
@@ -195,6 +199,27 @@ class GradClient:
         return tensor
 
     def close(self) -> None:
+        """Say goodbye and release the buffer. From another thread while an
+        allreduce waits on the daemon, the connection is shut first (that
+        allreduce ends with an error) and the buffer is released once it has
+        left it; a later allreduce raises AllReduceError."""
+        if not self._lock.acquire(blocking=False):
+            # An allreduce is in flight: end its wait, then wait for it.
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._lock.acquire()
+        try:
+            if self._closed:
+                return
+            self._closed = True
+            self._release()
+        finally:
+            self._lock.release()
+
+    def _release(self) -> None:
+        """Goodbye, the socket, the buffer (self._lock held)."""
         try:
             P.send_msg(self.sock, P.Goodbye(reason="done"))
         except OSError:
@@ -204,7 +229,9 @@ class GradClient:
             import torch
 
             with torch.cuda.device(self._cuda.device):
-                torch.cuda.current_stream(self._cuda.device).synchronize()
+                # Every stream of the device: an allreduce's copies may have
+                # been queued on another thread's stream.
+                torch.cuda.synchronize(self._cuda.device)
                 self._rt.destroy_event(self._ready)
                 self._rt.destroy_event(self._done)
                 self._cuda = None

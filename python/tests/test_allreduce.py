@@ -153,6 +153,36 @@ class TestEndToEndCPU(unittest.TestCase):
         self.assertTrue(torch.equal(solo.allreduce(torch.ones(4)), torch.ones(4)))
         solo.close()
 
+    def test_close_during_allreduce(self):
+        # Rank 0 waits in an allreduce that rank 1 never joins; closing it
+        # from another thread ends that wait with an error and releases the
+        # buffer only after it (no use after release); a later allreduce
+        # raises, and a second close does nothing.
+        c0, c1 = self._clients("closing", 2, 1 << 12)
+        raised = []
+
+        def run():
+            try:
+                c0.allreduce(torch.ones(8))
+            except (ar.AllReduceError, EOFError, OSError) as e:
+                raised.append(e)
+
+        t = threading.Thread(target=run)
+        t.start()
+        time.sleep(0.3)
+        self.assertTrue(t.is_alive(), "the allreduce did not wait for rank 1")
+        t0 = time.monotonic()
+        c0.close()
+        t.join(10)
+        self.assertFalse(t.is_alive(), "the allreduce still waits after close")
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertEqual(len(raised), 1)
+        self.assertTrue(c0._mem.closed)
+        with self.assertRaises(ar.AllReduceError):
+            c0.allreduce(torch.ones(8))
+        c0.close()
+        c1.close()
+
     def test_too_large(self):
         (c,) = self._clients("big", 1, 64)
         with self.assertRaises(ValueError):
