@@ -352,11 +352,13 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 	return nil
 }
 
-// logStart logs (at debug level) where the epoch's start went, once its
-// first fill is announced: the plan, sampling the first batches and
-// acquiring their slots, the wait for their release, the fill, and the
-// batches' counts (a GPU-sampled batch's wait for its sampling).
+// logStart records the epoch's start (gnnloader_epoch_start_seconds) and
+// logs (at debug level) where it went, once its first fill is announced:
+// the plan, sampling the first batches and acquiring their slots, the wait
+// for their release, the fill, and the batches' counts (a GPU-sampled
+// batch's wait for its sampling).
 func (p *pipeline) logStart(m int, filled, awaited time.Time, fill time.Duration) {
+	p.ss.srv.metrics.epochStart.Observe(seconds(time.Since(p.started)))
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 	p.ss.srv.log.Debug("epoch's first batches announced", "epoch", p.epoch, "batches", m,
 		"after_ms", ms(time.Since(p.started)), "plan_ms", ms(p.planned), "taken_ms", ms(awaited.Sub(p.started)-p.planned),

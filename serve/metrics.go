@@ -20,6 +20,7 @@ type metrics struct {
 	slotWait    prometheus.Histogram
 	releaseWait prometheus.Histogram
 	trainerHold prometheus.Histogram
+	epochStart  prometheus.Histogram
 	gatherBytes prometheus.Counter
 	swept       prometheus.Counter
 	fills       prometheus.Counter
@@ -45,6 +46,7 @@ func newMetrics(s *Server) *metrics {
 	m.releaseWait = hist("gnnloader_release_wait_seconds", "Time a fill on a GPU waited, once the trainer had released its slots, for the trainer's kernels that read them to end.")
 	m.slotWait = hist("gnnloader_slot_wait_seconds", "Time the gather stage waited for the trainer to release a slot (long = the trainer is the bottleneck).")
 	m.trainerHold = hist("gnnloader_trainer_hold_seconds", "Time from BatchReady to the trainer's Release of that batch.")
+	m.epochStart = hist("gnnloader_epoch_start_seconds", "Time from a trainer's StartEpoch to the epoch's first BatchReady.")
 	m.gatherBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "gnnloader_gather_bytes_total", Help: "Feature bytes written into slots.",
 	})
@@ -63,7 +65,7 @@ func newMetrics(s *Server) *metrics {
 	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gnnloader_connection_errors_total", Help: "Connections ended with an Error frame, by error code.",
 	}, []string{"code"})
-	for _, c := range []prometheus.Collector{m.batches, m.sample, m.gather, m.slotWait, m.releaseWait, m.trainerHold, m.gatherBytes, m.swept, m.fills, m.connections, m.refused, m.errors} {
+	for _, c := range []prometheus.Collector{m.batches, m.sample, m.gather, m.slotWait, m.releaseWait, m.trainerHold, m.epochStart, m.gatherBytes, m.swept, m.fills, m.connections, m.refused, m.errors} {
 		f(c)
 	}
 	gauge := func(name, help string, v func() float64) {

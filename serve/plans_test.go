@@ -64,3 +64,38 @@ func TestPlanAhead(t *testing.T) {
 		t.Fatal("a batch size of 0 planned ahead gave no error")
 	}
 }
+
+// TestEpochStartMetric: each epoch's start (StartEpoch to its first
+// BatchReady) is one observation of gnnloader_epoch_start_seconds, and two
+// epochs of one trainer give two (the second from the plan made ahead).
+func TestEpochStartMetric(t *testing.T) {
+	srv, src := testServer(t, Config{})
+	c := dial(t, srv)
+	c.handshake(openReq())
+	for e := range uint32(2) {
+		if ids := c.epoch(src, e); len(ids) == 0 {
+			t.Fatalf("epoch %d served no seeds", e)
+		}
+		n, sum := epochStarts(t, srv)
+		if n != uint64(e)+1 || sum <= 0 {
+			t.Fatalf("after epoch %d: %d epoch starts observed (sum %v s), want %d", e, n, sum, e+1)
+		}
+	}
+}
+
+// epochStarts is gnnloader_epoch_start_seconds' count and sum.
+func epochStarts(t *testing.T, srv *Server) (uint64, float64) {
+	t.Helper()
+	mfs, err := srv.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "gnnloader_epoch_start_seconds" {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+	}
+	t.Fatal("no gnnloader_epoch_start_seconds")
+	return 0, 0
+}
