@@ -10,6 +10,13 @@ import json
 ZERO_COPY_CEILING = 0.927
 
 
+
+def median(xs):
+    """The median of a non-empty list (the mean of the middle two for an even count)."""
+    ps = sorted(xs)
+    h = len(ps) // 2
+    return ps[h] if len(ps) % 2 else (ps[h - 1] + ps[h]) / 2
+
 def variant_kind(name):
     """The variant a run name measures: "train_only@2" (a second run of
     train_only, e.g. after loaderd, to see the baseline drift) is
@@ -95,6 +102,7 @@ def render(paths):
     # ran, and the baseline's spread, so a machine whose steps drift during
     # the run shows it next to the ratio.
     reps = sorted({n.split("@", 1)[1] for n in runs if "@" in n and ":" not in n})
+    pairs = [ld["wall_s"] / tro["wall_s"]] if ld.get("wall_s") and tro.get("wall_s") else []
     for k in reps:
         a, b = runs.get(f"loaderd@{k}", {}), runs.get(f"train_only@{k}", {})
         which = f"loaderd@{k}"
@@ -103,6 +111,11 @@ def render(paths):
         if a.get("wall_s") and b.get("wall_s"):
             print(f"  - {which} {a['ms_per_batch']:.2f} / train_only@{k} {b['ms_per_batch']:.2f} ms a batch "
                   f"= {a['wall_s'] / b['wall_s']:.2f}")
+            if which != "loaderd":
+                pairs.append(a["wall_s"] / b["wall_s"])
+    if len(pairs) > 1:  # each loaderd run against the baseline run just before it
+        print(f"  - over {len(pairs)} paired runs: median {median(pairs):.2f} (target <= 1.10), "
+              f"{min(pairs):.2f}-{max(pairs):.2f}")
     tros = [r["ms_per_batch"] for n, r in runs.items() if ":" not in n and variant_kind(n) == "train_only" and r.get("ms_per_batch")]
     if len(tros) > 1:
         lds = [r["ms_per_batch"] for n, r in runs.items() if ":" not in n and variant_kind(n) == "loaderd" and r.get("ms_per_batch")]

@@ -13,6 +13,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 
 from bench_train_measure import gap_figures  # noqa: E402
+from bench_train_render import median  # noqa: E402
 from bench_train_model import run_epoch  # noqa: E402
 
 
@@ -77,6 +78,14 @@ class GapFiguresTest(unittest.TestCase):
         self.assertEqual(g["gaps_big_at"], [3, 7])
         self.assertAlmostEqual(g["gaps_big_share"], 8.0 / sum(gaps))
         self.assertEqual(gap_figures([]), {})
+
+
+class MedianTest(unittest.TestCase):
+    def test_median(self):
+        # The paired ratios' verdict line: odd and even counts, unsorted.
+        self.assertEqual(median([1.41, 0.97, 1.01]), 1.01)
+        self.assertAlmostEqual(median([1.2, 1.0, 1.1, 1.3]), 1.15)
+        self.assertEqual(median([1.07]), 1.07)
 
 
 if __name__ == "__main__":
