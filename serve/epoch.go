@@ -48,7 +48,9 @@ func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 		return err
 	}
 	planned := time.Since(started)
-	ss.plans.prepare(ss.req.seeds, ss.req.epochs, epoch+1) // the trainer's likely next epoch
+	if _, ahead := plansBytes(int64(len(ss.req.seeds)), ss.req.link != nil); ahead {
+		ss.plans.prepare(ss.req.seeds, ss.req.epochs, epoch+1) // the trainer's likely next epoch
+	}
 	// A trainer that reconnects resumes its first epoch at its start batch,
 	// the batch after the last one it consumed; every later epoch is whole.
 	first := 0
@@ -169,9 +171,10 @@ func (p *pipeline) fill(ctx context.Context) error {
 			}
 		}
 		waited := false // for the trainer, at some point of this fill's growth
+		width := rampWidth(p.width, i-p.first)
 		for {
 			ahead := p.trainerAhead()
-			if !growSweep(len(p.slots), rampWidth(p.width, i-p.first), p.n-i, ahead, ring.Busy) {
+			if !growSweep(len(p.slots), width, p.n-i, ahead, ring.Busy) {
 				break
 			}
 			waited = waited || ahead
@@ -185,13 +188,9 @@ func (p *pipeline) fill(ctx context.Context) error {
 				return err
 			}
 		}
-		if held := p.ss.held(); waited && len(p.slots) < p.width && len(p.slots) < p.n-i && held > p.aheadFloor() {
-			// The fill waited for the trainer and goes short of the width
-			// although the trainer holds more than the floor: it stalled
-			// (releasePace), waiting for a batch while it keeps these (a
-			// window of batches, release="manual"), or paused once. Twice
-			// in a row, the floor rises to what it holds, so that later
-			// fills do not wait for the stall again.
+		if held := p.ss.held(); stalledFill(len(p.slots), width, p.n-i, waited, held, p.aheadFloor()) {
+			// Twice in a row, the floor rises to what the trainer holds, so
+			// that later fills do not wait for the stall again.
 			if p.stalls++; p.stalls >= 2 {
 				p.keeps = max(p.keeps, held)
 			}
@@ -219,6 +218,17 @@ func growSweep(slots, width, left int, trainerAhead bool, busy func() bool) bool
 		return false
 	}
 	return trainerAhead || busy()
+}
+
+// stalledFill reports whether a fill of slots batches, of width at most
+// (rampWidth's: one cut short by the epoch's ramp is not short), with left
+// batches of the epoch still to fill, went short because the trainer
+// stalled: it waited for the trainer and goes short of the width although
+// the trainer holds more than the floor, so the trainer stopped releasing
+// (releasePace), waiting for a batch while it keeps these (a window of
+// batches, release="manual"), or paused once.
+func stalledFill(slots, width, left int, waited bool, held, floor int) bool {
+	return waited && slots < width && slots < left && held > floor
 }
 
 // rampWidth is the width of a fill whose first batch is the done'th of

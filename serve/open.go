@@ -40,13 +40,27 @@ type request struct {
 
 // The epoch plan's bytes a seed (the shuffled order, this rank's share and
 // its positions), and a link request's a pair (its pair positions too).
-// A session holds two: its epoch's and the next one's, made ahead
-// (planAhead).
+// A session whose plan takes at most maxPlanAheadBytes holds two: its
+// epoch's and the next one's, made ahead (planAhead); a larger one (a huge
+// link:custom evaluation set) holds one, planned when its epoch starts.
 const (
-	seedPlanBytes = 24
-	linkPlanBytes = seedPlanBytes + 8
-	plansHeld     = 2
+	seedPlanBytes     = 24
+	linkPlanBytes     = seedPlanBytes + 8
+	maxPlanAheadBytes = 1 << 30
 )
+
+// plansBytes is what the epoch plans of a request over n seeds (pairs, for
+// a link request) take, and whether the next one is made ahead.
+func plansBytes(n int64, link bool) (bytes int64, ahead bool) {
+	per := int64(seedPlanBytes)
+	if link {
+		per = linkPlanBytes
+	}
+	if one := per * n; one > maxPlanAheadBytes {
+		return one, false
+	}
+	return 2 * per * n, true
+}
 
 // rank is the trainer's rank within its job.
 func (r *request) rank() int { return r.epochs.Rank }
@@ -73,7 +87,8 @@ func (ss *session) parseOpen(m *ipc.Open) (*request, error) {
 		// A link:custom set is as large as the memory budget lets its
 		// Seeds be: its epoch plan, positions included, must fit before
 		// the positions are made (admit takes it below).
-		if err := ss.srv.fits(linkPlanBytes*link.pairs.Len(), "link plan"); err != nil {
+		planned, _ := plansBytes(link.pairs.Len(), true)
+		if err := ss.srv.fits(planned, "link plan"); err != nil {
 			return nil, err
 		}
 		seeds, ok = positions(int(link.pairs.Len())), true
@@ -221,7 +236,9 @@ func (ss *session) handleOpen(ctx context.Context, m *ipc.Open) error {
 		"split", req.split, "temporal", m.Temporal, "time_attr", m.TimeAttr, "batch_size", req.epochs.BatchSize, "fanouts", req.fanouts, "slots", req.slots, "slot_bytes", layout.SlotBytes,
 		"batches_per_epoch", numBatches)
 	fds := ring.Describe(opened)
-	ss.plans.prepare(req.seeds, req.epochs, req.startEpoch) // while the trainer maps its slots
+	if _, ahead := plansBytes(int64(len(req.seeds)), req.link != nil); ahead {
+		ss.plans.prepare(req.seeds, req.epochs, req.startEpoch) // while the trainer maps its slots
+	}
 	if err := ss.send(opened, fds...); err != nil {
 		return err
 	}
@@ -242,10 +259,7 @@ const minDefaultSlots = 2
 // refused: the default is the fastest measured (32 slots, sweeps of 16
 // batches), the halves what still fits beside other trainers.
 func (ss *session) admitRing(ctx context.Context, req *request, mode batch.Mode, layout pingpong.Layout) (slotRing, error) {
-	planBytes := plansHeld * seedPlanBytes * int64(len(req.seeds))
-	if req.link != nil {
-		planBytes = plansHeld * linkPlanBytes * int64(len(req.seeds))
-	}
+	planBytes, _ := plansBytes(int64(len(req.seeds)), req.link != nil)
 	gpu := req.device >= 0 && ss.srv.gpu != nil
 	leaveBy, graceBy := time.Now().Add(leaveWait), time.Now().Add(hangupGrace)
 	for {

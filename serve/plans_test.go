@@ -99,3 +99,26 @@ func epochStarts(t *testing.T, srv *Server) (uint64, float64) {
 	t.Fatal("no gnnloader_epoch_start_seconds")
 	return 0, 0
 }
+
+// TestPlansBytes: a request's epoch plans are charged twice (the next one
+// made ahead) up to maxPlanAheadBytes a plan, once beyond (a huge link set
+// is planned when its epoch starts); link plans cost their positions too.
+func TestPlansBytes(t *testing.T) {
+	for _, tc := range []struct {
+		n     int64
+		link  bool
+		bytes int64
+		ahead bool
+	}{
+		{1000, false, 2 * 24 * 1000, true},
+		{1000, true, 2 * 32 * 1000, true},
+		{maxPlanAheadBytes / 24, false, 2 * 24 * (maxPlanAheadBytes / 24), true},
+		{maxPlanAheadBytes/24 + 1, false, 24 * (maxPlanAheadBytes/24 + 1), false},
+		{87_000_000, true, 32 * 87_000_000, false},
+	} {
+		b, ahead := plansBytes(tc.n, tc.link)
+		if b != tc.bytes || ahead != tc.ahead {
+			t.Errorf("plansBytes(%d, link %v) = %d, %v; want %d, %v", tc.n, tc.link, b, ahead, tc.bytes, tc.ahead)
+		}
+	}
+}

@@ -166,11 +166,12 @@ func TestCustomSeedsChargedToTheBudget(t *testing.T) {
 	waitFor(t, func() bool { return srv.BudgetUsed() == 0 })
 }
 
-// A link:custom set whose Seeds fit the memory budget but whose epoch plan
-// (32 bytes a pair) does not is refused at its Open before the plan is
-// made, and its seeds' share of the budget comes back.
+// A link:custom set whose Seeds fit the memory budget but whose epoch plans
+// (32 bytes a pair each: the epoch's and the next one's, made ahead) do not
+// is refused at its Open before the plan is made, and its seeds' share of
+// the budget comes back.
 func TestLinkCustomPlanChargedBeforeItIsMade(t *testing.T) {
-	const pairs = 1000 // seeds 16,000 bytes, plan 32,000
+	const pairs = 1000 // seeds 16,000 bytes, plans 64,000
 	srv, src := testServer(t, Config{MemoryBudget: 20000})
 	ids := make([]int64, 2*pairs)
 	for i := range ids {
@@ -182,6 +183,6 @@ func TestLinkCustomPlanChargedBeforeItIsMade(t *testing.T) {
 	o := openReq()
 	o.Split = "link:custom"
 	c.send(&o)
-	c.expectError(ipc.CodeLimit, "32000 bytes of link plan exceed the whole memory budget")
+	c.expectError(ipc.CodeLimit, "64000 bytes of link plan exceed the whole memory budget")
 	waitFor(t, func() bool { return srv.BudgetUsed() == 0 })
 }

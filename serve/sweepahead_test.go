@@ -327,6 +327,26 @@ func TestGrowSweep(t *testing.T) {
 			t.Errorf("rampWidth(%d, %d) = %d, want %d", tc.width, tc.done, got, tc.want)
 		}
 	}
+	// A fill of the ramp's width is not a stall, whatever the sweep width
+	// (the ramp's 3 and 9 batch fills once counted as stalls and raised
+	// the floor for the rest of the epoch).
+	for _, tc := range []struct {
+		slots, width, left int
+		waited             bool
+		held, floor        int
+		want               bool
+	}{
+		{3, rampWidth(16, 1), 100, true, 9, 8, false},
+		{9, rampWidth(16, 4), 100, true, 12, 8, false},
+		{5, rampWidth(16, 40), 100, true, 12, 8, true},
+		{5, 16, 5, true, 12, 8, false},
+		{5, 16, 100, false, 12, 8, false},
+		{5, 16, 100, true, 8, 8, false},
+	} {
+		if got := stalledFill(tc.slots, tc.width, tc.left, tc.waited, tc.held, tc.floor); got != tc.want {
+			t.Errorf("stalledFill%+v = %v, want %v", tc, got, tc.want)
+		}
+	}
 	for _, tc := range []struct{ ahead, width, want int }{
 		{0, 16, 8}, {0, 3, 1}, {0, 1, -1}, {-1, 16, -1}, {5, 16, 5}, {5, 1, -1},
 	} {

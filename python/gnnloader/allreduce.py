@@ -80,8 +80,12 @@ class GradClient:
         $GNNLOADER_DAEMON_UID, else UntrustedDaemonError), and registers."""
         self.device = device
         self.rank, self.world_size = rank, world_size
-        self._lock = threading.Lock()  # one allreduce at a time, and close waits for it
-        self._closed = False
+        # One allreduce at a time, and close waits for it. Re-entrant: a
+        # signal handler that closes runs on the thread it interrupted,
+        # maybe inside an allreduce (_owner says so).
+        self._lock = threading.RLock()
+        self._owner: Optional[int] = None  # the thread inside an allreduce
+        self._closed = self._released = False
         self._seq = 0
         self.sock = trust.connect(trust.socket_path(socket_path), timeout, trust.trusted_uids(daemon_uid))
         try:
@@ -159,43 +163,55 @@ class GradClient:
         with self._lock:
             if self._closed:
                 raise AllReduceError("allreduce: the gradient connection is closed")
-            flat = tensor.reshape(-1) if tensor.is_contiguous() else tensor.contiguous().reshape(-1)
-            if self._cuda is not None:
-                buf = self._cuda[:nbytes].view(tensor.dtype)
-                stream = torch.cuda.current_stream(self._cuda.device)
-                buf.copy_(flat)
-                with torch.cuda.device(self._cuda.device):
-                    self._rt.record(self._ready, stream.cuda_stream)
-            else:
-                buf = torch.frombuffer(self._mem, dtype=tensor.dtype, count=n)
-                buf.copy_(flat.detach().cpu())
-            seq = self._seq
+            self._owner = threading.get_ident()
             try:
-                self.sock.sendall(encode(AllReduce(seq, n, dtype, op)))
-            except (BrokenPipeError, ConnectionResetError) as e:
-                # The daemon broke the job's ring between rounds (a rank
-                # left or did not come in time), told this rank why and
-                # closed: that Error is still to be read.
-                try:
-                    self._recv()
-                except AllReduceError:
-                    raise
-                except (EOFError, OSError):
-                    pass
-                raise AllReduceError(f"loaderd closed the gradient connection: {e}") from None
-            m, fds = self._recv()
-            for fd in fds:
-                os.close(fd)
-            if not isinstance(m, AllReduceDone) or m.seq != seq:
-                raise AllReduceError(f"expected AllReduceDone({seq}), got {m}")
-            self._seq += 1
-            if self._cuda is not None:
-                with torch.cuda.device(self._cuda.device):
-                    self._rt.wait(stream.cuda_stream, self._done)
-            if flat.data_ptr() == tensor.data_ptr() and tensor.is_contiguous():
-                flat.copy_(buf)
-            else:
-                tensor.copy_(buf.view(tensor.shape))
+                return self._allreduce(tensor, op, dtype, n, nbytes)
+            finally:
+                self._owner = None
+                if self._closed:
+                    self._release()  # closed by a signal handler on this thread, mid-allreduce
+
+    def _allreduce(self, tensor, op: str, dtype: str, n: int, nbytes: int):
+        """allreduce's round, self._lock held."""
+        import torch
+
+        flat = tensor.reshape(-1) if tensor.is_contiguous() else tensor.contiguous().reshape(-1)
+        if self._cuda is not None:
+            buf = self._cuda[:nbytes].view(tensor.dtype)
+            stream = torch.cuda.current_stream(self._cuda.device)
+            buf.copy_(flat)
+            with torch.cuda.device(self._cuda.device):
+                self._rt.record(self._ready, stream.cuda_stream)
+        else:
+            buf = torch.frombuffer(self._mem, dtype=tensor.dtype, count=n)
+            buf.copy_(flat.detach().cpu())
+        seq = self._seq
+        try:
+            self.sock.sendall(encode(AllReduce(seq, n, dtype, op)))
+        except (BrokenPipeError, ConnectionResetError) as e:
+            # The daemon broke the job's ring between rounds (a rank
+            # left or did not come in time), told this rank why and
+            # closed: that Error is still to be read.
+            try:
+                self._recv()
+            except AllReduceError:
+                raise
+            except (EOFError, OSError):
+                pass
+            raise AllReduceError(f"loaderd closed the gradient connection: {e}") from None
+        m, fds = self._recv()
+        for fd in fds:
+            os.close(fd)
+        if not isinstance(m, AllReduceDone) or m.seq != seq:
+            raise AllReduceError(f"expected AllReduceDone({seq}), got {m}")
+        self._seq += 1
+        if self._cuda is not None:
+            with torch.cuda.device(self._cuda.device):
+                self._rt.wait(stream.cuda_stream, self._done)
+        if flat.data_ptr() == tensor.data_ptr() and tensor.is_contiguous():
+            flat.copy_(buf)
+        else:
+            tensor.copy_(buf.view(tensor.shape))
         return tensor
 
     def close(self) -> None:
@@ -204,22 +220,36 @@ class GradClient:
         allreduce ends with an error) and the buffer is released once it has
         left it; a later allreduce raises AllReduceError."""
         if not self._lock.acquire(blocking=False):
-            # An allreduce is in flight: end its wait, then wait for it.
-            try:
-                self.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            # Another thread's allreduce is in flight: end its wait, then
+            # wait for it.
+            self._shutdown()
             self._lock.acquire()
         try:
             if self._closed:
                 return
             self._closed = True
+            if self._owner == threading.get_ident():
+                # A signal handler inside this thread's allreduce: its wait
+                # ends with an error, and it releases the buffer as it leaves.
+                self._shutdown()
+                return
             self._release()
         finally:
             self._lock.release()
 
+    def _shutdown(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
     def _release(self) -> None:
-        """Goodbye, the socket, the buffer (self._lock held)."""
+        """Goodbye, the socket, the buffer, once (self._lock held). Close
+        the loaders of the device first where loaderd may have died: this
+        waits for every stream of the device."""
+        if self._released:
+            return
+        self._released = True
         try:
             P.send_msg(self.sock, P.Goodbye(reason="done"))
         except OSError:

@@ -183,6 +183,37 @@ class TestEndToEndCPU(unittest.TestCase):
         c0.close()
         c1.close()
 
+    def test_close_from_a_signal_handler_during_allreduce(self):
+        # A SIGTERM-style handler that closes the client runs on the main
+        # thread, inside the allreduce it interrupted: close must not wait
+        # for that allreduce (it would wait for itself); the allreduce ends
+        # with an error and releases the buffer as it leaves.
+        import signal
+        c0, c1 = self._clients("signalled", 2, 1 << 12)
+        closed = []
+
+        def handler(signum, frame):
+            c0.close()
+            closed.append(True)
+
+        old = signal.signal(signal.SIGUSR1, handler)
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
+        try:
+            timer.start()
+            t0 = time.monotonic()
+            with self.assertRaises((ar.AllReduceError, EOFError, OSError)):
+                c0.allreduce(torch.ones(8))  # rank 1 never joins
+            self.assertLess(time.monotonic() - t0, 5)
+        finally:
+            timer.cancel()
+            signal.signal(signal.SIGUSR1, old)
+        self.assertEqual(closed, [True])
+        self.assertTrue(c0._released)
+        self.assertTrue(c0._mem.closed)
+        with self.assertRaises(ar.AllReduceError):
+            c0.allreduce(torch.ones(8))
+        c1.close()
+
     def test_too_large(self):
         (c,) = self._clients("big", 1, 64)
         with self.assertRaises(ValueError):
