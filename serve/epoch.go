@@ -43,14 +43,12 @@ func (ss *session) stopEpoch() {
 // runEpoch runs the pipeline of one epoch and ends it with EpochEnd.
 func (ss *session) runEpoch(ctx context.Context, epoch uint32) error {
 	started := time.Now()
-	plan, err := ss.plans.plan(ss.req.seeds, ss.req.epochs, epoch)
+	plan, err := ss.plans.plan(epoch)
 	if err != nil {
 		return err
 	}
 	planned := time.Since(started)
-	if _, ahead := plansBytes(int64(len(ss.req.seeds)), ss.req.link != nil); ahead {
-		ss.plans.prepare(ss.req.seeds, ss.req.epochs, epoch+1) // the trainer's likely next epoch
-	}
+	ss.plans.prepare(epoch + 1) // the trainer's likely next epoch
 	// A trainer that reconnects resumes its first epoch at its start batch,
 	// the batch after the last one it consumed; every later epoch is whole.
 	first := 0
@@ -236,12 +234,7 @@ func stalledFill(slots, width, left int, waited bool, held, floor int) bool {
 // fills of 1, 3, 9, 27 ... batches. The trainer gets its first batches
 // after a one-batch fill instead of a whole sweep, and each fill takes
 // about as long as the trainer's steps on the batches before it.
-func rampWidth(width, done int) int {
-	if done >= width {
-		return width
-	}
-	return min(width, 2*done+1)
-}
+func rampWidth(width, done int) int { return min(width, 2*done+1) }
 
 // trainerAhead reports whether the trainer holds more than the ring's
 // SweepAhead announced, unreleased batches and keeps releasing them: then

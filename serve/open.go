@@ -236,9 +236,8 @@ func (ss *session) handleOpen(ctx context.Context, m *ipc.Open) error {
 		"split", req.split, "temporal", m.Temporal, "time_attr", m.TimeAttr, "batch_size", req.epochs.BatchSize, "fanouts", req.fanouts, "slots", req.slots, "slot_bytes", layout.SlotBytes,
 		"batches_per_epoch", numBatches)
 	fds := ring.Describe(opened)
-	if _, ahead := plansBytes(int64(len(req.seeds)), req.link != nil); ahead {
-		ss.plans.prepare(req.seeds, req.epochs, req.startEpoch) // while the trainer maps its slots
-	}
+	_, ahead := plansBytes(int64(len(req.seeds)), req.link != nil)
+	ss.plans.open(req.seeds, req.epochs, ahead, req.startEpoch) // planned while the trainer maps its slots
 	if err := ss.send(opened, fds...); err != nil {
 		return err
 	}

@@ -20,15 +20,29 @@ type nextPlan struct {
 	err   error
 }
 
-// planAhead holds a session's plan made ahead; safe for concurrent use.
+// planAhead makes a session's epoch plans, the next one ahead where
+// plansBytes allows; safe for concurrent use once open has run.
 type planAhead struct {
+	seeds []int64 // the Open's split, and how its epochs walk it
+	cfg   sampler.EpochConfig
+	ahead bool // plans are made ahead (plansBytes)
+
 	mu   sync.Mutex
 	next *nextPlan
 }
 
-// prepare starts planning epoch of the split seeds (cfg) in the
-// background, replacing any plan made ahead for another epoch.
-func (a *planAhead) prepare(seeds []int64, cfg sampler.EpochConfig, epoch uint32) {
+// open sets the split the session plans, and plans its start epoch ahead.
+func (a *planAhead) open(seeds []int64, cfg sampler.EpochConfig, ahead bool, start uint32) {
+	a.seeds, a.cfg, a.ahead = seeds, cfg, ahead
+	a.prepare(start)
+}
+
+// prepare starts planning epoch in the background (when plans are made
+// ahead), replacing any plan made ahead for another epoch.
+func (a *planAhead) prepare(epoch uint32) {
+	if !a.ahead {
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.next != nil && a.next.epoch == epoch {
@@ -38,14 +52,14 @@ func (a *planAhead) prepare(seeds []int64, cfg sampler.EpochConfig, epoch uint32
 	a.next = n
 	go func() {
 		defer close(n.done)
-		n.plan, n.err = sampler.NewPlan(seeds, cfg, int(epoch))
+		n.plan, n.err = sampler.NewPlan(a.seeds, a.cfg, int(epoch))
 	}()
 }
 
 // plan returns epoch's plan: the one made ahead when it is for this epoch
 // (waiting for it to be done), else a new one. Either way the plan made
 // ahead is used up.
-func (a *planAhead) plan(seeds []int64, cfg sampler.EpochConfig, epoch uint32) (*sampler.Plan, error) {
+func (a *planAhead) plan(epoch uint32) (*sampler.Plan, error) {
 	a.mu.Lock()
 	n := a.next
 	a.next = nil
@@ -54,5 +68,5 @@ func (a *planAhead) plan(seeds []int64, cfg sampler.EpochConfig, epoch uint32) (
 		<-n.done
 		return n.plan, n.err
 	}
-	return sampler.NewPlan(seeds, cfg, int(epoch))
+	return sampler.NewPlan(a.seeds, a.cfg, int(epoch))
 }

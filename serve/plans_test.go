@@ -32,10 +32,10 @@ func TestPlanAhead(t *testing.T) {
 		}
 	}
 	var a planAhead
-	a.prepare(seeds, cfg, 2)
-	a.prepare(seeds, cfg, 2) // again for the same epoch: the one under way stays
+	a.open(seeds, cfg, true, 2)
+	a.prepare(2) // again for the same epoch: the one under way stays
 	first := a.next
-	p, err := a.plan(seeds, cfg, 2)
+	p, err := a.plan(2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,9 +46,9 @@ func TestPlanAhead(t *testing.T) {
 	if a.next != nil {
 		t.Fatal("the plan made ahead was not used up")
 	}
-	a.prepare(seeds, cfg, 3)
+	a.prepare(3)
 	ahead := a.next
-	q, err := a.plan(seeds, cfg, 5) // the trainer skipped ahead (set_epoch)
+	q, err := a.plan(5) // the trainer skipped ahead (set_epoch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +57,21 @@ func TestPlanAhead(t *testing.T) {
 		t.Fatal("epoch 5 got the plan made for epoch 3")
 	}
 	same(5, q)
+	// A split too large to plan ahead is planned when its epoch starts.
+	var once planAhead
+	once.open(seeds, cfg, false, 0)
+	if once.next != nil {
+		t.Fatal("planned ahead although plansBytes said not to")
+	}
+	if r, err := once.plan(0); err != nil {
+		t.Fatal(err)
+	} else {
+		same(0, r)
+	}
 	// Bad configurations fail the same way made ahead or not.
-	bad := sampler.EpochConfig{BatchSize: 0}
-	a.prepare(seeds, bad, 0)
-	if _, err := a.plan(seeds, bad, 0); err == nil {
+	var bad planAhead
+	bad.open(seeds, sampler.EpochConfig{BatchSize: 0}, true, 0)
+	if _, err := bad.plan(0); err == nil {
 		t.Fatal("a batch size of 0 planned ahead gave no error")
 	}
 }

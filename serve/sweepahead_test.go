@@ -86,17 +86,8 @@ func TestEpochStartsWithShortFills(t *testing.T) {
 	ring.mu.Lock()
 	ring.busy = true
 	ring.mu.Unlock()
-	c.send(&ipc.StartEpoch{})
 	n := 0
-	for {
-		m := c.recv()
-		if _, end := m.(*ipc.EpochEnd); end {
-			break
-		}
-		b := m.(*ipc.BatchReady)
-		n++
-		c.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index})
-	}
+	c.eachBatch(0, func(*ipc.BatchReady) { n++ })
 	fills := ring.fillSizes()
 	total := 0
 	for _, f := range fills {

@@ -417,8 +417,8 @@ class CudaSlots:
         return t if as_int == dtype else t.view(dtype)
 
     def close(self, daemon_gone: Optional[Callable[[], bool]] = None) -> None:
-        """Close the events and the memory handle, after the current stream's
-        work (which may still read the slots) is done. Views must not be
+        """Close the events and the memory handle, after the device's work
+        (which may still read the slots) is done. Views must not be
         used afterwards.
 
         daemon_gone: whether the daemon has died (SIGKILL, the OOM killer,
