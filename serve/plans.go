@@ -52,8 +52,27 @@ func (a *planAhead) prepare(epoch uint32) {
 	a.next = n
 	go func() {
 		defer close(n.done)
+		if planAheadHook != nil {
+			planAheadHook()
+		}
 		n.plan, n.err = sampler.NewPlan(a.seeds, a.cfg, int(epoch))
 	}()
+}
+
+// planAheadHook, when set (tests), runs before each plan made ahead.
+var planAheadHook func()
+
+// wait waits for the plan being made ahead, if any: a session that leaves
+// gives its plans' share of the memory budget back only once no plan of
+// its own is still being made (a trainer that opens and leaves at once,
+// over and over, would otherwise hold plans the budget no longer counts).
+func (a *planAhead) wait() {
+	a.mu.Lock()
+	n := a.next
+	a.mu.Unlock()
+	if n != nil {
+		<-n.done
+	}
 }
 
 // plan returns epoch's plan: the one made ahead when it is for this epoch

@@ -3,6 +3,7 @@ package serve
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/gnnloader/gnnloader/sampler"
 )
@@ -132,4 +133,28 @@ func TestPlansBytes(t *testing.T) {
 			t.Errorf("plansBytes(%d, link %v) = %d, %v; want %d, %v", tc.n, tc.link, b, ahead, tc.bytes, tc.ahead)
 		}
 	}
+}
+
+// TestLeavingWaitsForThePlanMadeAhead: a trainer that opens and hangs up at
+// once (a hostile client, over and over) leaves a plan being made ahead;
+// its share of the memory budget comes back only once that plan is done,
+// so the budget always counts every plan the daemon holds.
+func TestLeavingWaitsForThePlanMadeAhead(t *testing.T) {
+	gate := make(chan struct{})
+	planAheadHook = func() { <-gate }
+	t.Cleanup(func() { planAheadHook = nil })
+	srv, _ := testServer(t, Config{})
+	c := dial(t, srv)
+	c.handshake(openReq()) // its start epoch is being planned, held at the gate
+	used := srv.BudgetUsed()
+	if used == 0 {
+		t.Fatal("an open trainer takes nothing from the budget")
+	}
+	c.conn.Close()
+	time.Sleep(100 * time.Millisecond) // the session leaves, but for its plan
+	if got := srv.BudgetUsed(); got != used {
+		t.Fatalf("budget used %d while the plan is still being made, want %d", got, used)
+	}
+	close(gate)
+	waitFor(t, func() bool { return srv.BudgetUsed() == 0 })
 }

@@ -322,6 +322,7 @@ func (ss *session) close() {
 	if ss.ring != nil {
 		ss.ring.Close()
 	}
+	ss.plans.wait() // no plan of this session's is made after its budget is back
 	ss.srv.leave(ss, ss.admitted[0], ss.admitted[1])
 	ss.srv.unreserve(ss.seedBytes)
 }
