@@ -43,6 +43,10 @@ Variants (same model, seeds and sampler; only the feature path differs):
             idle): what reading slots costs
   train_busy   train_only while a second trainer process takes loaderd's
             batches at full speed: what the daemon's work beside training costs
+  train_spin   train_only with the trainer's thread kept busy --spin-us
+            microseconds before each step (default 200, about what the
+            client's per-batch calls take): what host time between steps
+            costs an epoch, apart from any work on the GPU
   pcie      pinned H2D memcpy bandwidth (the bound for 'loader')
   NAME@K    NAME run again, reported as NAME@K (the render pairs loaderd@K
             with train_only@K and prints training only's spread)
@@ -89,7 +93,7 @@ from gnnloader.table import open_table  # noqa: E402
 # is sys.path[0] when it runs as `python3 examples/bench_train.py`). Every
 # name the script held before they were split off is still bench_train.NAME.
 from bench_train_feeds import (BusyConsumer, CPUGatherFeed, HeldSlotsFeed, LoaderdFeed,  # noqa: E402,F401
-                               PreloadedFeed, ResidentFeed, _StructFeed, copy_table_to_gpu)
+                               PreloadedFeed, ResidentFeed, SpinFeed, _StructFeed, copy_table_to_gpu)
 from bench_train_measure import (ClockSampler, Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free, host_cpu, host_cpu_share,  # noqa: E402,F401
                                  host_register, host_unregister, pcie_bound, proc_mem, scrape, sync)
 from bench_train_model import SAGE, SAGEConv, _run_epoch, evaluate, run_epoch, train_variant  # noqa: E402,F401
@@ -179,6 +183,8 @@ def main():
     p.add_argument("--hard-end", type=float, default=0, help="unix time at which a running epoch stops (reported as partial)")
     p.add_argument("--train-stream", choices=["default", "high"], default="default",
                    help="the CUDA stream training runs on: torch's default, or one of the highest priority")
+    p.add_argument("--spin-us", type=float, default=200.0,
+                   help="train_spin: microseconds the trainer's thread spins before each step")
     p.add_argument("--json-out", default="")
     p.add_argument("--render", nargs="*", default=None, help="print the issue-6 table from these JSON files and exit")
     args = p.parse_args()
@@ -301,6 +307,10 @@ def main():
                 # No accuracy: it trains on `keep` batches over and over.
                 r = train_variant(args, out(v), lambda s, sh, sd: PreloadedFeed(args, s, sh, sd, dev), dev, info,
                                   evaluate_after=False)
+            elif kind == "train_spin":
+                r = train_variant(args, out(v), lambda s, sh, sd: SpinFeed(PreloadedFeed(args, s, sh, sd, dev), args.spin_us),
+                                  dev, info, evaluate_after=False)
+                r["spin_us"] = args.spin_us
             elif kind == "train_slots":
                 r = train_variant(args, out(v), lambda s, sh, sd: HeldSlotsFeed(args, s, sh, sd, dev), dev, info,
                                   evaluate_after=False)

@@ -39,6 +39,28 @@ class _CycledFeed:
         for i in range(self.n):
             yield self.batches[i % len(self.batches)]
 
+def time_calls(obj, names, times=None):
+    """GNNLOADER_BENCH_CLIENT_TIMES=1 (an experiment aid): each of obj's
+    methods `names` replaced, on this instance only, by one that adds its
+    wall and thread CPU seconds and its calls to times[name] (returned):
+    where the client's time between steps goes."""
+    times = {} if times is None else times
+    for name in names:
+        f = getattr(obj, name)
+        acc = times.setdefault(name, [0.0, 0.0, 0])
+
+        def timed(*a, _f=f, _acc=acc, **kw):
+            w, c = time.perf_counter(), time.thread_time()
+            try:
+                return _f(*a, **kw)
+            finally:
+                _acc[0] += time.perf_counter() - w
+                _acc[1] += time.thread_time() - c
+                _acc[2] += 1
+        setattr(obj, name, timed)
+    return times
+
+
 class LoaderdFeed:
     """loaderd's GPU slots (or CPU slots on a CPU-only machine)."""
 
@@ -48,6 +70,11 @@ class LoaderdFeed:
                                    timeout=args.wait_timeout)
         self.dev = dev
         self.row_bytes = None
+        self.client_times = None
+        if os.environ.get("GNNLOADER_BENCH_CLIENT_TIMES"):
+            self.client_times = time_calls(self.ld, ("_recv", "_send", "_build"))
+            if self.ld._cuda is not None:
+                time_calls(self.ld._cuda, ("wait_ready", "record_released"), self.client_times)
 
     def __len__(self):
         return len(self.ld)
@@ -210,6 +237,28 @@ class PreloadedFeed(_CycledFeed):
 
     def close(self):
         self.batches = []
+
+
+class SpinFeed:
+    """train_spin: another feed's batches, the trainer's thread kept busy
+    spin_us microseconds before each one is handed over (a busy loop, not a
+    sleep: the thread stays on its CPU, as the client's calls would)."""
+
+    def __init__(self, feed, spin_us):
+        self.feed, self.spin_s = feed, spin_us / 1e6
+
+    def __len__(self):
+        return len(self.feed)
+
+    def __iter__(self):
+        for b in self.feed:
+            end = time.perf_counter() + self.spin_s
+            while time.perf_counter() < end:
+                pass
+            yield b
+
+    def close(self):
+        self.feed.close()
 
 
 class HeldSlotsFeed(_CycledFeed):

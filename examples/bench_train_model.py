@@ -90,6 +90,7 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     partial = False
     issue = issue_cpu = between = between_cpu = 0.0  # the trainer's thread: issuing steps, and from a step's end to the next's start
     sw0 = thread_switches()
+    p0 = time.process_time()
     t0 = time.perf_counter()
     last = lastc = None
     first = None  # wall time from the epoch's start to its first batch
@@ -126,6 +127,7 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
             partial = True
             break
     sw1 = thread_switches()
+    p1 = time.process_time()
     prof.finish()
     sync(dev)
     wall = time.perf_counter() - t0
@@ -139,6 +141,11 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
          # thread, not by the GPU.
          "issue_ms": 1e3 * issue / max(batches, 1), "issue_cpu_ms": 1e3 * issue_cpu / max(batches, 1),
          "between_ms": 1e3 * between / max(batches - 1, 1), "between_cpu_ms": 1e3 * between_cpu / max(batches - 1, 1),
+         # The whole process's CPU time a batch: the thread's, and also the
+         # autograd engine's thread, which issues every backward's kernels
+         # while the calling thread waits for it (its one voluntary switch a
+         # step), and the bench's clock sampler (small).
+         "process_cpu_ms": 1e3 * (p1 - p0) / max(batches, 1),
          # Context switches of the thread a batch: voluntary (it blocked: a
          # socket, a futex, the driver) and involuntary (it was preempted).
          "switches": {k: (sw1[k] - sw0[k]) / max(batches, 1) for k in sw0},
@@ -180,6 +187,11 @@ def train_variant(args, name, make_feed, dev, info, evaluate_after=True, max_bat
     feed = make_feed("train", True, args.seed)
     try:
         r = run_epoch(args, feed, dev, model, opt, max_batches=args.max_batches if max_batches is None else max_batches)
+        ct = getattr(feed, "client_times", None)
+        if ct:  # GNNLOADER_BENCH_CLIENT_TIMES: the client's calls, us a batch (wall, CPU) and calls a batch
+            n = max(r["batches"], 1)
+            r["client_us"] = {k: [round(1e6 * w / n, 1), round(1e6 * c / n, 1), round(k_n / n, 2)]
+                              for k, (w, c, k_n) in ct.items()}
         if hasattr(feed, "gather_ms") and feed.gather_ms:
             r["cpu_gather_ms"] = sum(feed.gather_ms) / len(feed.gather_ms)
     finally:

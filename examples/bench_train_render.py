@@ -63,7 +63,7 @@ def render(paths):
         kind = variant_kind(name)
         if kind.endswith("cpu"):
             gat = r.get("cpu_gather_ms")
-        elif kind.endswith(("resident", "train_only", "train_slots", "train_busy")):
+        elif kind.endswith(("resident", "train_only", "train_slots", "train_busy", "train_spin")):
             gat = None
         else:
             gat = d.get("gather_fill_ms")
@@ -172,7 +172,13 @@ def render(paths):
                   f"{r['between_ms']:.2f} ms between steps ({r.get('between_cpu_ms', 0):.2f} ms of CPU); the step's GPU time "
                   f"{r['step_ms']:.2f} ms" + ("; context switches a batch: {voluntary:.1f} voluntary, {involuntary:.1f} involuntary"
                                               .format(**r["switches"]) if r.get("switches") else "")
+                  + (f"; the process's CPU {r['process_cpu_ms']:.2f} ms a batch (the autograd thread's included)"
+                     if r.get("process_cpu_ms") is not None else "")
+                  + (f"; {r['spin_us']:.0f} us spun before each step" if r.get("spin_us") is not None else "")
                   + (f" ({r['profiled']} profiled: their overhead included)" if r.get("profiled") else ""))
+            if r.get("client_us"):
+                print(f"  - {name} client calls, us a batch (wall / CPU, calls a batch): "
+                      + ", ".join(f"{k} {w:.0f} / {c:.0f} ({n:g})" for k, (w, c, n) in r["client_us"].items()))
             if r.get("gap_ms") is not None:
                 print(f"  - {name} first batch after {r.get('first_ms', 0):.1f} ms; GPU time between steps "
                       f"{r['gap_ms']:.3f} ms a batch (median {r['gap_median_ms']:.3f}, largest {r['gap_max_ms']:.1f}); "

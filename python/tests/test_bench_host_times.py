@@ -4,6 +4,7 @@ how long the thread spends between steps, which say whether a step is bound
 by the Python thread rather than by the GPU."""
 import os
 import sys
+import threading
 import time
 import types
 import unittest
@@ -15,6 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from bench_train_measure import gap_figures  # noqa: E402
 from bench_train_render import median  # noqa: E402
 from bench_train_model import run_epoch  # noqa: E402
+from bench_train_feeds import SpinFeed  # noqa: E402
 
 
 class SlowModel(torch.nn.Module):
@@ -63,6 +65,52 @@ class HostTimesTest(unittest.TestCase):
         self.assertLess(r["between_cpu_ms"], r["between_ms"])
         # On the CPU the step is timed on the host, inside the issue window.
         self.assertLessEqual(r["step_ms"], r["issue_ms"])
+
+
+def spin(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+class OtherThreadModel(torch.nn.Module):
+    """A linear layer whose forward waits for another thread that uses
+    `cpu` seconds of CPU, as the autograd engine's thread issues a CUDA
+    backward while the calling thread waits."""
+
+    def __init__(self, cpu):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+        self.cpu = cpu
+
+    def forward(self, x, edge_index, nodes, edges):
+        t = threading.Thread(target=spin, args=(self.cpu,))
+        t.start()
+        t.join()
+        return self.lin(x)
+
+
+class ProcessAndSpinTest(unittest.TestCase):
+    def test_process_cpu_counts_other_threads(self):
+        args = types.SimpleNamespace(train_stream="default", hard_end=0, variant_name="t")
+        model = OtherThreadModel(0.03)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        r = run_epoch(args, slow_feed(4, 0.0), torch.device("cpu"), model, opt)
+        # The other thread's 30 ms a step are the process's, not the thread's.
+        self.assertGreaterEqual(r["process_cpu_ms"], 30)
+        self.assertLess(r["issue_cpu_ms"], 20)
+
+    def test_spin_feed(self):
+        args = types.SimpleNamespace(train_stream="default", hard_end=0, variant_name="t")
+        model = SlowModel(0.0)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        feed = SpinFeed(list(slow_feed(5, 0.0)), 20000)
+        self.assertEqual(len(feed), 5)
+        r = run_epoch(args, feed, torch.device("cpu"), model, opt)
+        self.assertEqual(r["batches"], 5)
+        # 20 ms spun on the thread's CPU before each step, not slept.
+        self.assertGreaterEqual(r["between_ms"], 20)
+        self.assertGreaterEqual(r["between_cpu_ms"], 15)
 
 
 class GapFiguresTest(unittest.TestCase):
