@@ -179,7 +179,7 @@ def _recv_from(sock, idle_ok: bool = False):
     _lost_on's. idle_ok: an IdleTimeout (no frame began) is raised as it is,
     for the Receiver, which waits on."""
     try:
-        msg, fds = p.recv_msg(sock)
+        msg, fds = p.recv_msg(sock, read_ahead=True)
     except EOFError:
         raise LoaderError("loaderd closed the connection", code="closed") from None
     except OSError as e:

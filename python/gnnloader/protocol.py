@@ -26,6 +26,7 @@ import enum
 import os
 import socket
 import struct
+import weakref
 from typing import List, Sequence, Tuple
 
 from . import _schema
@@ -188,11 +189,23 @@ def _read_exact(sock: socket.socket, n: int, fds: List[int], at_start: bool) -> 
     return bytes(buf)
 
 
-def recv_msg(sock: socket.socket, limits: Limits = DEFAULT_LIMITS) -> Tuple[_Msg, List[int]]:
+def recv_msg(sock: socket.socket, limits: Limits = DEFAULT_LIMITS, read_ahead: bool = False) -> Tuple[_Msg, List[int]]:
     """Read one frame; return (message, descriptors that came with it). The
     caller owns the descriptors. Raises EOFError on a clean close at a frame
     boundary and ProtocolError for anything the peer got wrong; on any error no
-    received descriptor is left open."""
+    received descriptor is left open.
+
+    read_ahead: one recvmsg takes up to READ_AHEAD bytes, every frame the
+    peer has sent so far, and later calls on this socket return the frames
+    kept from it before they read again (a trainer taking a BatchReady a
+    batch makes about one system call for many, not two for each). Without
+    it, reads stop at the frame's end; frames a read ahead kept are still
+    returned first."""
+    buffered = _read_ahead.get(sock)
+    if buffered is None and read_ahead:
+        buffered = _read_ahead[sock] = _ReadAhead()
+    if buffered is not None:
+        return buffered.recv(sock, limits, read_ahead)
     fds: List[int] = []
     try:
         header = _read_exact(sock, HEADER_SIZE, fds, True)
@@ -205,6 +218,81 @@ def recv_msg(sock: socket.socket, limits: Limits = DEFAULT_LIMITS) -> Tuple[_Msg
     except BaseException:
         _close_fds(fds)
         raise
+
+
+# Bytes a read-ahead recvmsg asks for: a few hundred BatchReady frames.
+READ_AHEAD = 1 << 16
+
+
+class _ReadAhead:
+    """What read-ahead receives on one socket took beyond the frames returned
+    so far: the bytes, from stream offset `start` on, and the descriptors of
+    each read with the stream offset just past that read's last byte. They
+    belong to the frame that holds that byte: the kernel ends a read of a
+    Unix stream socket with the message whose descriptors it delivers, and
+    a peer sends a frame and its descriptors in one sendmsg."""
+
+    __slots__ = ("buf", "start", "fds")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.start = 0
+        self.fds: List[Tuple[int, List[int]]] = []
+
+    def recv(self, sock: socket.socket, limits: Limits, read_ahead: bool) -> Tuple[_Msg, List[int]]:
+        fds: List[int] = []
+        try:
+            self._fill(sock, HEADER_SIZE, read_ahead, True)
+            typ, size = _parse_header(bytes(self.buf[:HEADER_SIZE]), limits)
+            n = HEADER_SIZE + size
+            self._fill(sock, n, read_ahead, False)
+            end = self.start + n
+            while self.fds and self.fds[0][0] <= end:
+                fds.extend(self.fds.pop(0)[1])
+            payload = bytes(self.buf[HEADER_SIZE:n])
+            del self.buf[:n]
+            self.start = end
+            if len(fds) > MAX_FDS:
+                raise ProtocolError(Code.BAD_FRAME, f"{len(fds)} descriptors, at most {MAX_FDS}")
+            msg = _decode_payload(typ, payload, limits)
+            if len(fds) != fds_for(msg):
+                raise ProtocolError(Code.BAD_FRAME, f"{type(msg).__name__} came with {len(fds)} descriptors, want {fds_for(msg)}")
+            return msg, fds
+        except IdleTimeout:
+            raise  # nothing was read: the stream is as it was
+        except BaseException:
+            # The stream is broken at this frame: close every descriptor
+            # received on it, this frame's and those of frames not returned.
+            _close_fds(fds)
+            for _, got in self.fds:
+                _close_fds(got)
+            self.fds = []
+            raise
+
+    def _fill(self, sock: socket.socket, n: int, read_ahead: bool, at_start: bool) -> None:
+        """Receive until at least n bytes are kept (read ahead: as many as
+        READ_AHEAD allows; else never past the n-th)."""
+        while len(self.buf) < n:
+            want = n - len(self.buf)
+            try:
+                data, got, truncated = recv_with_fds(sock, max(want, READ_AHEAD) if read_ahead else want, MAX_FDS)
+            except TimeoutError:
+                if at_start and not self.buf:
+                    raise IdleTimeout("timed out") from None
+                raise
+            if got:
+                self.fds.append((self.start + len(self.buf) + len(data), got))
+            if truncated:
+                raise ProtocolError(Code.BAD_FRAME, f"control data truncated: more than {MAX_FDS} descriptors")
+            if not data:
+                if at_start and not self.buf and not got:
+                    raise EOFError("connection closed")
+                raise ProtocolError(Code.BAD_FRAME, "truncated frame")
+            self.buf += data
+
+
+# The read-ahead state of each socket read with read_ahead (it goes with its socket).
+_read_ahead: "weakref.WeakKeyDictionary[socket.socket, _ReadAhead]" = weakref.WeakKeyDictionary()
 
 
 # ------------------------------------------------------------- state machine

@@ -8,6 +8,7 @@ goldens() in ipc/golden_test.go.
 
 import array
 import importlib
+import itertools
 import os
 import socket
 import sys
@@ -293,8 +294,8 @@ class SocketTest(unittest.TestCase):
             ("bad payload", _frame(P.MsgType.OPENED, b"\x01\x02\x03"), 1, False, P.Code.BAD_MESSAGE),
             ("truncated", shm[: len(shm) // 2], 1, True, P.Code.BAD_FRAME),
         ]
-        for name, frame, nfd, close, code in cases:
-            with self.subTest(name):
+        for (name, frame, nfd, close, code), ahead in itertools.product(cases, (False, True)):
+            with self.subTest(name, read_ahead=ahead):
                 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 try:
                     fds = [_memfd(b"x") for _ in range(nfd)]
@@ -305,7 +306,7 @@ class SocketTest(unittest.TestCase):
                     if close:
                         a.close()
                     with self.assertRaises(P.ProtocolError) as cm:
-                        P.recv_msg(b)
+                        P.recv_msg(b, read_ahead=ahead)
                     self.assertEqual(cm.exception.code, code, str(cm.exception))
                     after = _open_fds() + nfd + (1 if close else 0)
                     self.assertEqual(after, before, "descriptor leak")
@@ -344,6 +345,107 @@ class SocketTest(unittest.TestCase):
             P.send_msg(self.a, P.Goodbye(), [0])
         with self.assertRaises(P.ProtocolError):
             P.send_msg(self.a, _goldens()["opened_shm"])
+
+
+@unittest.skipUnless(hasattr(socket, "AF_UNIX") and os.path.isdir("/proc/self/fd"), "needs Linux Unix sockets")
+class ReadAheadTest(unittest.TestCase):
+    """recv_msg(read_ahead=True): one recvmsg for every frame already sent,
+    descriptors with the frame they came with, frames kept returned first."""
+
+    def setUp(self):
+        self.a, self.b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(self.a.close)
+        self.addCleanup(self.b.close)
+        self.reads = 0
+        real = P.recv_with_fds
+
+        def counted(*args):
+            self.reads += 1
+            return real(*args)
+        P.recv_with_fds = counted
+        self.addCleanup(setattr, P, "recv_with_fds", real)
+
+    def batches(self, n):
+        return [P.BatchReady(slot=i % 7, epoch=3, index=i, counts=[i, 2 * i]) for i in range(n)]
+
+    def test_many_frames_one_read(self):
+        sent = self.batches(40)
+        self.a.sendall(b"".join(P.marshal(m) for m in sent))
+        got = [P.recv_msg(self.b, read_ahead=True) for _ in sent]
+        self.assertEqual([m for m, _ in got], sent)
+        self.assertEqual([f for _, f in got], [[]] * len(sent))
+        self.assertEqual(self.reads, 1)
+        # Nothing left: the next receive reads again, and a timeout before
+        # any byte is an IdleTimeout.
+        self.b.settimeout(0.05)
+        with self.assertRaises(P.IdleTimeout):
+            P.recv_msg(self.b, read_ahead=True)
+
+    def test_exact_reads_return_kept_frames_first(self):
+        sent = self.batches(5)
+        self.a.sendall(b"".join(P.marshal(m) for m in sent))
+        first, _ = P.recv_msg(self.b, read_ahead=True)
+        rest = [P.recv_msg(self.b)[0] for _ in range(4)]
+        self.assertEqual([first] + rest, sent)
+        self.assertEqual(self.reads, 1)
+
+    def test_descriptors_go_with_their_frame(self):
+        g = _goldens()
+        before = _open_fds()
+        plan = [(g["hello"], 0), (g["opened_shm"], 1), (g["batch_ready"], 0), (g["seeds"], 1), (g["epoch_end"], 0)]
+        for m, nfd in plan:
+            fds = [_memfd(type(m).__name__.encode()) for _ in range(nfd)]
+            P.send_msg(self.a, m, fds)
+            for fd in fds:
+                os.close(fd)
+        for m, nfd in plan:
+            got, fds = P.recv_msg(self.b, read_ahead=True)
+            self.assertEqual(got, m)
+            self.assertEqual(len(fds), nfd, type(m).__name__)
+            for fd in fds:
+                self.assertEqual(os.pread(fd, 64, 0), type(m).__name__.encode())
+                os.close(fd)
+        self.assertEqual(_open_fds(), before, "descriptor leak")
+        # The kernel ends a read at a message with descriptors: three reads
+        # for Hello+Opened, BatchReady+Seeds, EpochEnd.
+        self.assertEqual(self.reads, 3)
+
+    def test_wrong_descriptors_close_every_kept_one(self):
+        g = _goldens()
+        before = _open_fds()
+        fd = _memfd(b"x")
+        _raw_send(self.a, P.marshal(g["hello"]), [fd])  # Hello takes no descriptor
+        os.close(fd)
+        P.send_msg(self.a, g["batch_ready"])
+        with self.assertRaises(P.ProtocolError) as cm:
+            P.recv_msg(self.b, read_ahead=True)
+        self.assertEqual(cm.exception.code, P.Code.BAD_FRAME)
+        self.assertEqual(_open_fds(), before, "descriptor leak")
+
+    def test_timeout_inside_a_frame_is_not_idle(self):
+        frame = P.marshal(self.batches(1)[0])
+        self.a.sendall(frame[:5])
+        self.b.settimeout(0.05)
+        with self.assertRaises(TimeoutError) as cm:
+            P.recv_msg(self.b, read_ahead=True)
+        self.assertNotIsInstance(cm.exception, P.IdleTimeout)
+
+    def test_frame_split_across_reads(self):
+        sent = self.batches(3)
+        data = b"".join(P.marshal(m) for m in sent)
+        self.a.sendall(data[:11])  # one frame and a part of the next
+        t = threading.Timer(0.05, self.a.sendall, args=(data[11:],))
+        t.start()
+        self.addCleanup(t.join)
+        got = [P.recv_msg(self.b, read_ahead=True)[0] for _ in sent]
+        self.assertEqual(got, sent)
+
+    def test_clean_close(self):
+        P.send_msg(self.a, self.batches(1)[0])
+        self.a.close()
+        P.recv_msg(self.b, read_ahead=True)
+        with self.assertRaises(EOFError):
+            P.recv_msg(self.b, read_ahead=True)
 
 
 class StateTest(unittest.TestCase):

@@ -47,7 +47,13 @@ class SlotViewsTest(unittest.TestCase):
         self.assertTrue(torch.equal(b.x, x))
         self.assertTrue(torch.equal(b.edge_index, ei))
         views = ld._flat[1]
-        self.assertEqual([tuple(v[1].shape) for v in views], [(32,), (16,)])
+        # x counts along its first axis: its per-slot tensor has its shape,
+        # and a batch is its first rows; edge_index is cut from a flat one.
+        self.assertEqual([tuple(v[1].shape) for v in views], [(8, 4), (16,)])
+        self.assertEqual([v[2] for v in views], [None, [2, 8]])
+        for t, v in ((b.x, views[0][1]), (b.edge_index, views[1][1])):
+            self.assertTrue(t.is_contiguous())
+            self.assertEqual(t.data_ptr(), v.data_ptr())  # zero-copy, from the region's start
         # Per region: x [N, 4] counts along axis 0 (4 elements a count),
         # edge_index [2, E] along axis 1 (2 elements a count).
         self.assertEqual([(v[0], v[3], v[4]) for v in views], [("x", 0, 4), ("edge_index", 1, 2)])
