@@ -278,9 +278,10 @@ class Loader(_Connection):
             for i, d in enumerate(shape):
                 if i != r.count_axis:
                     per *= d
-            if len(shape) > 1 and r.count_axis == 0:
-                t, shape = t.view(shape), None  # a batch is its first count rows
-            views.append((r.name, t, None if len(shape or ()) <= 1 else shape, r.count_axis, per))
+            rows = len(shape) == 1 or r.count_axis == 0  # a batch is the first count rows
+            if rows and len(shape) > 1:
+                t = t.view(shape)
+            views.append((r.name, t, None if rows else shape, r.count_axis, per))
         flats[slot] = views  # the dict _build read: a build that outlives its connection writes no other
         return views
 

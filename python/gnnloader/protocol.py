@@ -166,29 +166,6 @@ class IdleTimeout(TimeoutError):
     callers that do not tell them apart)."""
 
 
-def _read_exact(sock: socket.socket, n: int, fds: List[int], at_start: bool) -> bytes:
-    """Read exactly n bytes, never past them, collecting SCM_RIGHTS descriptors."""
-    buf = bytearray()
-    while len(buf) < n:
-        try:
-            data, got, truncated = recv_with_fds(sock, n - len(buf), MAX_FDS)
-        except TimeoutError:
-            if at_start and not buf and not fds:
-                raise IdleTimeout("timed out") from None  # what the socket's own timeout says
-            raise
-        fds.extend(got)
-        if truncated:
-            raise ProtocolError(Code.BAD_FRAME, f"control data truncated: more than {MAX_FDS} descriptors")
-        if len(fds) > MAX_FDS:
-            raise ProtocolError(Code.BAD_FRAME, f"{len(fds)} descriptors, at most {MAX_FDS}")
-        if not data:
-            if at_start and not buf and not fds:
-                raise EOFError("connection closed")
-            raise ProtocolError(Code.BAD_FRAME, "truncated frame")
-        buf += data
-    return bytes(buf)
-
-
 def recv_msg(sock: socket.socket, limits: Limits = DEFAULT_LIMITS, read_ahead: bool = False) -> Tuple[_Msg, List[int]]:
     """Read one frame; return (message, descriptors that came with it). The
     caller owns the descriptors. Raises EOFError on a clean close at a frame
@@ -202,22 +179,11 @@ def recv_msg(sock: socket.socket, limits: Limits = DEFAULT_LIMITS, read_ahead: b
     it, reads stop at the frame's end; frames a read ahead kept are still
     returned first."""
     buffered = _read_ahead.get(sock)
-    if buffered is None and read_ahead:
-        buffered = _read_ahead[sock] = _ReadAhead()
-    if buffered is not None:
-        return buffered.recv(sock, limits, read_ahead)
-    fds: List[int] = []
-    try:
-        header = _read_exact(sock, HEADER_SIZE, fds, True)
-        typ, size = _parse_header(header, limits)
-        payload = _read_exact(sock, size, fds, False)
-        msg = _decode_payload(typ, payload, limits)
-        if len(fds) != fds_for(msg):
-            raise ProtocolError(Code.BAD_FRAME, f"{type(msg).__name__} came with {len(fds)} descriptors, want {fds_for(msg)}")
-        return msg, fds
-    except BaseException:
-        _close_fds(fds)
-        raise
+    if buffered is None:
+        buffered = _ReadAhead()  # reading exactly, it keeps nothing past the frame: no need to keep it
+        if read_ahead:
+            _read_ahead[sock] = buffered
+    return buffered.recv(sock, limits, read_ahead)
 
 
 # Bytes a read-ahead recvmsg asks for: a few hundred BatchReady frames.
@@ -225,8 +191,9 @@ READ_AHEAD = 1 << 16
 
 
 class _ReadAhead:
-    """What read-ahead receives on one socket took beyond the frames returned
-    so far: the bytes, from stream offset `start` on, and the descriptors of
+    """A socket's frames as recv_msg reads them: exactly (nothing kept past
+    the frame), or ahead. What read-ahead receives took beyond the frames
+    returned so far: the bytes, from stream offset `start` on, and the descriptors of
     each read with the stream offset just past that read's last byte. They
     belong to the frame that holds that byte: the kernel ends a read of a
     Unix stream socket with the message whose descriptors it delivers, and

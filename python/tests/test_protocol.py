@@ -422,6 +422,34 @@ class ReadAheadTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, P.Code.BAD_FRAME)
         self.assertEqual(_open_fds(), before, "descriptor leak")
 
+    def test_hostile_frames_ahead(self):
+        # A length past the limit is refused before anything is allocated
+        # for it, reading ahead as reading exactly.
+        _raw_send(self.a, b"\xf0\xff\xff\xff\x01\x00\x00\x00")
+        tracemalloc.start()
+        try:
+            with self.assertRaises(P.ProtocolError) as cm:
+                P.recv_msg(self.b, read_ahead=True)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        self.assertEqual(cm.exception.code, P.Code.LIMIT)
+        self.assertLess(peak, 1 << 20)
+        # A bad frame read together with a later frame's descriptor: the
+        # kept descriptor is closed with the error, not left open.
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+        before = _open_fds()
+        _raw_send(a, _frame(P.MsgType.OPENED, b"\x01\x02\x03"))
+        fd = _memfd(b"x")
+        P.send_msg(a, _goldens()["seeds"], [fd])
+        os.close(fd)
+        with self.assertRaises(P.ProtocolError) as cm:
+            P.recv_msg(b, read_ahead=True)
+        self.assertEqual(cm.exception.code, P.Code.BAD_MESSAGE)
+        self.assertEqual(_open_fds(), before, "descriptor leak")
+
     def test_timeout_inside_a_frame_is_not_idle(self):
         frame = P.marshal(self.batches(1)[0])
         self.a.sendall(frame[:5])
