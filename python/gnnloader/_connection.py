@@ -79,6 +79,7 @@ class _Connection:
         """Forget the connection and its slots (tensors still viewing an old
         shared-memory slot keep its mapping alive)."""
         self._held.clear()
+        self._releases = []  # for the slots of a connection that is gone
         self._stop_receiver()
         self._flat = {}
         self._built = {}
@@ -91,12 +92,36 @@ class _Connection:
     # -- connection ---------------------------------------------------------
 
     def _send(self, msg, fds: Sequence[int] = ()) -> None:
+        self._send_releases()  # before anything after them: the daemon reads in order
         try:
             p.send_msg(self._sock, msg, fds)
         except OSError as e:
             raise self._lost(e) from e
 
+    def _hold_release(self, msg: p.Release) -> None:
+        """Release `msg`'s slot: its frame is sent with the next few (one
+        system call for several on the thread that issues the training
+        steps), at most _release_hold of them held, and all of them before
+        anything else is sent or a receive would wait (so a held release
+        never keeps the daemon from the slot it needs)."""
+        if self._release_hold <= 1:
+            self._send(msg)
+            return
+        self._releases.append(p.marshal(msg))
+        if len(self._releases) >= self._release_hold:
+            self._send_releases()
+
+    def _send_releases(self) -> None:
+        if self._releases:
+            frames, self._releases = b"".join(self._releases), []
+            try:
+                self._sock.sendall(frames)
+            except OSError as e:
+                raise self._lost(e) from e
+
     def _recv(self):
+        if self._releases and (self._rx is not None or not p.frame_kept(self._sock)):
+            self._send_releases()
         if self._rx is not None:
             msg, batch = self._rx.get(self._timeout)
             if batch is not None:  # built by the receiver: _view takes it
@@ -129,6 +154,9 @@ class _Connection:
         opened = self._recv()
         if not isinstance(opened, p.Opened):
             raise LoaderError(f"daemon answered Open with {type(opened).__name__}")
+        # Release frames held to be sent together (_hold_release): none below
+        # 32 slots, where the daemon may need every one back at once.
+        self._release_hold = opened.slots // 16
         self._regions = {r.name: r for r in opened.regions}
         self._hetero = HeteroLayout(self.dataset, req.input_type, len(req.fanouts), self._hetero_cls) \
             if is_hetero(self.dataset) else None

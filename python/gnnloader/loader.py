@@ -128,6 +128,8 @@ class Loader(_Connection):
         self._start_batch = start_batch
         self._in_epoch = False
         self._held: dict = {}  # slot -> (epoch, index)
+        self._releases: list = []  # Release frames not sent yet (_hold_release)
+        self._release_hold = 0
         self._flat: dict = {}  # slot -> its regions' whole-capacity tensors (_slot_views)
         self._built: dict = {}  # slot -> (epoch, index, batch) the receiver thread built (_view)
         if receive_thread is None:
@@ -208,6 +210,7 @@ class Loader(_Connection):
                 continue
             if isinstance(msg, p.EpochEnd):
                 self._in_epoch = False
+                self._send_releases()  # no slot held back between epochs
                 return
             if not isinstance(msg, p.BatchReady):
                 raise LoaderError(f"unexpected {type(msg).__name__} inside an epoch")
@@ -242,7 +245,7 @@ class Loader(_Connection):
         epoch, index = self._held.pop(slot)
         if self._cuda is not None:
             self._cuda.record_released(slot)  # before Release: loaderd waits for it before a refill
-        self._send(p.Release(slot=slot, epoch=epoch, index=index))
+        self._hold_release(p.Release(slot=slot, epoch=epoch, index=index))
 
     def _slot_views(self, slot: int, flats: dict) -> list:
         """Slot `slot`'s regions as flat tensors of their whole capacity, made

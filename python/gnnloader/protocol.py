@@ -186,6 +186,16 @@ def recv_msg(sock: socket.socket, limits: Limits = DEFAULT_LIMITS, read_ahead: b
     return buffered.recv(sock, limits, read_ahead)
 
 
+def frame_kept(sock: socket.socket) -> bool:
+    """Whether a read ahead on sock kept a whole frame (or a header that
+    recv_msg refuses): the next recv_msg returns without waiting."""
+    buffered = _read_ahead.get(sock)
+    if buffered is None or len(buffered.buf) < HEADER_SIZE:
+        return False
+    n = _HEADER.unpack_from(buffered.buf)[0]  # the bytes after the length field
+    return len(buffered.buf) >= 4 + n
+
+
 # Bytes a read-ahead recvmsg asks for: a few hundred BatchReady frames.
 READ_AHEAD = 1 << 16
 

@@ -1,0 +1,107 @@
+"""Release frames held and sent together (Loader._hold_release): with many
+slots a trainer's releases go to loaderd a few to a system call, never more
+than slots // 16 held, and all of them before any receive that would wait;
+the batches are the same as with every release sent at once."""
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import torch
+
+from test_loader import LOADERD, ROOT, Daemon
+import gnnloader
+from gnnloader import protocol as p
+
+
+class ReleaseHoldTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(LOADERD):
+            raise unittest.SkipTest(f"{LOADERD} not built (scripts/test.sh builds it)")
+        cls.tmp = tempfile.mkdtemp(prefix="gnnloader-hold-")
+        cora = os.path.join(cls.tmp, "cora")
+        subprocess.run([LOADERD, "import", "npz", str(ROOT / "testdata" / "cora.npz"), "--undirected",
+                        "--out", cora], check=True, capture_output=True)
+        cls.daemon = Daemon(cora, "--gpu=false")
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.daemon.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        assert code == 0, f"loaderd exited {code} after SIGTERM"
+
+    def loader(self, slots, **kw):
+        return gnnloader.Loader(self.daemon.socket, split="train", batch_size=4, fanouts=[5, 3], shuffle=True,
+                                seed=3, slots=slots, pyg=False, **kw)
+
+    def epochs(self, ld, n=2):
+        """n epochs, each batch's n_id copied; the Release frames of each
+        write, and whether a read from the socket ever began with releases held."""
+        writes, held_at_read = [], []
+        real_send = ld._send_releases
+
+        def send():
+            if ld._releases:
+                writes.append(len(ld._releases))
+            real_send()
+        ld._send_releases = send
+        real_read = p.recv_with_fds
+
+        def read(sock, *a):
+            if sock is ld._sock:
+                held_at_read.append(len(ld._releases))
+            return real_read(sock, *a)
+        p.recv_with_fds = read
+        try:
+            got = [[b.n_id.clone() for b in ld] for _ in range(n)]
+        finally:
+            p.recv_with_fds = real_read
+        return got, writes, held_at_read
+
+    def test_releases_sent_together(self):
+        with self.loader(64) as ld:
+            self.assertEqual(ld._release_hold, 4)
+            got, writes, held_at_read = self.epochs(ld)
+        batches = sum(len(e) for e in got)
+        self.assertGreater(batches, 20)
+        # Every release went out, some writes carried several, none more than held.
+        self.assertEqual(sum(writes), batches)
+        self.assertGreater(max(writes), 1)
+        self.assertLessEqual(max(writes), 4)
+        self.assertLess(len(writes), batches)
+        # Never a read (which may wait for the daemon) with releases held back.
+        self.assertEqual(set(held_at_read), {0})
+        # The same batches as a loader that sends each release at once.
+        with self.loader(8) as ref:
+            self.assertEqual(ref._release_hold, 0)
+            want, ref_writes, _ = self.epochs(ref)
+        self.assertEqual(ref_writes, [])
+        self.assertEqual(len(got), len(want))
+        for e, w in zip(got, want):
+            self.assertEqual(len(e), len(w))
+            for a, b in zip(e, w):
+                self.assertTrue(torch.equal(a, b))
+
+    def test_manual_release_never_starves_the_daemon(self):
+        # 32 slots, two held: a trainer that keeps all but its last batch
+        # and releases them in a burst still gets the whole epoch.
+        with self.loader(32, release="manual") as ld:
+            self.assertEqual(ld._release_hold, 2)
+            n = 0
+            held = []
+            for b in ld:
+                held.append(b)
+                n += 1
+                if len(held) > 20:
+                    for h in held[:-1]:
+                        ld.release(h)
+                    held = held[-1:]
+            for h in held:
+                ld.release(h)
+            self.assertEqual(n, len(ld))
+
+
+if __name__ == "__main__":
+    unittest.main()
