@@ -26,6 +26,9 @@ Variants (same model, seeds and sampler; only the feature path differs):
             reads the views, so skipping the wait is safe here and nowhere
             else)
   loaderd   loaderd's GPU slots (CUDA zero-copy gather), training
+  loaderd_one  loaderd with the client's work done one batch at a time: each
+            Release sent at once, no frames decoded and built ahead (the
+            client before session 20, beside the current one in one process)
   loaderd_eventwait, loaderd_hostwait  the same with loader_eventwait's or
             loader_hostwait's signalling
   cpu       (b) loaderd samples (batches without features); the trainer
@@ -303,6 +306,9 @@ def main():
                 r = train_variant(args, out(v), feed_with, dev, info)
             elif kind == "loaderd":
                 r = train_variant(args, out(v), lambda s, sh, sd: LoaderdFeed(args, s, sh, sd, dev), dev, info)
+            elif kind == "loaderd_one":
+                r = train_variant(args, out(v), lambda s, sh, sd: LoaderdFeed(args, s, sh, sd, dev, one_at_a_time=True),
+                                  dev, info, evaluate_after=False)
             elif kind == "train_only":
                 # No accuracy: it trains on `keep` batches over and over.
                 r = train_variant(args, out(v), lambda s, sh, sd: PreloadedFeed(args, s, sh, sd, dev), dev, info,

@@ -64,10 +64,12 @@ def time_calls(obj, names, times=None):
 class LoaderdFeed:
     """loaderd's GPU slots (or CPU slots on a CPU-only machine)."""
 
-    def __init__(self, args, split, shuffle, seed, dev):
+    def __init__(self, args, split, shuffle, seed, dev, one_at_a_time=False):
         self.ld = gnnloader.Loader(args.socket, split=split, batch_size=args.batch_size, fanouts=args.fanouts,
                                    shuffle=shuffle, seed=seed, device=str(dev), slots=args.slots, pyg=False,
                                    timeout=args.wait_timeout)
+        if one_at_a_time:  # loaderd_one: each Release sent at once, nothing decoded ahead
+            self.ld._release_hold = self.ld._batches_ahead = 0
         self.dev = dev
         self.row_bytes = None
         self.client_times = None

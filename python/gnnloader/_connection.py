@@ -23,6 +23,10 @@ from .hetero import HeteroLayout, is_hetero
 # connection broke, could not be made, or the daemon is shutting down.
 _RECONNECTABLE = ("closed", "connect", "goodbye", "shutting_down")
 
+# Messages decoded ahead of the one taken, from frames already read
+# (_Connection._take_kept_batches).
+BATCHES_AHEAD = 8
+
 
 class _Connection:
     """Loader's connection to loaderd (see Loader for the attributes it uses)."""
@@ -79,6 +83,7 @@ class _Connection:
         """Forget the connection and its slots (tensors still viewing an old
         shared-memory slot keep its mapping alive)."""
         self._held.clear()
+        self._ahead.clear()  # frames of a connection that is gone
         self._releases = []  # for the slots of a connection that is gone
         self._stop_receiver()
         self._flat = {}
@@ -98,28 +103,34 @@ class _Connection:
         except OSError as e:
             raise self._lost(e) from e
 
-    def _hold_release(self, msg: p.Release) -> None:
-        """Release `msg`'s slot: its frame is sent with the next few (one
-        system call for several on the thread that issues the training
-        steps), at most _release_hold of them held, and all of them before
-        anything else is sent or a receive would wait (so a held release
-        never keeps the daemon from the slot it needs)."""
+    def _hold_release(self, slot: int, epoch: int, index: int) -> None:
+        """Release the slot that holds batch `index` of `epoch`: its frame
+        is sent with the next few (one system call for several on the thread
+        that issues the training steps), at most _release_hold of them held,
+        and all of them before anything else is sent or a receive would
+        wait (so a held release never keeps the daemon from the slot it
+        needs). The frames are made when they are sent, together: made one
+        a batch, each costs that thread several times more, in caches the
+        training step left cold (session 20)."""
         if self._release_hold <= 1:
-            self._send(msg)
+            self._send(p.Release(slot=slot, epoch=epoch, index=index))
             return
-        self._releases.append(p.marshal(msg))
+        self._releases.append((slot, epoch, index))
         if len(self._releases) >= self._release_hold:
             self._send_releases()
 
     def _send_releases(self) -> None:
         if self._releases:
-            frames, self._releases = b"".join(self._releases), []
+            held, self._releases = self._releases, []
+            frames = b"".join(p.marshal(p.Release(slot=s, epoch=e, index=i)) for s, e, i in held)
             try:
                 self._sock.sendall(frames)
             except OSError as e:
                 raise self._lost(e) from e
 
     def _recv(self):
+        if self._ahead:
+            return self._take_ahead()
         if self._releases and (self._rx is not None or not p.frame_kept(self._sock)):
             self._send_releases()
         if self._rx is not None:
@@ -128,6 +139,42 @@ class _Connection:
                 self._built[msg.slot] = (msg.epoch, msg.index, batch)
             return msg
         msg, fds = _recv_from(self._sock)
+        if fds:
+            self._fds = fds
+        if isinstance(msg, p.BatchReady):
+            self._take_kept_batches()
+        return msg
+
+    def _take_kept_batches(self) -> None:
+        """Decode the frames after a BatchReady that a read ahead already
+        holds (no wait), up to _batches_ahead, and build their batches now.
+        Each batch's work on the thread that issues the training steps runs
+        in caches that the step before left cold (session 20: 4-5x its time
+        in a loop); a few batches' work together pays that once. Messages
+        are taken in order (_take_ahead); an error is raised where its frame
+        comes; a batch that fails to build is built again, and fails, when
+        it is taken."""
+        build = self._cuda is not None or self.device.type == "cpu"  # else its copy belongs to the consumer's stream
+        while len(self._ahead) < self._batches_ahead and p.frame_kept(self._sock):
+            try:
+                msg, fds = _recv_from(self._sock)
+            except Exception as e:  # the connection's last words, or a bad frame
+                self._ahead.append(e)
+                return
+            self._ahead.append((msg, fds))
+            if not isinstance(msg, p.BatchReady):
+                return
+            if build:
+                try:
+                    self._built[msg.slot] = (msg.epoch, msg.index, self._build(msg))
+                except Exception:
+                    pass
+
+    def _take_ahead(self):
+        item = self._ahead.popleft()
+        if isinstance(item, Exception):
+            raise item
+        msg, fds = item
         if fds:
             self._fds = fds
         return msg
@@ -157,6 +204,7 @@ class _Connection:
         # Release frames held to be sent together (_hold_release): none below
         # 32 slots, where the daemon may need every one back at once.
         self._release_hold = opened.slots // 16
+        self._batches_ahead = BATCHES_AHEAD
         self._regions = {r.name: r for r in opened.regions}
         self._hetero = HeteroLayout(self.dataset, req.input_type, len(req.fanouts), self._hetero_cls) \
             if is_hetero(self.dataset) else None
@@ -192,6 +240,7 @@ class _Connection:
         self._stop_receiver()
         self._sock.close()
         self._built = {}
+        self._ahead.clear()
         self._flat = {}  # the slots' tensors: the mapping goes once no batch views it
         self._close_cuda()
         # Not mmap.close(): torch.frombuffer keeps the mmap object alive but

@@ -3,6 +3,7 @@ served by loaderd, as zero-copy views of the daemon's slots."""
 
 from __future__ import annotations
 
+import collections
 import mmap
 import os
 import time
@@ -128,10 +129,12 @@ class Loader(_Connection):
         self._start_batch = start_batch
         self._in_epoch = False
         self._held: dict = {}  # slot -> (epoch, index)
-        self._releases: list = []  # Release frames not sent yet (_hold_release)
+        self._releases: list = []  # (slot, epoch, index) of releases not sent yet (_hold_release)
         self._release_hold = 0
+        self._batches_ahead = 0  # messages decoded ahead at most (_take_kept_batches; set by _open)
         self._flat: dict = {}  # slot -> its regions' whole-capacity tensors (_slot_views)
-        self._built: dict = {}  # slot -> (epoch, index, batch) the receiver thread built (_view)
+        self._built: dict = {}  # slot -> (epoch, index, batch) built ahead, by the receiver thread or _take_kept_batches (_view)
+        self._ahead: collections.deque = collections.deque()  # (message, fds) or an exception, decoded ahead (_recv)
         if receive_thread is None:
             receive_thread = os.environ.get("GNNLOADER_RECEIVE_THREAD", "") not in ("", "0")
         self._receive_thread = receive_thread
@@ -245,7 +248,7 @@ class Loader(_Connection):
         epoch, index = self._held.pop(slot)
         if self._cuda is not None:
             self._cuda.record_released(slot)  # before Release: loaderd waits for it before a refill
-        self._hold_release(p.Release(slot=slot, epoch=epoch, index=index))
+        self._hold_release(slot, epoch, index)
 
     def _slot_views(self, slot: int, flats: dict) -> list:
         """Slot `slot`'s regions as flat tensors of their whole capacity, made
