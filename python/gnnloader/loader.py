@@ -257,8 +257,7 @@ class Loader(_Connection):
         than a new view of the memory would (the thread that issues the
         training steps is what bounds a fast epoch)."""
         # per region: (name, tensor of its whole capacity: flat, or in its shape when the count is its first axis;
-        # the shape to cut a batch from the flat tensor, None where slicing the first count rows does; count axis;
-        # elements a count)
+        # the shape to cut a batch from the flat tensor, None where slicing the first count rows does; count axis)
         views = []
         base = slot * self.opened.slot_bytes
         for r in self.opened.regions:
@@ -280,14 +279,10 @@ class Loader(_Connection):
             else:
                 t = torch.frombuffer(self._mem, dtype=dtype, count=cap, offset=base + r.offset)
             shape = list(r.shape)
-            per = 1  # elements a count: the product of the other axes
-            for i, d in enumerate(shape):
-                if i != r.count_axis:
-                    per *= d
             rows = len(shape) == 1 or r.count_axis == 0  # a batch is the first count rows
             if rows and len(shape) > 1:
                 t = t.view(shape)
-            views.append((r.name, t, None if rows else shape, r.count_axis, per))
+            views.append((r.name, t, None if rows else shape, r.count_axis))
         flats[slot] = views  # the dict _build read: a build that outlives its connection writes no other
         return views
 
@@ -318,10 +313,10 @@ class Loader(_Connection):
             flat = self._slot_views(m.slot, flats)
         fields = {}
         # One tensor op a region (each costs the thread microseconds on CUDA).
-        for (name, t, shape, axis, per), count in zip(flat, m.counts):
+        for (name, t, shape, axis), count in zip(flat, m.counts):
             if shape is None:  # one-dimensional, or shaped with the count first: its first count rows
                 fields[name] = t[:count]
-            else:  # the first count * per elements, contiguous in the batch's shape
+            else:  # the region's first elements, contiguous in the batch's shape
                 shape = shape.copy()
                 shape[axis] = count
                 fields[name] = t.as_strided(shape, _contiguous_strides(shape))

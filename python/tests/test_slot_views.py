@@ -54,9 +54,8 @@ class SlotViewsTest(unittest.TestCase):
         for t, v in ((b.x, views[0][1]), (b.edge_index, views[1][1])):
             self.assertTrue(t.is_contiguous())
             self.assertEqual(t.data_ptr(), v.data_ptr())  # zero-copy, from the region's start
-        # Per region: x [N, 4] counts along axis 0 (4 elements a count),
-        # edge_index [2, E] along axis 1 (2 elements a count).
-        self.assertEqual([(v[0], v[3], v[4]) for v in views], [("x", 0, 4), ("edge_index", 1, 2)])
+        # Per region: x [N, 4] counts along axis 0, edge_index [2, E] along axis 1.
+        self.assertEqual([(v[0], v[3]) for v in views], [("x", 0), ("edge_index", 1)])
         self.assertNotIn(0, ld._flat)  # slot 0 not used yet
         # The next batch in that slot: the same per-slot tensors, the slot's
         # new contents (zero-copy), other counts.

@@ -40,7 +40,7 @@ def main():
     m = got[-1]
     torch.cuda.synchronize()
     flat = ld._flat[m.slot]
-    name, t, shape, axis, per = next(v for v in flat if v[0] == "n_id")
+    t = next(v[1] for v in flat if v[0] == "n_id")
     c = int(m.counts[[v[0] for v in flat].index("n_id")])
     rows = [f"torch {torch.__version__}, {len(flat)} regions: {[v[0] for v in flat]}"]
     rows.append(f"CUDA t[:c]            {us(lambda: t[:c]):7.2f} us")
