@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import mmap
 import os
+import threading
 import time
 import weakref
 from typing import List, Sequence
@@ -83,7 +84,7 @@ class _Connection:
         """Forget the connection and its slots (tensors still viewing an old
         shared-memory slot keep its mapping alive)."""
         self._held.clear()
-        self._ahead.clear()  # frames of a connection that is gone
+        self._clear_ahead()  # frames of a connection that is gone
         self._releases = []  # for the slots of a connection that is gone
         self._stop_receiver()
         self._flat = {}
@@ -98,6 +99,9 @@ class _Connection:
 
     def _send(self, msg, fds: Sequence[int] = ()) -> None:
         self._send_releases()  # before anything after them: the daemon reads in order
+        self._send_now(msg, fds)
+
+    def _send_now(self, msg, fds: Sequence[int] = ()) -> None:
         try:
             p.send_msg(self._sock, msg, fds)
         except OSError as e:
@@ -114,6 +118,11 @@ class _Connection:
         training step left cold (session 20)."""
         if self._release_hold <= 1:
             self._send(p.Release(slot=slot, epoch=epoch, index=index))
+            return
+        if threading.get_ident() != self._iter_thread:
+            # Another thread's release (manual mode) goes at once: the
+            # iterating thread may be waiting in a read for that very slot.
+            self._send_now(p.Release(slot=slot, epoch=epoch, index=index))
             return
         self._releases.append((slot, epoch, index))
         if len(self._releases) >= self._release_hold:
@@ -170,6 +179,12 @@ class _Connection:
                 except Exception:
                     pass
 
+    def _clear_ahead(self) -> None:
+        for item in self._ahead:
+            if not isinstance(item, Exception):
+                p._close_fds(item[1])
+        self._ahead.clear()
+
     def _take_ahead(self):
         item = self._ahead.popleft()
         if isinstance(item, Exception):
@@ -182,7 +197,12 @@ class _Connection:
     def _lost(self, cause: OSError) -> LoaderError:
         """The error for a send that failed with `cause` (_lost_on). With a
         Receiver, that thread reads the frames the daemon left: the send
-        takes the error the thread's loop ended with."""
+        takes the error the thread's loop ended with. The daemon's last
+        words already decoded ahead (_take_kept_batches) are the error too."""
+        if isinstance(cause, (BrokenPipeError, ConnectionResetError)):
+            for item in self._ahead:
+                if isinstance(item, LoaderError) and item.code != "closed":
+                    return item
         if self._rx is None or not isinstance(cause, (BrokenPipeError, ConnectionResetError)):
             return _lost_on(self._sock, cause)
         last = self._rx.final_error(0.5)
@@ -240,7 +260,8 @@ class _Connection:
         self._stop_receiver()
         self._sock.close()
         self._built = {}
-        self._ahead.clear()
+        self._clear_ahead()
+        self._releases = []
         self._flat = {}  # the slots' tensors: the mapping goes once no batch views it
         self._close_cuda()
         # Not mmap.close(): torch.frombuffer keeps the mmap object alive but

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import mmap
 import os
+import threading
 import time
 from typing import Iterator, Mapping, Optional, Sequence, Union
 
@@ -132,6 +133,7 @@ class Loader(_Connection):
         self._releases: list = []  # (slot, epoch, index) of releases not sent yet (_hold_release)
         self._release_hold = 0
         self._batches_ahead = 0  # messages decoded ahead at most (_take_kept_batches; set by _open)
+        self._iter_thread = None  # the thread that last began iterating (_batches)
         self._flat: dict = {}  # slot -> its regions' whole-capacity tensors (_slot_views)
         self._built: dict = {}  # slot -> (epoch, index, batch) built ahead, by the receiver thread or _take_kept_batches (_view)
         self._ahead: collections.deque = collections.deque()  # (message, fds) or an exception, decoded ahead (_recv)
@@ -193,6 +195,7 @@ class Loader(_Connection):
         return self._batches(epoch)
 
     def _batches(self, epoch: int) -> Iterator:
+        self._iter_thread = threading.get_ident()  # the thread whose releases may be held (_hold_release)
         last = None
         next_index = self._start_batch if epoch == self._request.start_epoch else 0
         self._start_batch = 0
@@ -204,6 +207,8 @@ class Loader(_Connection):
                     self._release_slot(last)
                     last = None
                 msg = self._recv()
+                if isinstance(msg, p.EpochEnd):
+                    self._send_releases()  # no slot held back between epochs
             except LoaderError as e:
                 if not (self._reconnect_for > 0 and e.code in _RECONNECTABLE):
                     raise
@@ -213,7 +218,6 @@ class Loader(_Connection):
                 continue
             if isinstance(msg, p.EpochEnd):
                 self._in_epoch = False
-                self._send_releases()  # no slot held back between epochs
                 return
             if not isinstance(msg, p.BatchReady):
                 raise LoaderError(f"unexpected {type(msg).__name__} inside an epoch")
@@ -240,6 +244,8 @@ class Loader(_Connection):
         """Give a batch's slot back to loaderd (release="manual"). The batch's
         tensors must not be used afterwards."""
         epoch, index, slot = batch_info(batch)
+        if self._closed:
+            raise LoaderError("loader is closed", code="closed")
         if slot not in self._held or self._held[slot] != (epoch, index):
             raise ValueError("this batch is not held by this loader (already released?)")
         self._release_slot(slot)

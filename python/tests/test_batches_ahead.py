@@ -93,6 +93,17 @@ class TakeKeptBatchesTest(unittest.TestCase):
         self.assertIn(2, self.ld._built)
         self.assertEqual(self.ld._recv().index, 666)
 
+    def test_last_words_decoded_ahead_are_a_failed_sends_error(self):
+        # The daemon's Error, read and decoded ahead, is what a send that
+        # meets its closed socket raises (not a bare broken pipe).
+        self.send(batch(0), p.Error(code=p.Code.INTERNAL, message="disk on fire"))
+        self.assertEqual(self.ld._recv().index, 0)
+        self.a.close()
+        with self.assertRaises(gnnloader.LoaderError) as cm:
+            self.ld._send(p.Release(slot=0, epoch=0, index=0))
+        self.assertIn("disk on fire", str(cm.exception))
+        self.assertNotEqual(cm.exception.code, "closed")
+
     def test_nothing_decoded_past_a_partial_frame(self):
         frames = p.marshal(batch(0)) + p.marshal(batch(1))
         tail = p.marshal(batch(2))
@@ -118,8 +129,17 @@ class RealEpochTest(test_release_hold.ReleaseHoldTest):
                 take()
                 built.append(len(ld._built) - before)
             ld._take_kept_batches = counted
+            builds = [0]
+            build = ld._build
+
+            def counted_build(m):
+                builds[0] += 1
+                return build(m)
+            ld._build = counted_build
             got, _, _ = self.epochs(ld)
         self.assertGreater(max(built), 1)  # some batches were built a few at a time
+        # and each batch built once: _view took the ones built ahead.
+        self.assertEqual(builds[0], sum(len(e) for e in got))
         with self.loader(64) as ref:
             ref._batches_ahead = 0
             want, _, _ = self.epochs(ref)

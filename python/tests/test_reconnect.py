@@ -56,6 +56,31 @@ class ReconnectTest(unittest.TestCase):
             finally:
                 d.stop()
 
+    def test_restart_after_the_last_batch_with_releases_held(self):
+        """64 slots hold releases back: the ones still held at EpochEnd
+        meet the restarted daemon, and the loader reconnects there as
+        anywhere else in the epoch, yielding nothing again."""
+        d = Daemon("synthetic:cora:1:0", socket_path=self.socket)
+        restarted = None
+        try:
+            with gnnloader.Loader(self.socket, batch_size=32, fanouts=[5, 5], slots=64, reconnect=30,
+                                  timeout=30, pyg=False) as ld:
+                self.assertGreater(ld._release_hold, 1)
+                n = len(ld)
+                self.assertLessEqual(n, 60)  # every batch of the epoch has a slot
+                it = iter(ld)
+                time.sleep(0.5)  # every BatchReady and the EpochEnd sent
+                self.assertEqual(len([next(it) for _ in range(n)]), n)
+                d.proc.send_signal(signal.SIGTERM)
+                d.proc.wait(timeout=30)
+                d.log.close()
+                restarted = Daemon("synthetic:cora:1:0", socket_path=self.socket)
+                self.assertEqual(list(it), [])  # the epoch ends after a reconnect, not with its error
+                self.assertGreaterEqual(ld.reconnects, 1)
+                self.assertEqual(sum(1 for _ in ld), n)
+        finally:
+            (restarted or d).stop()
+
     def test_resume_after_sigkill(self):
         got = self.run_epoch_across_restart(signal.SIGKILL)
         self.assertEqual(got, self.expected_train(), "the resumed epoch differs from an unbroken one")

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import unittest
 
 import torch
@@ -85,23 +86,38 @@ class ReleaseHoldTest(unittest.TestCase):
                 self.assertTrue(torch.equal(a, b))
 
     def test_manual_release_never_starves_the_daemon(self):
-        # 32 slots, two held: a trainer that keeps all but its last batch
-        # and releases them in a burst still gets the whole epoch.
-        with self.loader(32, release="manual") as ld:
+        # 32 slots, two held: the trainer keeps every slot but one and gives
+        # one back before each next batch. That release is held, so only
+        # sending it before a read that would wait keeps the daemon going
+        # (a timeout rather than a hang if it does not).
+        with self.loader(32, release="manual", timeout=10) as ld:
             self.assertEqual(ld._release_hold, 2)
-            n = 0
-            held = []
+            held, n = [], 0
             for b in ld:
                 held.append(b)
                 n += 1
-                if len(held) > 20:
-                    for h in held[:-1]:
-                        ld.release(h)
-                    held = held[-1:]
+                if len(held) == 32:
+                    ld.release(held.pop(0))
             for h in held:
                 ld.release(h)
             self.assertEqual(n, len(ld))
 
+    def test_another_threads_release_goes_at_once(self):
+        # The iterating thread may be waiting in a read for that very slot.
+        with self.loader(64, release="manual", timeout=10) as ld:
+            it = iter(ld)
+            b = next(it)
+            t = threading.Thread(target=ld.release, args=(b,))
+            t.start()
+            t.join()
+            self.assertEqual(ld._releases, [])
+            ld.release(next(it))  # the iterating thread's own release is held
+            self.assertEqual(len(ld._releases), 1)
+            for rest in it:
+                ld.release(rest)
+            ld.close()
+            with self.assertRaises(gnnloader.LoaderError):
+                ld.release(b)  # closed: an error, not a release kept nowhere
 
 if __name__ == "__main__":
     unittest.main()
