@@ -29,6 +29,8 @@ def bare_loader(sock):
         ld.builds.append(m.index)
         if m.index == 666:
             raise gnnloader.LoaderError("a bad batch", code="bad_message")
+        if m.index == 777 and not ld.builds.count(777) > 1:
+            raise KeyboardInterrupt
         return ("built", m.index)
     ld._build = build
     return ld
@@ -41,6 +43,7 @@ def batch(i):
 class TakeKeptBatchesTest(unittest.TestCase):
     def setUp(self):
         self.a, self.b = socket.socketpair()
+        self.b.settimeout(5)  # a test that would wait fails instead of hanging
         self.ld = bare_loader(self.b)
         reads = self.reads = []
         real = p.recv_with_fds
@@ -103,6 +106,14 @@ class TakeKeptBatchesTest(unittest.TestCase):
             self.ld._send(p.Release(slot=0, epoch=0, index=0))
         self.assertIn("disk on fire", str(cm.exception))
         self.assertNotEqual(cm.exception.code, "closed")
+
+    def test_an_interrupt_while_building_loses_no_message(self):
+        # Ctrl-C in a build ahead: the BatchReady already read is taken by
+        # the next _recv, and the rest follow in order.
+        self.send(batch(0), batch(777), batch(2))
+        with self.assertRaises(KeyboardInterrupt):
+            self.ld._recv()
+        self.assertEqual([self.ld._recv().index for _ in range(3)], [0, 777, 2])
 
     def test_nothing_decoded_past_a_partial_frame(self):
         frames = p.marshal(batch(0)) + p.marshal(batch(1))
