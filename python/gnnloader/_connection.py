@@ -116,17 +116,14 @@ class _Connection:
         needs). The frames are made when they are sent, together: made one
         a batch, each costs that thread several times more, in caches the
         training step left cold (session 20)."""
-        if self._release_hold <= 1:
-            self._send(p.Release(slot=slot, epoch=epoch, index=index))
-            return
-        if threading.get_ident() != self._iter_thread:
-            # Another thread's release (manual mode) goes at once: the
-            # iterating thread may be waiting in a read for that very slot.
+        # Another thread's release (manual mode) goes at once: the iterating
+        # thread may be waiting in a read for that very slot.
+        if self._release_hold > 1 and threading.get_ident() == self._iter_thread:
+            self._releases.append((slot, epoch, index))
+            if len(self._releases) >= self._release_hold:
+                self._send_releases()
+        else:
             self._send_now(p.Release(slot=slot, epoch=epoch, index=index))
-            return
-        self._releases.append((slot, epoch, index))
-        if len(self._releases) >= self._release_hold:
-            self._send_releases()
 
     def _send_releases(self) -> None:
         if self._releases:
@@ -164,10 +161,9 @@ class _Connection:
         and build their batches now. Each batch's work on the thread that
         issues the training steps runs in caches that the step before left
         cold (session 20: 2.6-5x its time in a loop); a few batches' work
-        together pays that once. Messages
-        are taken in order (_take_ahead); an error is raised where its frame
-        comes; a batch that fails to build is built again, and fails, when
-        it is taken."""
+        together pays that once. Messages are taken in order (_take_ahead);
+        an error is raised where its frame comes; a batch that fails to
+        build is built again, and fails, when it is taken."""
         build = self._cuda is not None or self.device.type == "cpu"  # else its copy belongs to the consumer's stream
         while len(self._ahead) <= self._batches_ahead and p.frame_kept(self._sock):
             try:
@@ -204,11 +200,12 @@ class _Connection:
         Receiver, that thread reads the frames the daemon left: the send
         takes the error the thread's loop ended with. The daemon's last
         words already decoded ahead (_take_kept_batches) are the error too."""
-        if isinstance(cause, (BrokenPipeError, ConnectionResetError)):
-            for item in self._ahead:
-                if isinstance(item, LoaderError) and item.code != "closed":
-                    return item
-        if self._rx is None or not isinstance(cause, (BrokenPipeError, ConnectionResetError)):
+        if not isinstance(cause, (BrokenPipeError, ConnectionResetError)):
+            return _lost_on(self._sock, cause)
+        for item in self._ahead:
+            if isinstance(item, LoaderError) and item.code != "closed":
+                return item
+        if self._rx is None:
             return _lost_on(self._sock, cause)
         last = self._rx.final_error(0.5)
         if isinstance(last, LoaderError) and last.code != "closed":

@@ -15,25 +15,12 @@ import sys
 import time
 
 sys.path.insert(0, sys.argv[3] if len(sys.argv) > 3 else "python")
-import gnnloader  # noqa: E402
 import torch  # noqa: E402
+from client_ops import first_batch  # noqa: E402 (this directory)
 
 
 def main():
-    device = sys.argv[2] if len(sys.argv) > 2 else "cpu"
-    ld = gnnloader.Loader(sys.argv[1], split="train", batch_size=1024, fanouts=[15, 10, 5], slots=64,
-                          device=device, pyg=False)
-    got = []
-    recv = ld._recv
-
-    def keep():
-        m = recv()
-        got.append(m)
-        return m
-    ld._recv = keep
-    it = iter(ld)
-    next(it)
-    m = got[-1]
+    ld, it, m = first_batch(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "cpu")
     big = torch.randn(4_000_000)
     net = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(20)])
     inp = torch.randn(64, 256)

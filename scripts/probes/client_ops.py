@@ -12,7 +12,8 @@ import ctypes
 import sys
 import timeit
 
-sys.path.insert(0, sys.argv[2] if len(sys.argv) > 2 else "python")
+if __name__ == "__main__":  # imported (client_cold.py), the importer has set the path
+    sys.path.insert(0, sys.argv[2] if len(sys.argv) > 2 else "python")
 import gnnloader  # noqa: E402
 import torch  # noqa: E402
 from gnnloader import cuda as gc  # noqa: E402
@@ -24,9 +25,12 @@ def us(f, n=20000):
     return min(timeit.repeat(f, number=n, repeat=3)) / n * 1e6
 
 
-def main():
-    ld = gnnloader.Loader(sys.argv[1], split="train", batch_size=1024, fanouts=[15, 10, 5], slots=64,
-                          device="cuda:0", pyg=False)
+def first_batch(socket_path, device):
+    """A Loader of 64 slots over socket_path on device, an iterator over
+    its epoch, and the BatchReady of the batch the iterator has yielded
+    (client_cold.py uses it too)."""
+    ld = gnnloader.Loader(socket_path, split="train", batch_size=1024, fanouts=[15, 10, 5], slots=64,
+                          device=device, pyg=False)
     got = []
     recv = ld._recv
 
@@ -37,7 +41,11 @@ def main():
     ld._recv = keep
     it = iter(ld)
     next(it)
-    m = got[-1]
+    return ld, it, got[0]
+
+
+def main():
+    ld, it, m = first_batch(sys.argv[1], "cuda:0")
     torch.cuda.synchronize()
     flat = ld._flat[m.slot]
     t = next(v[1] for v in flat if v[0] == "n_id")
