@@ -275,13 +275,16 @@ class _Connection:
 
 def _recv_from(sock, idle_ok: bool = False):
     """One message from sock and the descriptors that came with it; the
-    daemon's Goodbye or Error raised as its LoaderError, a failed receive as
-    _lost_on's. idle_ok: an IdleTimeout (no frame began) is raised as it is,
-    for the Receiver, which waits on."""
+    daemon's Goodbye or Error raised as its LoaderError, a malformed frame
+    as LoaderError "bad_message", a failed receive as _lost_on's. idle_ok:
+    an IdleTimeout (no frame began) is raised as it is, for the Receiver,
+    which waits on."""
     try:
         msg, fds = p.recv_msg(sock, read_ahead=True)
     except EOFError:
         raise LoaderError("loaderd closed the connection", code="closed") from None
+    except p.ProtocolError as e:
+        raise LoaderError(f"loaderd sent a bad frame: {e}", code="bad_message") from e
     except OSError as e:
         if idle_ok and isinstance(e, p.IdleTimeout):
             raise

@@ -5,6 +5,7 @@ the socket for them; messages still come out one at a time and in order, an
 error where its frame stands, and a real epoch gives the same batches."""
 import collections
 import socket
+import tracemalloc
 import unittest
 
 import torch
@@ -114,6 +115,23 @@ class TakeKeptBatchesTest(unittest.TestCase):
         with self.assertRaises(KeyboardInterrupt):
             self.ld._recv()
         self.assertEqual([self.ld._recv().index for _ in range(3)], [0, 777, 2])
+
+    def test_hostile_length_behind_a_batch_refused_in_its_turn(self):
+        # A header claiming a frame of ~4 GiB behind a BatchReady: decoded
+        # ahead, it is refused without allocating for it, and raised only
+        # when its turn comes, after the batch before it.
+        self.a.sendall(p.marshal(batch(0)) + b"\xf0\xff\xff\xff\x01\x00\x00\x00")
+        tracemalloc.start()
+        try:
+            self.assertEqual(self.ld._recv().index, 0)
+            with self.assertRaises(gnnloader.LoaderError) as cm:
+                self.ld._recv()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        self.assertLess(peak, 1 << 20)
+        self.assertEqual(cm.exception.code, "bad_message")
+        self.assertIn("exceeds the limit", str(cm.exception))
 
     def test_nothing_decoded_past_a_partial_frame(self):
         frames = p.marshal(batch(0)) + p.marshal(batch(1))
