@@ -46,6 +46,9 @@ Variants (same model, seeds and sampler; only the feature path differs):
             idle): what reading slots costs
   train_busy   train_only while a second trainer process takes loaderd's
             batches at full speed: what the daemon's work beside training costs
+  train_paced  train_busy with the second process taking a batch every
+            --pace-ms and reading none of it: the daemon's work at the
+            training's pace, with no client on the trainer's thread
   train_spin   train_only with the trainer's thread kept busy --spin-us
             microseconds before each step (default 200, about what the
             client's per-batch calls take): what host time between steps
@@ -188,6 +191,9 @@ def main():
                    help="the CUDA stream training runs on: torch's default, or one of the highest priority")
     p.add_argument("--spin-us", type=float, default=200.0,
                    help="train_spin: microseconds the trainer's thread spins before each step")
+    p.add_argument("--pace-ms", type=float, default=0.0,
+                   help="train_paced: ms between the second process's batches (default: the last "
+                        "loaderd run's ms a batch, else training only's)")
     p.add_argument("--json-out", default="")
     p.add_argument("--render", nargs="*", default=None, help="print the issue-6 table from these JSON files and exit")
     args = p.parse_args()
@@ -320,8 +326,13 @@ def main():
             elif kind == "train_slots":
                 r = train_variant(args, out(v), lambda s, sh, sd: HeldSlotsFeed(args, s, sh, sd, dev), dev, info,
                                   evaluate_after=False)
-            elif kind == "train_busy":
-                busy = BusyConsumer(args, dev)
+            elif kind in ("train_busy", "train_paced"):
+                pace = 0.0
+                if kind == "train_paced":  # --pace-ms, else the last loaderd's (or training only's) ms a batch
+                    pace = args.pace_ms or next((x["ms_per_batch"] for k in ("loaderd", "train_only")
+                                                 for n, x in reversed(list(res["variants"].items()))
+                                                 if variant_kind(n.split(":")[-1]) == k and x.get("ms_per_batch")), 3.5)
+                busy = BusyConsumer(args, dev, pace_ms=pace)
                 try:
                     r = train_variant(args, out(v), lambda s, sh, sd: PreloadedFeed(args, s, sh, sd, dev), dev, info,
                                       evaluate_after=False)
@@ -330,6 +341,10 @@ def main():
                     code = busy.stop()
                 if not alive:  # it stopped taking batches: that was train_only
                     r = {"error": f"the busy consumer exited ({code}) before the steps ended", "measured": r}
+                else:  # its batches a second: train_paced's should be about 1000 / pace
+                    r["busy_batches_per_s"] = busy.rate
+                    if pace:
+                        r["pace_ms"] = pace
             elif kind == "cpu":
                 r = train_variant(args, out(v), lambda s, sh, sd: CPUGatherFeed(args, s, sh, sd, dev, table), dev, info)
             elif kind == "resident":

@@ -63,7 +63,7 @@ def render(paths):
         kind = variant_kind(name)
         if kind.endswith("cpu"):
             gat = r.get("cpu_gather_ms")
-        elif kind.endswith(("resident", "train_only", "train_slots", "train_busy", "train_spin")):
+        elif kind.endswith(("resident", "train_only", "train_slots", "train_busy", "train_paced", "train_spin")):
             gat = None
         else:
             gat = d.get("gather_fill_ms")
