@@ -103,7 +103,8 @@ class _Connection:
 
     def _send_now(self, msg, fds: Sequence[int] = ()) -> None:
         try:
-            p.send_msg(self._sock, msg, fds)
+            with self._send_lock:  # one frame's bytes never split by another thread's
+                p.send_msg(self._sock, msg, fds)
         except OSError as e:
             raise self._lost(e) from e
 
@@ -119,20 +120,28 @@ class _Connection:
         # Another thread's release (manual mode) goes at once: the iterating
         # thread may be waiting in a read for that very slot.
         if self._release_hold > 1 and threading.get_ident() == self._iter_thread:
-            self._releases.append((slot, epoch, index))
-            if len(self._releases) >= self._release_hold:
-                self._send_releases()
+            with self._send_lock:
+                self._releases.append((slot, epoch, index))
+                if len(self._releases) < self._release_hold:
+                    return
+            self._send_releases()
         else:
             self._send_now(p.Release(slot=slot, epoch=epoch, index=index))
 
     def _send_releases(self) -> None:
-        if self._releases:
-            held, self._releases = self._releases, []
-            frames = b"".join(p.marshal(p.Release(slot=s, epoch=e, index=i)) for s, e, i in held)
-            try:
-                self._sock.sendall(frames)
-            except OSError as e:
-                raise self._lost(e) from e
+        """Sends the held releases. Under the send lock, as every send: a
+        release held while another thread sends is neither lost nor sent
+        twice, and no frame is split by another's bytes (a partial write
+        when the socket's buffer is full)."""
+        if not self._releases:
+            return
+        try:
+            with self._send_lock:
+                held, self._releases = self._releases, []
+                if held:
+                    self._sock.sendall(b"".join(p.marshal(p.Release(slot=s, epoch=e, index=i)) for s, e, i in held))
+        except OSError as e:
+            raise self._lost(e) from e
 
     def _recv(self):
         if self._ahead:
@@ -256,7 +265,8 @@ class _Connection:
             return
         if goodbye:
             try:
-                p.send_msg(self._sock, p.Goodbye(reason="client closed"))
+                with self._send_lock:
+                    p.send_msg(self._sock, p.Goodbye(reason="client closed"))
             except OSError:
                 pass
         self._stop_receiver()

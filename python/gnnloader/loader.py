@@ -131,6 +131,9 @@ class Loader(_Connection):
         self._in_epoch = False
         self._held: dict = {}  # slot -> (epoch, index)
         self._releases: list = []  # (slot, epoch, index) of releases not sent yet (_hold_release)
+        # Every send, and the held releases, under one lock: releases may come
+        # from threads other than the iterating one (release="manual").
+        self._send_lock = threading.Lock()
         self._release_hold = 0
         self._batches_ahead = 0  # messages decoded ahead at most (_take_kept_batches; set by _open)
         self._iter_thread = None  # the thread that last began iterating (_batches)

@@ -5,6 +5,7 @@ the socket for them; messages still come out one at a time and in order, an
 error where its frame stands, and a real epoch gives the same batches."""
 import collections
 import socket
+import threading
 import tracemalloc
 import unittest
 
@@ -24,6 +25,7 @@ def bare_loader(sock):
     ld._sock, ld._rx, ld._cuda, ld.device = sock, None, None, torch.device("cpu")
     ld._ahead, ld._built, ld._releases, ld._fds = collections.deque(), {}, [], []
     ld._batches_ahead = _connection.BATCHES_AHEAD
+    ld._send_lock = threading.Lock()
     ld.builds = []
 
     def build(m):

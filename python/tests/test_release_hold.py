@@ -5,8 +5,10 @@ the batches are the same as with every release sent at once."""
 import os
 import shutil
 import subprocess
+import struct
 import tempfile
 import threading
+import time
 import unittest
 
 import torch
@@ -118,6 +120,55 @@ class ReleaseHoldTest(unittest.TestCase):
             ld.close()
             with self.assertRaises(gnnloader.LoaderError):
                 ld.release(b)  # closed: an error, not a release kept nowhere
+    def test_sends_from_two_threads_stay_whole(self):
+        # The iterating thread's held releases and another thread's sends on
+        # one socket: a write that the socket's full buffer splits (here: a
+        # socket that writes half, lets the other thread run, then the rest)
+        # must not let the other thread's frame in between, and a release
+        # held while the other thread flushes is sent once, never lost.
+        with self.loader(64, release="manual", timeout=10) as ld:
+            next(iter(ld))  # connected, the iterating thread set
+
+            class SplittingSocket:
+                def __init__(self):
+                    self.data = bytearray()
+
+                def sendall(self, b):
+                    h = len(b) // 2
+                    self.data += b[:h]
+                    time.sleep(0.0005)  # the other thread runs here
+                    self.data += b[h:]
+
+                def sendmsg(self, bufs, anc=()):
+                    b = b"".join(bufs)
+                    self.sendall(b)
+                    return len(b)
+
+            real, ld._sock = ld._sock, SplittingSocket()
+            rounds = 300
+            try:
+                other = threading.Thread(target=lambda: [
+                    (ld._send_now(p.Release(slot=1, epoch=1000, index=i)), ld._send_releases())
+                    for i in range(rounds)])
+                other.start()
+                for i in range(rounds):  # as the iterating thread releases in manual mode
+                    ld._hold_release(0, 2000, i)
+                other.join()
+                ld._send_releases()
+                sent = bytes(ld._sock.data)
+            finally:
+                ld._sock = real
+                ld._held.clear()
+        got, off = [], 0
+        while off < len(sent):
+            (n,) = struct.unpack_from("<I", sent, off)  # the frame's length after its length field
+            msg = p.unmarshal(sent[off:off + 4 + n])
+            self.assertIsInstance(msg, p.Release)
+            got.append((msg.epoch, msg.index))
+            off += 4 + n
+        self.assertEqual(sorted(i for e, i in got if e == 1000), list(range(rounds)))
+        self.assertEqual([i for e, i in got if e == 2000], list(range(rounds)))  # each once, in order
+
 
 if __name__ == "__main__":
     unittest.main()
