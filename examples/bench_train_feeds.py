@@ -383,7 +383,7 @@ class BusyConsumer:
             except Exception:  # noqa: BLE001
                 self.proc.kill()
                 self.proc.wait()
-        if self.taken is None and self.proc.stdout is not None:
+        if self.taken is None and self.proc.stdout is not None and not self.proc.stdout.closed:
             for line in self.proc.stdout.read().splitlines():
                 if line.startswith("took "):
                     self.taken = int(line.split()[1])
