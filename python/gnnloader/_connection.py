@@ -81,8 +81,11 @@ class _Connection:
             self._cuda = None
 
     def _drop_connection(self) -> None:
-        """Forget the connection and its slots (tensors still viewing an old
-        shared-memory slot keep its mapping alive)."""
+        """Forget the connection and its slots. The shared-memory mapping is
+        dropped, not closed: torch.frombuffer keeps the mmap object alive but
+        not a buffer export, so mmap.close() would unmap memory that batches
+        still view (a later read of one crashed the process). Dropped, it
+        goes with the last tensor that views it."""
         self._held.clear()
         self._clear_ahead()  # frames of a connection that is gone
         self._releases = []  # for the slots of a connection that is gone
@@ -269,18 +272,7 @@ class _Connection:
                     p.send_msg(self._sock, p.Goodbye(reason="client closed"))
             except OSError:
                 pass
-        self._stop_receiver()
-        self._sock.close()
-        self._built = {}
-        self._clear_ahead()
-        self._releases = []
-        self._flat = {}  # the slots' tensors: the mapping goes once no batch views it
-        self._close_cuda()
-        # Not mmap.close(): torch.frombuffer keeps the mmap object alive but
-        # not a buffer export, so close() would unmap memory that batches
-        # still view (a later read of one crashed the process). Dropped, the
-        # mapping goes with the last tensor that views it.
-        self._mem = None
+        self._drop_connection()
 
 
 def _recv_from(sock, idle_ok: bool = False):
