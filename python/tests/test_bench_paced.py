@@ -4,39 +4,24 @@ fills them; paced (train_paced) it takes one every pace_ms, so that the
 daemon works at a training loop's pace beside the trainer under test. Run
 on a CPU loaderd serving Cora."""
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import types
 import unittest
 
-from test_loader import LOADERD, ROOT, Daemon
+from test_loader import CoraDaemonCase
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 
 from bench_train_feeds import BusyConsumer  # noqa: E402
 
 
-class PacedConsumerTest(unittest.TestCase):
+class PacedConsumerTest(CoraDaemonCase):
     @classmethod
     def setUpClass(cls):
-        if not os.path.exists(LOADERD):
-            raise unittest.SkipTest(f"{LOADERD} not built (scripts/test.sh builds it)")
-        cls.tmp = tempfile.mkdtemp(prefix="gnnloader-paced-")
-        cora = os.path.join(cls.tmp, "cora")
-        subprocess.run([LOADERD, "import", "npz", str(ROOT / "testdata" / "cora.npz"), "--undirected",
-                        "--out", cora], check=True, capture_output=True)
-        cls.daemon = Daemon(cora, "--gpu=false")
+        super().setUpClass()
         cls.args = types.SimpleNamespace(socket=cls.daemon.socket, batch_size=8, fanouts=[5, 3], slots=4,
                                          wait_timeout=60.0)
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.daemon.stop()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-        assert code == 0, f"loaderd exited {code} after SIGTERM"
 
     def consume(self, pace_ms, seconds):
         c = BusyConsumer(self.args, "cpu", pace_ms=pace_ms)  # sleeps 1 s after it starts

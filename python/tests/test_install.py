@@ -19,7 +19,7 @@ import tempfile
 import textwrap
 import unittest
 
-from test_loader import LOADERD, ROOT, Daemon
+from test_loader import LOADERD, ROOT, Daemon, import_cora
 
 TRAIN = textwrap.dedent('''
     import json, sys
@@ -90,9 +90,7 @@ class InstallTest(unittest.TestCase):
             self.assertEqual(pip.returncode, 0, pip.stdout + pip.stderr)
             self.assertTrue(os.path.exists(os.path.join(target, "gnnloader", "py.typed")), "py.typed not installed")
 
-            cora = os.path.join(tmp, "cora")
-            subprocess.run([LOADERD, "import", "npz", str(ROOT / "testdata" / "cora.npz"), "--undirected",
-                            "--out", cora], check=True, capture_output=True)
+            cora = import_cora(tmp)
             script = os.path.join(tmp, "train_cora.py")
             with open(script, "w") as f:
                 f.write(TRAIN)

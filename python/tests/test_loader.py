@@ -114,23 +114,41 @@ class Daemon:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class LoaderTest(unittest.TestCase):
+def import_cora(directory):
+    """testdata/cora.npz imported (undirected) with the project's importer
+    into directory/cora; returns that dataset's path."""
+    cora = os.path.join(directory, "cora")
+    subprocess.run([LOADERD, "import", "npz", str(ROOT / "testdata" / "cora.npz"), "--undirected",
+                    "--out", cora], check=True, capture_output=True)
+    return cora
+
+
+class CoraDaemonCase(unittest.TestCase):
+    """A test case whose class shares one loaderd serving Cora on the CPU
+    path (also on a GPU machine): cls.daemon, its dataset at cls.cora, in
+    cls.tmp. Skipped when the daemon is not built; its exit status after
+    SIGTERM is checked at the end."""
+
     @classmethod
     def setUpClass(cls):
         if not os.path.exists(LOADERD):
             raise unittest.SkipTest(f"{LOADERD} not built (scripts/test.sh builds it)")
         cls.tmp = tempfile.mkdtemp(prefix="gnnloader-cora-")
-        cls.cora = os.path.join(cls.tmp, "cora")
-        subprocess.run([LOADERD, "import", "npz", str(ROOT / "testdata" / "cora.npz"), "--undirected",
-                        "--out", cls.cora], check=True, capture_output=True)
-        cls.x, cls.y = load_cora_npz()
-        cls.daemon = Daemon(cls.cora, "--gpu=false")  # the CPU path, also on a GPU machine
+        cls.cora = import_cora(cls.tmp)
+        cls.daemon = Daemon(cls.cora, "--gpu=false")
 
     @classmethod
     def tearDownClass(cls):
         code = cls.daemon.stop()
         shutil.rmtree(cls.tmp, ignore_errors=True)
         assert code == 0, f"loaderd exited {code} after SIGTERM"
+
+
+class LoaderTest(CoraDaemonCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.x, cls.y = load_cora_npz()
 
     def loader(self, **kw):
         args = dict(split="train", batch_size=64, fanouts=[10, 5], shuffle=True, seed=1)

@@ -2,39 +2,19 @@
 slots a trainer's releases go to loaderd a few to a system call, never more
 than slots // 16 held, and all of them before any receive that would wait;
 the batches are the same as with every release sent at once."""
-import os
-import shutil
-import subprocess
 import struct
-import tempfile
 import threading
 import time
 import unittest
 
 import torch
 
-from test_loader import LOADERD, ROOT, Daemon
+from test_loader import CoraDaemonCase
 import gnnloader
 from gnnloader import protocol as p
 
 
-class ReleaseHoldTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not os.path.exists(LOADERD):
-            raise unittest.SkipTest(f"{LOADERD} not built (scripts/test.sh builds it)")
-        cls.tmp = tempfile.mkdtemp(prefix="gnnloader-hold-")
-        cora = os.path.join(cls.tmp, "cora")
-        subprocess.run([LOADERD, "import", "npz", str(ROOT / "testdata" / "cora.npz"), "--undirected",
-                        "--out", cora], check=True, capture_output=True)
-        cls.daemon = Daemon(cora, "--gpu=false")
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.daemon.stop()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-        assert code == 0, f"loaderd exited {code} after SIGTERM"
-
+class ReleaseHoldTest(CoraDaemonCase):
     def loader(self, slots, **kw):
         return gnnloader.Loader(self.daemon.socket, split="train", batch_size=4, fanouts=[5, 3], shuffle=True,
                                 seed=3, slots=slots, pyg=False, **kw)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import unittest
 
-from test_loader import LOADERD, ROOT, Daemon
+from test_loader import LOADERD, ROOT, Daemon, import_cora
 
 
 class TrainCoraTest(unittest.TestCase):
@@ -19,9 +19,7 @@ class TrainCoraTest(unittest.TestCase):
             self.skipTest(f"{LOADERD} not built (scripts/test.sh builds it)")
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
-            cora = os.path.join(tmp, "cora")
-            subprocess.run([LOADERD, "import", "npz", str(ROOT / "testdata" / "cora.npz"), "--undirected",
-                            "--out", cora], check=True, capture_output=True)
+            cora = import_cora(tmp)
             d = Daemon(cora)
             try:
                 out = subprocess.run(
