@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import mmap
 import os
+import socket
 import threading
 import time
 import weakref
@@ -27,6 +28,10 @@ _RECONNECTABLE = ("closed", "connect", "goodbye", "shutting_down")
 # Messages decoded ahead of the one taken, from frames already read
 # (_Connection._take_kept_batches).
 BATCHES_AHEAD = 8
+
+# Seconds close() waits for another thread's send before it leaves the
+# Goodbye out.
+GOODBYE_WAIT = 1.0
 
 
 class _Connection:
@@ -93,6 +98,10 @@ class _Connection:
         self._flat = {}
         self._built = {}
         if self._sock is not None:
+            try:  # wakes another thread's send blocked on it (close alone would not)
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             self._sock.close()
             self._sock = None
         self._close_cuda()
@@ -266,12 +275,16 @@ class _Connection:
         self._closed = True
         if self._sock is None:
             return
-        if goodbye:
+        # The Goodbye is a courtesy: when another thread's send holds the
+        # lock (a daemon that stopped reading, no timeout), close goes on
+        # without it, and closing the socket ends that send.
+        if goodbye and self._send_lock.acquire(timeout=GOODBYE_WAIT):
             try:
-                with self._send_lock:
-                    p.send_msg(self._sock, p.Goodbye(reason="client closed"))
+                p.send_msg(self._sock, p.Goodbye(reason="client closed"))
             except OSError:
                 pass
+            finally:
+                self._send_lock.release()
         self._drop_connection()
 
 

@@ -6,6 +6,7 @@ error where its frame stands, and a real epoch gives the same batches."""
 import collections
 import socket
 import threading
+import time
 import tracemalloc
 import unittest
 
@@ -183,6 +184,49 @@ class RealEpochTest(test_release_hold.ReleaseHoldTest):
     # The base class's tests run here too; once is enough.
     test_releases_sent_together = None
     test_manual_release_never_starves_the_daemon = None
+
+
+class StalledDaemonTest(unittest.TestCase):
+    def test_close_returns_while_a_send_is_stuck(self):
+        # A daemon that stopped reading, and a loader with no timeout: a
+        # send fills the socket's buffer and blocks, holding the send lock.
+        # close() must not wait for it: it leaves the Goodbye out, closes
+        # the socket, and the stuck send ends with an error.
+        a, b = socket.socketpair()
+        b.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        ld = bare_loader(b)
+        ld._held, ld._flat, ld._mem, ld._closed = {}, {}, None, False
+        errors = []
+
+        def flood():
+            try:
+                while True:
+                    ld._send_now(p.Release(slot=1, epoch=0, index=0))
+            except Exception as e:  # noqa: BLE001 - the error the stuck send ends with
+                errors.append(e)
+        t = threading.Thread(target=flood, daemon=True)
+        t.start()
+        deadline = time.monotonic() + 5
+        while not _send_blocked(b):  # then the thread's sendall waits, the lock held
+            if time.monotonic() > deadline:
+                self.fail("the send never blocked")
+            time.sleep(0.01)
+        time.sleep(0.2)  # well inside the blocked sendall
+        self.assertTrue(t.is_alive())
+        start = time.monotonic()
+        ld.close()
+        took = time.monotonic() - start
+        self.assertLess(took, _connection.GOODBYE_WAIT + 2.0)
+        t.join(5)
+        self.assertFalse(t.is_alive(), "the stuck send did not end when the socket closed")
+        self.assertEqual(len(errors), 1)
+        a.close()
+
+
+def _send_blocked(sock):
+    """Whether sock's send buffer is full (a send would block)."""
+    import select
+    return not select.select([], [sock], [], 0)[1]
 
 
 if __name__ == "__main__":
