@@ -126,8 +126,9 @@ def import_cora(directory):
 class CoraDaemonCase(unittest.TestCase):
     """A test case whose class shares one loaderd serving Cora on the CPU
     path (also on a GPU machine): cls.daemon, its dataset at cls.cora, in
-    cls.tmp. Skipped when the daemon is not built; its exit status after
-    SIGTERM is checked at the end."""
+    cls.tmp, and the .npz's features and labels as cls.x, cls.y. Skipped
+    when the daemon is not built; its exit status after SIGTERM is checked
+    at the end."""
 
     @classmethod
     def setUpClass(cls):
@@ -135,6 +136,7 @@ class CoraDaemonCase(unittest.TestCase):
             raise unittest.SkipTest(f"{LOADERD} not built (scripts/test.sh builds it)")
         cls.tmp = tempfile.mkdtemp(prefix="gnnloader-cora-")
         cls.cora = import_cora(cls.tmp)
+        cls.x, cls.y = load_cora_npz()
         cls.daemon = Daemon(cls.cora, "--gpu=false")
 
     @classmethod
@@ -145,11 +147,6 @@ class CoraDaemonCase(unittest.TestCase):
 
 
 class LoaderTest(CoraDaemonCase):
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.x, cls.y = load_cora_npz()
-
     def loader(self, **kw):
         args = dict(split="train", batch_size=64, fanouts=[10, 5], shuffle=True, seed=1)
         args.update(kw)

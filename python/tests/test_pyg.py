@@ -13,11 +13,9 @@ import test_loader
 import gnnloader
 
 
-class NeighborLoaderTest(unittest.TestCase):
+class NeighborLoaderTest(test_loader.CoraDaemonCase):
     """Uses LoaderTest's daemon and batch checks, not its tests."""
 
-    setUpClass = classmethod(test_loader.LoaderTest.setUpClass.__func__)
-    tearDownClass = classmethod(test_loader.LoaderTest.tearDownClass.__func__)
     check_batch = test_loader.LoaderTest.check_batch
 
     def nl(self, input_nodes="train", **kw):
