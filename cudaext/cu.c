@@ -30,6 +30,13 @@ static CUresult (*p_cuStreamDestroy)(CUstream);
 static CUresult (*p_cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
 // Optional (older drivers name it without _v2; NULL: not supported).
 static CUresult (*p_cuStreamWriteValue32)(CUstream, CUdeviceptr, uint32_t, unsigned int);
+// Optional too (graphs: NULL where the driver lacks them).
+static CUresult (*p_cuStreamBeginCapture)(CUstream, int);
+static CUresult (*p_cuStreamEndCapture)(CUstream, CUgraph *);
+static CUresult (*p_cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+static CUresult (*p_cuGraphLaunch)(CUgraphExec, CUstream);
+static CUresult (*p_cuGraphDestroy)(CUgraph);
+static CUresult (*p_cuGraphExecDestroy)(CUgraphExec);
 static CUresult (*p_cuEventCreate)(CUevent *, unsigned int);
 static CUresult (*p_cuEventRecord)(CUevent, CUstream);
 static CUresult (*p_cuEventSynchronize)(CUevent);
@@ -144,6 +151,19 @@ int gnn_cu_load(const char *path, char *err, size_t errlen) {
 	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) *syms[i].ptr = found[i];
 	p_cuStreamWriteValue32 = dlsym(h, "cuStreamWriteValue32_v2");
 	if (p_cuStreamWriteValue32 == NULL) p_cuStreamWriteValue32 = dlsym(h, "cuStreamWriteValue32");
+	// Graphs, all or none.
+	void *g[] = {dlsym(h, "cuStreamBeginCapture_v2"), dlsym(h, "cuStreamEndCapture"), dlsym(h, "cuGraphInstantiateWithFlags"),
+	             dlsym(h, "cuGraphLaunch"), dlsym(h, "cuGraphDestroy"), dlsym(h, "cuGraphExecDestroy")};
+	int all = 1;
+	for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) all = all && g[i] != NULL;
+	if (all) {
+		*(void **)&p_cuStreamBeginCapture = g[0];
+		*(void **)&p_cuStreamEndCapture = g[1];
+		*(void **)&p_cuGraphInstantiateWithFlags = g[2];
+		*(void **)&p_cuGraphLaunch = g[3];
+		*(void **)&p_cuGraphDestroy = g[4];
+		*(void **)&p_cuGraphExecDestroy = g[5];
+	}
 	return 0;
 }
 
@@ -173,6 +193,15 @@ CUresult gnn_cuStreamWriteValue32(CUstream s, CUdeviceptr addr, uint32_t v, unsi
 	if (p_cuStreamWaitEvent != NULL && p_cuStreamWriteValue32 == NULL) return GNN_NOT_SUPPORTED;
 	return CALL(p_cuStreamWriteValue32, s, addr, v, f);
 }
+// OPTIONAL calls an optional entry point: not supported where the driver is
+// loaded without it, not initialised where no driver is loaded.
+#define OPTIONAL(p, ...) ((p) != NULL ? (p)(__VA_ARGS__) : p_cuStreamWaitEvent != NULL ? GNN_NOT_SUPPORTED : GNN_NOT_INITIALIZED)
+CUresult gnn_cuStreamBeginCapture(CUstream s, int mode) { return OPTIONAL(p_cuStreamBeginCapture, s, mode); }
+CUresult gnn_cuStreamEndCapture(CUstream s, CUgraph *g) { return OPTIONAL(p_cuStreamEndCapture, s, g); }
+CUresult gnn_cuGraphInstantiate(CUgraphExec *e, CUgraph g) { return OPTIONAL(p_cuGraphInstantiateWithFlags, e, g, 0); }
+CUresult gnn_cuGraphLaunch(CUgraphExec e, CUstream s) { return OPTIONAL(p_cuGraphLaunch, e, s); }
+CUresult gnn_cuGraphDestroy(CUgraph g) { return OPTIONAL(p_cuGraphDestroy, g); }
+CUresult gnn_cuGraphExecDestroy(CUgraphExec e) { return OPTIONAL(p_cuGraphExecDestroy, e); }
 CUresult gnn_cuEventCreate(CUevent *e, unsigned int f) { return CALL(p_cuEventCreate, e, f); }
 CUresult gnn_cuEventRecord(CUevent e, CUstream s) { return CALL(p_cuEventRecord, e, s); }
 CUresult gnn_cuEventSynchronize(CUevent e) { return CALL(p_cuEventSynchronize, e); }

@@ -15,6 +15,8 @@ typedef void *CUstream;
 typedef void *CUevent;
 typedef void *CUmodule;
 typedef void *CUfunction;
+typedef void *CUgraph;
+typedef void *CUgraphExec;
 typedef unsigned long long CUdeviceptr;
 typedef struct { char reserved[64]; } CUipcMemHandle;
 typedef struct { char reserved[64]; } CUipcEventHandle;
@@ -47,6 +49,14 @@ CUresult gnn_cuStreamDestroy(CUstream s);
 CUresult gnn_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags);
 // 801 (CUDA_ERROR_NOT_SUPPORTED) where the driver lacks it.
 CUresult gnn_cuStreamWriteValue32(CUstream s, CUdeviceptr addr, uint32_t v, unsigned int flags);
+// Stream capture into a graph and graph launches; 801 (CUDA_ERROR_NOT_SUPPORTED)
+// where the driver lacks them (capture mode: 0 global, 1 thread-local, 2 relaxed).
+CUresult gnn_cuStreamBeginCapture(CUstream s, int mode);
+CUresult gnn_cuStreamEndCapture(CUstream s, CUgraph *g);
+CUresult gnn_cuGraphInstantiate(CUgraphExec *e, CUgraph g);
+CUresult gnn_cuGraphLaunch(CUgraphExec e, CUstream s);
+CUresult gnn_cuGraphDestroy(CUgraph g);
+CUresult gnn_cuGraphExecDestroy(CUgraphExec e);
 CUresult gnn_cuEventCreate(CUevent *e, unsigned int flags);
 CUresult gnn_cuEventRecord(CUevent e, CUstream s);
 CUresult gnn_cuEventSynchronize(CUevent e);
