@@ -3,6 +3,7 @@ package sampler
 import (
 	"errors"
 	"fmt"
+	"os"
 	"unsafe"
 
 	"github.com/gnnloader/gnnloader/cudaext"
@@ -106,6 +107,8 @@ type GPU struct {
 	fn       map[string]*cudaext.Function
 
 	localid, firstpos cudaext.DevicePtr // int32 per node: -1 / NOT_SEEN when empty
+	args              cudaext.DevicePtr // sample.cu SampleArgs: the batch's arguments
+	graph             *cudaext.Graph    // every kernel after gnn_seeds, captured once; nil: launched one by one
 	nbr, dst          cudaext.DevicePtr // per edge of the batch: neighbour id (int64), target (int32)
 	cnt, off          cudaext.DevicePtr // per frontier node (int32)
 	flag, newid       cudaext.DevicePtr // per edge of a hop (int32)
@@ -118,14 +121,20 @@ type GPU struct {
 }
 
 // gpuKernels are sample.fatbin's entry points.
-var gpuKernels = []string{"gnn_seeds", "gnn_seed_ids", "gnn_degrees", "gnn_scan_block", "gnn_scan_carry", "gnn_scan_add",
-	"gnn_draw32", "gnn_draw64", "gnn_hop_edges", "gnn_first", "gnn_flag_first", "gnn_assign", "gnn_resolve", "gnn_end_hop",
+var gpuKernels = []string{"gnn_seeds", "gnn_seed_ids", "gnn_degrees", "gnn_scan_block", "gnn_scan_carry",
+	"gnn_scan_add", "gnn_draw32", "gnn_draw64", "gnn_first", "gnn_flag_first", "gnn_assign", "gnn_resolve", "gnn_end_hop",
 	"gnn_pack", "gnn_reset"}
 
 const (
-	scanBlock = 1024       // sample.cu SCAN_BLOCK
-	notSeen   = 0x7fffffff // sample.cu NOT_SEEN
+	scanBlock       = 1024       // sample.cu SCAN_BLOCK
+	notSeen         = 0x7fffffff // sample.cu NOT_SEEN
+	sampleArgsBytes = 7 * 8      // sample.cu SampleArgs
 )
+
+// SampleGraphEnv, set to 0, makes GPU samplers launch their kernels one by
+// one instead of as a captured CUDA graph (to compare the two; the batches
+// are the same).
+const SampleGraphEnv = "GNNLOADER_SAMPLE_GRAPH"
 
 // CountsLen is the length of a GPU-sampled batch's counts for hops hops:
 // [0] nodes, [1] edges, [2 .. 2+hops] nodes added per hop (seeds first),
@@ -202,7 +211,7 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 		{&s.nbr, 8 * s.edgeCap}, {&s.dst, 4 * s.edgeCap},
 		{&s.cnt, 4 * maxFront}, {&s.off, 4 * maxFront},
 		{&s.flag, 4 * maxHop}, {&s.newid, 4 * maxHop},
-		{&s.blockSums, 8 * s.scanBlocks},
+		{&s.blockSums, 8 * s.scanBlocks}, {&s.args, sampleArgsBytes},
 	} {
 		if *a.p, err = cudaext.MemAlloc(max(a.n, 16)); err != nil {
 			return nil, fmt.Errorf("sampler: GPU sampling memory: %w", err)
@@ -220,8 +229,52 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 	if err := cudaext.MemsetD32Async(s.firstpos, notSeen, dg.NumNodes, st); err != nil {
 		return nil, err
 	}
-	return s, st.Synchronize()
+	if err := st.Synchronize(); err != nil {
+		return nil, err
+	}
+	if err := s.UseGraph(os.Getenv(SampleGraphEnv) != "0"); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
+
+// UseGraph chooses how the sampler enqueues a batch's kernels after the
+// first: captured once as a CUDA graph, launched as one submission (on, the
+// default), or launched one by one (off). The batches are the same. A driver
+// without graphs leaves the sampler launching them one by one. Context
+// current; no batch of the sampler's in flight.
+func (s *GPU) UseGraph(on bool) error {
+	if !on {
+		err := s.graph.Destroy()
+		s.graph = nil
+		return err
+	}
+	if s.graph != nil {
+		return nil
+	}
+	st, err := cudaext.NewStream()
+	if err != nil {
+		return err
+	}
+	defer st.Destroy()
+	if err := st.BeginCapture(); err != nil {
+		if errors.Is(err, cudaext.ErrNotSupported) {
+			return nil
+		}
+		return fmt.Errorf("sampler: capturing the GPU sampler's kernels: %w", err)
+	}
+	err = s.enqueueBatch(st)
+	g, endErr := st.EndCapture()
+	if err = errors.Join(err, endErr); err != nil {
+		g.Destroy()
+		return fmt.Errorf("sampler: capturing the GPU sampler's kernels: %w", err)
+	}
+	s.graph = g
+	return nil
+}
+
+// Graph reports whether the sampler launches its kernels as one CUDA graph.
+func (s *GPU) Graph() bool { return s.graph != nil }
 
 // MaxNodes and MaxEdges bound a batch of this sampler.
 func (s *GPU) MaxNodes() int64 { return s.nodeCap }
@@ -230,7 +283,11 @@ func (s *GPU) MaxEdges() int64 { return s.edgeCap }
 // Close frees the sampler's device memory. Context current.
 func (s *GPU) Close() error {
 	var errs []error
-	for _, p := range []*cudaext.DevicePtr{&s.localid, &s.firstpos, &s.nbr, &s.dst, &s.cnt, &s.off, &s.flag, &s.newid, &s.blockSums} {
+	if s.graph != nil {
+		errs = append(errs, s.graph.Destroy())
+		s.graph = nil
+	}
+	for _, p := range []*cudaext.DevicePtr{&s.localid, &s.firstpos, &s.nbr, &s.dst, &s.cnt, &s.off, &s.flag, &s.newid, &s.blockSums, &s.args} {
 		if *p != 0 {
 			errs = append(errs, cudaext.MemFree(*p))
 			*p = 0
@@ -250,10 +307,33 @@ func (s *GPU) Sample(st *cudaext.Stream, seeds cudaext.DevicePtr, n int, key uin
 	if n > s.maxBatch {
 		return fmt.Errorf("sampler: %d seeds, the GPU sampler takes at most %d", n, s.maxBatch)
 	}
+	n64 := int64(n)
+	if err := s.fn["gnn_seeds"].Launch(s.grid(n64), cudaext.Dim3{X: 256}, 0, st, seeds, n64, key, out.NID, out.EdgeIndex,
+		out.EID, out.Counts, s.firstpos, s.args); err != nil {
+		return fmt.Errorf("sampler: gnn_seeds: %w", err)
+	}
+	if s.graph != nil {
+		if err := s.graph.Launch(st); err != nil {
+			return fmt.Errorf("sampler: the GPU sampler's graph: %w", err)
+		}
+		return nil
+	}
+	return s.enqueueBatch(st)
+}
+
+// grid is the launch grid for n elements: a block of 256 threads for each
+// 256, at most 8 a multiprocessor (the kernels stride over the rest).
+func (s *GPU) grid(n int64) cudaext.Dim3 {
+	return cudaext.Dim3{X: uint32(max(1, min((n+255)/256, int64(8*s.sms))))}
+}
+
+// enqueueBatch enqueues every kernel of a batch after gnn_seeds: the same
+// launches for every batch (grids sized for the largest), which read the
+// batch from s.args. Captured once into s.graph where the driver can.
+func (s *GPU) enqueueBatch(st *cudaext.Stream) error {
 	H := len(s.fanouts)
-	scratch := int32(2*H + 3) // the scans' total
+	scratch := int32(2*H + 3) // the flags' scan total: the hop's new nodes
 	threads := cudaext.Dim3{X: 256}
-	grid := func(n int64) cudaext.Dim3 { return cudaext.Dim3{X: uint32(max(1, min((n+255)/256, int64(8*s.sms))))} }
 	launch := func(name string, g cudaext.Dim3, b cudaext.Dim3, args ...any) error {
 		if err := s.fn[name].Launch(g, b, 0, st, args...); err != nil {
 			return fmt.Errorf("sampler: %s: %w", name, err)
@@ -261,11 +341,7 @@ func (s *GPU) Sample(st *cudaext.Stream, seeds cudaext.DevicePtr, n int, key uin
 		return nil
 	}
 	one := cudaext.Dim3{X: 1}
-	n64 := int64(n)
-	if err := launch("gnn_seeds", grid(n64), threads, seeds, n64, out.NID, s.firstpos); err != nil {
-		return err
-	}
-	if err := launch("gnn_seed_ids", grid(n64), threads, seeds, n64, s.localid, s.firstpos, out.Counts); err != nil {
+	if err := launch("gnn_seed_ids", s.grid(int64(s.maxBatch)), threads, s.args, s.localid, s.firstpos); err != nil {
 		return err
 	}
 	draw := "gnn_draw32"
@@ -274,58 +350,56 @@ func (s *GPU) Sample(st *cudaext.Stream, seeds cudaext.DevicePtr, n int, key uin
 	}
 	for h, k := range s.fanouts {
 		hop := int32(h + 1)
+		edgesAt := int32(3 + H + h) // counts: the hop's edges
 		fc, ec := s.frontierCap[h], s.hopEdgeCap[h]
-		if err := launch("gnn_degrees", grid(fc), threads, s.g.Indptr, out.NID, out.Counts, hop, int32(k), s.cnt); err != nil {
+		if err := launch("gnn_degrees", s.grid(fc), threads, s.g.Indptr, s.args, hop, int32(k), s.cnt); err != nil {
 			return err
 		}
-		if err := s.scan(st, s.cnt, s.off, out.Counts, int32(2+h), fc, scratch); err != nil {
+		if err := s.scan(st, s.cnt, s.off, int32(2+h), fc, edgesAt); err != nil {
 			return err
 		}
-		if err := launch("gnn_hop_edges", one, one, out.Counts, hop, int32(H), scratch); err != nil {
+		if err := launch(draw, s.grid(fc), threads, s.g.Indptr, s.g.Indices, s.args, hop, int32(k), s.off, s.nbr, s.dst); err != nil {
 			return err
 		}
-		if err := launch(draw, grid(fc), threads, s.g.Indptr, s.g.Indices, out.NID, out.Counts, hop, int32(H), int32(k), key,
-			s.off, s.nbr, out.EID, s.dst); err != nil {
+		if err := launch("gnn_first", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.localid, s.firstpos); err != nil {
 			return err
 		}
-		if err := launch("gnn_first", grid(ec), threads, out.Counts, hop, int32(H), s.nbr, s.localid, s.firstpos); err != nil {
+		if err := launch("gnn_flag_first", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.localid, s.firstpos, s.flag); err != nil {
 			return err
 		}
-		if err := launch("gnn_flag_first", grid(ec), threads, out.Counts, hop, int32(H), s.nbr, s.localid, s.firstpos, s.flag); err != nil {
+		if err := s.scan(st, s.flag, s.newid, edgesAt, ec, scratch); err != nil {
 			return err
 		}
-		if err := s.scan(st, s.flag, s.newid, out.Counts, int32(3+H+h), ec, scratch); err != nil {
+		if err := launch("gnn_assign", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.flag, s.newid, s.localid); err != nil {
 			return err
 		}
-		if err := launch("gnn_assign", grid(ec), threads, out.Counts, hop, int32(H), s.nbr, s.flag, s.newid, s.localid, out.NID); err != nil {
+		if err := launch("gnn_resolve", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.localid); err != nil {
 			return err
 		}
-		if err := launch("gnn_resolve", grid(ec), threads, out.Counts, hop, int32(H), s.nbr, s.localid, out.EdgeIndex); err != nil {
-			return err
-		}
-		if err := launch("gnn_end_hop", one, one, out.Counts, hop, int32(H), scratch); err != nil {
+		if err := launch("gnn_end_hop", one, one, s.args, hop, int32(H), scratch); err != nil {
 			return err
 		}
 	}
-	if err := launch("gnn_pack", grid(s.edgeCap), threads, out.Counts, s.dst, out.EdgeIndex); err != nil {
+	if err := launch("gnn_pack", s.grid(s.edgeCap), threads, s.args, s.dst); err != nil {
 		return err
 	}
-	return launch("gnn_reset", grid(s.nodeCap), threads, out.Counts, out.NID, s.localid, s.firstpos)
+	return launch("gnn_reset", s.grid(s.nodeCap), threads, s.args, s.localid, s.firstpos)
 }
 
 // scan enqueues out = exclusive prefix of the int32 array a, of
-// counts[nAt] (at most capN) elements, with the total into counts[totalAt].
-func (s *GPU) scan(st *cudaext.Stream, a, out, counts cudaext.DevicePtr, nAt int32, capN int64, totalAt int32) error {
+// counts[nAt] (at most capN) elements, with the total into counts[totalAt]
+// (the counts of the batch in s.args).
+func (s *GPU) scan(st *cudaext.Stream, a, out cudaext.DevicePtr, nAt int32, capN int64, totalAt int32) error {
 	nb := max((capN+scanBlock-1)/scanBlock, 1)
 	if nb > s.scanBlocks {
 		return fmt.Errorf("sampler: a scan of %d elements, room for %d", capN, s.scanBlocks*scanBlock)
 	}
 	threads := cudaext.Dim3{X: 256}
-	if err := s.fn["gnn_scan_block"].Launch(cudaext.Dim3{X: uint32(nb)}, threads, 0, st, a, counts, nAt, out, s.blockSums); err != nil {
+	if err := s.fn["gnn_scan_block"].Launch(cudaext.Dim3{X: uint32(nb)}, threads, 0, st, a, s.args, nAt, out, s.blockSums); err != nil {
 		return err
 	}
-	if err := s.fn["gnn_scan_carry"].Launch(cudaext.Dim3{X: 1}, cudaext.Dim3{X: 1024}, 0, st, s.blockSums, nb, counts, totalAt); err != nil {
+	if err := s.fn["gnn_scan_carry"].Launch(cudaext.Dim3{X: 1}, cudaext.Dim3{X: 1024}, 0, st, s.blockSums, nb, s.args, totalAt); err != nil {
 		return err
 	}
-	return s.fn["gnn_scan_add"].Launch(cudaext.Dim3{X: uint32(nb)}, threads, 0, st, counts, nAt, s.blockSums, out)
+	return s.fn["gnn_scan_add"].Launch(cudaext.Dim3{X: uint32(nb)}, threads, 0, st, s.args, nAt, s.blockSums, out)
 }

@@ -15,7 +15,9 @@ import (
 // for byte: n_id, edge_index, edge ids and the per-hop counts, for 32- and
 // 64-bit indices, fanouts above and below the degrees, Floyd with more than
 // 32 draws, every neighbour (-1), repeated seeds, and several batches in a
-// row on one sampler (its working memory must come back clean).
+// row on one sampler (its working memory must come back clean), of full and
+// smaller sizes, with the kernels launched as the captured CUDA graph (the
+// default) and one by one.
 func TestGPUMatchesCPU(t *testing.T) {
 	c := cudatest.Context(t)
 	cases := []struct {
@@ -35,23 +37,34 @@ func TestGPUMatchesCPU(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, tc := range cases {
-			t.Run(fmt.Sprintf("g%d/%v", gi, tc.fanouts), func(t *testing.T) {
-				c.Do(func() error { // the context is current per thread: in the subtest's
-					checkGPUSampler(t, c, g, dg, tc.fanouts, tc.batch, maxDeg)
-					return nil
+			for _, graph := range []bool{true, false} {
+				t.Run(fmt.Sprintf("g%d/%v/graph=%v", gi, tc.fanouts, graph), func(t *testing.T) {
+					c.Do(func() error { // the context is current per thread: in the subtest's
+						checkGPUSampler(t, c, g, dg, tc.fanouts, tc.batch, maxDeg, graph)
+						return nil
+					})
 				})
-			})
+			}
 		}
 		c.Do(dg.Close)
 	}
 }
 
-func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *DeviceGraph, fanouts []int, batch int, maxDeg int64) {
+func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *DeviceGraph, fanouts []int, batch int, maxDeg int64, graph bool) {
 	gs, err := NewGPU(c, dg, fanouts, batch+2, maxDeg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gs.Close()
+	if !gs.Graph() {
+		t.Fatal("a new GPU sampler launches its kernels one by one; the driver has graphs")
+	}
+	if err := gs.UseGraph(graph); err != nil {
+		t.Fatal(err)
+	}
+	if gs.Graph() != graph {
+		t.Fatalf("UseGraph(%v): Graph() = %v", graph, gs.Graph())
+	}
 	cpu, err := New(g, Options{Fanouts: fanouts, Workers: 2, EdgeIDs: true})
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +89,9 @@ func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *De
 	for key := uint64(0); key < 4; key++ {
 		seeds := testSeeds(g, batch, key+100)
 		seeds = append(seeds, seeds[3], seeds[0]) // repeated seeds keep their place
+		if key%2 == 1 {
+			seeds = seeds[:len(seeds)/2+1] // fewer than the sampler's most
+		}
 		if err := cudaext.CopyFromHost(seedsDev, bytesOf(seeds), st); err != nil {
 			t.Fatal(err)
 		}

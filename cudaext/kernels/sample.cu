@@ -8,12 +8,17 @@
 // first appearance in that hop's edges).
 //
 // One batch, on one stream:
-//   gnn_seeds        n_id = seeds; firstpos[v] = min position of v
-//   gnn_seed_ids     localid[v] = firstpos[v] for the seeds, firstpos reset
+//   gnn_seeds        the batch's arguments into args (below); n_id = seeds;
+//                    firstpos[v] = min position of v
+//   then the same work for every batch, captured once as a CUDA graph
+//   (sampler/gpu.go), its kernels reading the batch from args:
+//   gnn_seed_ids     localid[v] = firstpos[v] for the seeds (their
+//                    firstpos stays: nothing reads it once they have ids)
 //   per hop h:
 //     gnn_degrees    cnt[p] = min(degree, fanout) of frontier node p
 //     scan           off = exclusive prefix of cnt (gnn_scan_block,
-//                    gnn_scan_carry, gnn_scan_add), the hop's edge count
+//                    gnn_scan_carry, gnn_scan_add), its total the hop's
+//                    edge count
 //     gnn_draw       the edges: neighbour id, edge id, target (local id)
 //     gnn_first      firstpos[v] = min edge position, for v not yet numbered
 //     gnn_flag_first flag[e] = edge e is v's first appearance
@@ -26,9 +31,22 @@
 //   counts[0] = nodes so far, counts[1] = edges so far,
 //   counts[2 + h] = nodes added at hop h (h = 0: the seeds),
 //   counts[2 + H + 1 + h] = edges of hop h + 1, for H hops,
-//   counts[2 + 2H + 1] = the last scan's total (scratch).
+//   counts[2 + 2H + 1] = the new nodes of the hop (scratch: the flags' scan).
 // Kernels read their sizes from there, so one batch needs no host sync.
 #include <stdint.h>
+
+// SampleArgs: what differs from one batch to the next, in device memory.
+// gnn_seeds, launched on its own, writes it; the captured kernels read it.
+// sampler/gpu.go sizes it (sampleArgsBytes).
+struct SampleArgs {
+	const int64_t *seeds;
+	int64_t n;      // seeds
+	uint64_t key;   // the batch's RNG key
+	int64_t *nid;   // out: n_id
+	int64_t *edge_index; // out: [2, E]
+	int64_t *eid;   // out: edge ids
+	int64_t *counts; // out: the counts (above)
+};
 
 #define GOLDEN 0x9E3779B97F4A7C15ull
 #define SCAN_BLOCK 1024 // elements a block of the scans covers (256 threads x 4)
@@ -71,9 +89,13 @@ struct Rng {
 #define GRID_STRIDE(i, n) \
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
-// gnn_seeds: n_id[i] = seeds[i]; firstpos[seed] = its first position.
+// gnn_seeds: the batch's arguments into *args; n_id[i] = seeds[i];
+// firstpos[seed] = its first position.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_seeds(const int64_t *__restrict__ seeds, int64_t n, int64_t *__restrict__ nid, int32_t *__restrict__ firstpos) {
+gnn_seeds(const int64_t *__restrict__ seeds, int64_t n, uint64_t key, int64_t *__restrict__ nid,
+          int64_t *__restrict__ edge_index, int64_t *__restrict__ eid, int64_t *__restrict__ counts,
+          int32_t *__restrict__ firstpos, SampleArgs *__restrict__ args) {
+	if (blockIdx.x == 0 && threadIdx.x == 0) *args = SampleArgs{seeds, n, key, nid, edge_index, eid, counts};
 	GRID_STRIDE(i, n) {
 		const int64_t v = seeds[i];
 		nid[i] = v;
@@ -81,11 +103,13 @@ gnn_seeds(const int64_t *__restrict__ seeds, int64_t n, int64_t *__restrict__ ni
 	}
 }
 
-// gnn_seed_ids: localid[seed] = its first position; firstpos reset. Sets the
-// counts of the seeds.
+// gnn_seed_ids: localid[seed] = its first position. Sets the counts of the
+// seeds.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_seed_ids(const int64_t *__restrict__ seeds, int64_t n, int32_t *__restrict__ localid,
-             int32_t *__restrict__ firstpos, int64_t *__restrict__ counts) {
+gnn_seed_ids(const SampleArgs *__restrict__ args, int32_t *__restrict__ localid, const int32_t *__restrict__ firstpos) {
+	const int64_t *__restrict__ seeds = args->seeds;
+	const int64_t n = args->n;
+	int64_t *__restrict__ counts = args->counts;
 	GRID_STRIDE(i, n) {
 		const int64_t v = seeds[i];
 		const int32_t f = firstpos[v];
@@ -98,18 +122,13 @@ gnn_seed_ids(const int64_t *__restrict__ seeds, int64_t n, int32_t *__restrict__
 	}
 }
 
-// gnn_clear_firsts: firstpos back to NOT_SEEN for the seeds (after
-// gnn_seed_ids has read them).
-extern "C" __global__ void __launch_bounds__(256)
-gnn_clear_firsts(const int64_t *__restrict__ seeds, int64_t n, int32_t *__restrict__ firstpos) {
-	GRID_STRIDE(i, n) firstpos[seeds[i]] = NOT_SEEN;
-}
-
 // gnn_degrees: for frontier node p (n_id[lo + p], lo and the frontier size
 // from counts), cnt[p] = the edges it samples.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_degrees(const int64_t *__restrict__ indptr, const int64_t *__restrict__ nid, const int64_t *__restrict__ counts,
-            int hop, int fanout, int32_t *__restrict__ cnt) {
+gnn_degrees(const int64_t *__restrict__ indptr, const SampleArgs *__restrict__ args, int hop, int fanout,
+            int32_t *__restrict__ cnt) {
+	const int64_t *__restrict__ nid = args->nid;
+	const int64_t *__restrict__ counts = args->counts;
 	const int64_t size = counts[2 + hop - 1]; // the frontier: the nodes added at the hop before
 	const int64_t lo = counts[0] - size;
 	GRID_STRIDE(p, size) {
@@ -154,10 +173,10 @@ __device__ __forceinline__ int64_t block_scan(int64_t v, int64_t *tmp, int64_t *
 // zero sum), gnn_scan_carry (one block: the blocks' prefix, the total into
 // counts[total_at]), gnn_scan_add (adds each block's prefix).
 extern "C" __global__ void __launch_bounds__(256)
-gnn_scan_block(const int32_t *__restrict__ a, const int64_t *__restrict__ counts, int n_at,
+gnn_scan_block(const int32_t *__restrict__ a, const SampleArgs *__restrict__ args, int n_at,
                int32_t *__restrict__ out, int64_t *__restrict__ block_sums) {
 	__shared__ int64_t tmp[32];
-	const int64_t n = counts[n_at];
+	const int64_t n = args->counts[n_at];
 	const int64_t i0 = (int64_t)blockIdx.x * SCAN_BLOCK + (int64_t)threadIdx.x * 4;
 	int64_t v[4], s = 0;
 #pragma unroll
@@ -176,7 +195,7 @@ gnn_scan_block(const int32_t *__restrict__ a, const int64_t *__restrict__ counts
 }
 
 extern "C" __global__ void __launch_bounds__(1024)
-gnn_scan_carry(int64_t *__restrict__ block_sums, int64_t nb, int64_t *__restrict__ counts, int total_at) {
+gnn_scan_carry(int64_t *__restrict__ block_sums, int64_t nb, const SampleArgs *__restrict__ args, int total_at) {
 	__shared__ int64_t tmp[32];
 	const int64_t per = (nb + blockDim.x - 1) / blockDim.x;
 	const int64_t lo = (int64_t)threadIdx.x * per, hi = lo + per < nb ? lo + per : nb;
@@ -189,13 +208,13 @@ gnn_scan_carry(int64_t *__restrict__ block_sums, int64_t nb, int64_t *__restrict
 		block_sums[i] = run;
 		run += x;
 	}
-	if (threadIdx.x == 0) counts[total_at] = total;
+	if (threadIdx.x == 0) args->counts[total_at] = total;
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-gnn_scan_add(const int64_t *__restrict__ counts, int n_at, const int64_t *__restrict__ block_sums,
+gnn_scan_add(const SampleArgs *__restrict__ args, int n_at, const int64_t *__restrict__ block_sums,
              int32_t *__restrict__ out) {
-	const int64_t n = counts[n_at];
+	const int64_t n = args->counts[n_at];
 	const int64_t i0 = (int64_t)blockIdx.x * SCAN_BLOCK + (int64_t)threadIdx.x * 4;
 	const int64_t add = block_sums[blockIdx.x];
 #pragma unroll
@@ -207,13 +226,16 @@ gnn_scan_add(const int64_t *__restrict__ counts, int n_at, const int64_t *__rest
 // sampled neighbour (nbr, global id), the edge id (its CSR position) and the
 // target (its local id, lo + p). Every neighbour when the degree is at most
 // the fanout, else Floyd's algorithm over row positions; a position already
-// drawn is found among the node's edge ids drawn so far. The hop's edge count
-// (the scan's total, counts[scan_total_at]) is added to the counts.
+// drawn is found among the node's edge ids drawn so far.
 template <typename I>
 __device__ __forceinline__ void draw(const int64_t *__restrict__ indptr, const I *__restrict__ indices,
-                                     const int64_t *__restrict__ nid, int64_t *__restrict__ counts, int hop, int hops,
-                                     int fanout, uint64_t key, const int32_t *__restrict__ off,
-                                     int64_t *__restrict__ nbr, int64_t *__restrict__ eid, int32_t *__restrict__ dst) {
+                                     const SampleArgs *__restrict__ args, int hop, int fanout,
+                                     const int32_t *__restrict__ off, int64_t *__restrict__ nbr,
+                                     int32_t *__restrict__ dst) {
+	const int64_t *__restrict__ nid = args->nid;
+	const int64_t *__restrict__ counts = args->counts;
+	int64_t *__restrict__ eid = args->eid;
+	const uint64_t key = args->key;
 	const int64_t size = counts[2 + hop - 1];
 	const int64_t lo = counts[0] - size;
 	const int64_t eb = counts[1];
@@ -248,30 +270,25 @@ __device__ __forceinline__ void draw(const int64_t *__restrict__ indptr, const I
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-gnn_draw32(const int64_t *__restrict__ indptr, const int32_t *__restrict__ indices, const int64_t *__restrict__ nid,
-           int64_t *__restrict__ counts, int hop, int hops, int fanout, uint64_t key, const int32_t *__restrict__ off,
-           int64_t *__restrict__ nbr, int64_t *__restrict__ eid, int32_t *__restrict__ dst) {
-	draw(indptr, indices, nid, counts, hop, hops, fanout, key, off, nbr, eid, dst);
+gnn_draw32(const int64_t *__restrict__ indptr, const int32_t *__restrict__ indices,
+           const SampleArgs *__restrict__ args, int hop, int fanout, const int32_t *__restrict__ off,
+           int64_t *__restrict__ nbr, int32_t *__restrict__ dst) {
+	draw(indptr, indices, args, hop, fanout, off, nbr, dst);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-gnn_draw64(const int64_t *__restrict__ indptr, const int64_t *__restrict__ indices, const int64_t *__restrict__ nid,
-           int64_t *__restrict__ counts, int hop, int hops, int fanout, uint64_t key, const int32_t *__restrict__ off,
-           int64_t *__restrict__ nbr, int64_t *__restrict__ eid, int32_t *__restrict__ dst) {
-	draw(indptr, indices, nid, counts, hop, hops, fanout, key, off, nbr, eid, dst);
-}
-
-// gnn_hop_edges: after the degrees' scan (total at counts[scan_at]): the
-// hop's edge count into counts. One thread.
-extern "C" __global__ void gnn_hop_edges(int64_t *__restrict__ counts, int hop, int hops, int scan_at) {
-	counts[2 + hops + 1 + hop - 1] = counts[scan_at];
+gnn_draw64(const int64_t *__restrict__ indptr, const int64_t *__restrict__ indices,
+           const SampleArgs *__restrict__ args, int hop, int fanout, const int32_t *__restrict__ off,
+           int64_t *__restrict__ nbr, int32_t *__restrict__ dst) {
+	draw(indptr, indices, args, hop, fanout, off, nbr, dst);
 }
 
 // gnn_first: for each edge e of the hop whose neighbour has no local id yet,
 // firstpos[v] = the smallest such e (relative to the hop's first edge).
 extern "C" __global__ void __launch_bounds__(256)
-gnn_first(const int64_t *__restrict__ counts, int hop, int hops, const int64_t *__restrict__ nbr,
+gnn_first(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
           const int32_t *__restrict__ localid, int32_t *__restrict__ firstpos) {
+	const int64_t *__restrict__ counts = args->counts;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
 	GRID_STRIDE(i, e) {
 		const int64_t v = nbr[eb + i];
@@ -282,8 +299,9 @@ gnn_first(const int64_t *__restrict__ counts, int hop, int hops, const int64_t *
 // gnn_flag_first: flag[i] = 1 when edge i of the hop is its neighbour's
 // first appearance (a new node), else 0.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_flag_first(const int64_t *__restrict__ counts, int hop, int hops, const int64_t *__restrict__ nbr,
+gnn_flag_first(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
                const int32_t *__restrict__ localid, const int32_t *__restrict__ firstpos, int32_t *__restrict__ flag) {
+	const int64_t *__restrict__ counts = args->counts;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
 	GRID_STRIDE(i, e) {
 		const int64_t v = nbr[eb + i];
@@ -294,9 +312,10 @@ gnn_flag_first(const int64_t *__restrict__ counts, int hop, int hops, const int6
 // gnn_assign: the new nodes get local ids counts[0] + rank (rank = the
 // flags' exclusive prefix, in newid), in edge order, and their n_id.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_assign(const int64_t *__restrict__ counts, int hop, int hops, const int64_t *__restrict__ nbr,
-           const int32_t *__restrict__ flag, const int32_t *__restrict__ newid, int32_t *__restrict__ localid,
-           int64_t *__restrict__ nid) {
+gnn_assign(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
+           const int32_t *__restrict__ flag, const int32_t *__restrict__ newid, int32_t *__restrict__ localid) {
+	const int64_t *__restrict__ counts = args->counts;
+	int64_t *__restrict__ nid = args->nid;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1], base = counts[0];
 	GRID_STRIDE(i, e) {
 		if (flag[i]) {
@@ -311,15 +330,18 @@ gnn_assign(const int64_t *__restrict__ counts, int hop, int hops, const int64_t 
 // gnn_resolve: the source local id of every edge of the hop, written as
 // int64 into edge_index's first row.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_resolve(const int64_t *__restrict__ counts, int hop, int hops, const int64_t *__restrict__ nbr,
-            const int32_t *__restrict__ localid, int64_t *__restrict__ src) {
+gnn_resolve(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
+            const int32_t *__restrict__ localid) {
+	const int64_t *__restrict__ counts = args->counts;
+	int64_t *__restrict__ src = args->edge_index;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
 	GRID_STRIDE(i, e) src[eb + i] = (int64_t)localid[nbr[eb + i]];
 }
 
 // gnn_end_hop: the hop's new nodes (the flags' total, counts[scan_at]) and
 // edges move the running counts on. One thread.
-extern "C" __global__ void gnn_end_hop(int64_t *__restrict__ counts, int hop, int hops, int scan_at) {
+extern "C" __global__ void gnn_end_hop(const SampleArgs *__restrict__ args, int hop, int hops, int scan_at) {
+	int64_t *__restrict__ counts = args->counts;
 	const int64_t added = counts[scan_at];
 	counts[2 + hop] = added;
 	counts[0] += added;
@@ -329,7 +351,9 @@ extern "C" __global__ void gnn_end_hop(int64_t *__restrict__ counts, int hop, in
 // gnn_pack: edge_index = [src; dst] as a contiguous [2, E] int64 array: the
 // sources are in place, the targets (int32 in dst) go after them.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_pack(const int64_t *__restrict__ counts, const int32_t *__restrict__ dst, int64_t *__restrict__ edge_index) {
+gnn_pack(const SampleArgs *__restrict__ args, const int32_t *__restrict__ dst) {
+	const int64_t *__restrict__ counts = args->counts;
+	int64_t *__restrict__ edge_index = args->edge_index;
 	const int64_t e = counts[1];
 	GRID_STRIDE(i, e) edge_index[e + i] = (int64_t)dst[i];
 }
@@ -337,8 +361,9 @@ gnn_pack(const int64_t *__restrict__ counts, const int32_t *__restrict__ dst, in
 // gnn_reset: localid and firstpos back to their empty values for every node
 // of the batch (the only entries the batch set).
 extern "C" __global__ void __launch_bounds__(256)
-gnn_reset(const int64_t *__restrict__ counts, const int64_t *__restrict__ nid, int32_t *__restrict__ localid,
-          int32_t *__restrict__ firstpos) {
+gnn_reset(const SampleArgs *__restrict__ args, int32_t *__restrict__ localid, int32_t *__restrict__ firstpos) {
+	const int64_t *__restrict__ counts = args->counts;
+	const int64_t *__restrict__ nid = args->nid;
 	const int64_t n = counts[0];
 	GRID_STRIDE(i, n) {
 		const int64_t v = nid[i];

@@ -29,9 +29,11 @@ type GPURow struct {
 }
 
 // RunGPU samples cfg.Batches batches (0 means 500) of the epoch's seeds on
-// device dev with the GPU sampler, back to back on one stream, twice: at
+// device dev with the GPU sampler, back to back on one stream: at
 // cfg.BatchSize seeds and at one seed a batch (the same kernels with almost
-// no work: what the launches cost on their own). It prints a table to w.
+// no work: what the launches cost on their own), each with the kernels
+// launched as the sampler's CUDA graph and one by one, in that order. It
+// prints a table to w.
 func RunGPU(ctx context.Context, g *datasets.Graph, seeds []int64, cfg Config, dev int, w io.Writer) ([]GPURow, error) {
 	if cfg.Fanouts == nil {
 		cfg.Fanouts = []int{15, 10, 5}
@@ -66,14 +68,16 @@ func RunGPU(ctx context.Context, g *datasets.Graph, seeds []int64, cfg Config, d
 		}
 		defer dg.Close()
 		for _, bs := range []int{cfg.BatchSize, 1} {
-			if ctx.Err() != nil {
-				return ctx.Err()
+			for _, graph := range []bool{true, false} {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				row, err := gpuRun(c, g, dg, seeds, cfg, bs, maxDeg, graph)
+				if err != nil {
+					return err
+				}
+				rows = append(rows, row)
 			}
-			row, err := gpuRun(c, g, dg, seeds, cfg, bs, maxDeg)
-			if err != nil {
-				return err
-			}
-			rows = append(rows, row)
 		}
 		return nil
 	})
@@ -81,8 +85,12 @@ func RunGPU(ctx context.Context, g *datasets.Graph, seeds []int64, cfg Config, d
 	return rows, err
 }
 
-func gpuRun(c *cudaext.Context, g *datasets.Graph, dg *sampler.DeviceGraph, seeds []int64, cfg Config, batch int, maxDeg int64) (row GPURow, err error) {
-	row = GPURow{Name: fmt.Sprintf("GPU, %d seeds a batch", batch), BatchSize: batch, Batches: cfg.Batches}
+func gpuRun(c *cudaext.Context, g *datasets.Graph, dg *sampler.DeviceGraph, seeds []int64, cfg Config, batch int, maxDeg int64, graph bool) (row GPURow, err error) {
+	how := "one launch a kernel"
+	if graph {
+		how = "CUDA graph"
+	}
+	row = GPURow{Name: fmt.Sprintf("GPU, %d seeds a batch, %s", batch, how), BatchSize: batch, Batches: cfg.Batches}
 	plan, err := sampler.NewPlan(seeds, sampler.EpochConfig{BatchSize: batch, Shuffle: true, Seed: cfg.Seed}, 0)
 	if err != nil {
 		return row, err
@@ -92,6 +100,12 @@ func gpuRun(c *cudaext.Context, g *datasets.Graph, dg *sampler.DeviceGraph, seed
 		return row, err
 	}
 	defer gs.Close()
+	if err := gs.UseGraph(graph); err != nil {
+		return row, err
+	}
+	if gs.Graph() != graph {
+		return row, errors.New("sampler: the driver has no CUDA graphs")
+	}
 	var ptrs []cudaext.DevicePtr
 	defer func() {
 		for _, p := range ptrs {
