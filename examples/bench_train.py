@@ -49,6 +49,12 @@ Variants (same model, seeds and sampler; only the feature path differs):
   train_paced  train_busy with the second process taking a batch every
             --pace-ms and reading none of it: the daemon's work at the
             training's pace, with no client on the trainer's thread
+  train_mixed  train_only's batches and loaderd's in one loop, --mixed-block
+            steps of each in turn, until loaderd's epoch ends; each side's
+            ms a batch over the steps of its blocks (less the first
+            --mixed-skip of each block) and their ratio: loaderd against
+            training only in the same seconds, which the drift of the
+            baseline between whole epochs (10% and more) does not reach
   train_spin   train_only with the trainer's thread kept busy --spin-us
             microseconds before each step (default 200, about what the
             client's per-batch calls take): what host time between steps
@@ -98,7 +104,7 @@ from gnnloader.table import open_table  # noqa: E402
 # The parts of this benchmark, sibling modules of this script (its directory
 # is sys.path[0] when it runs as `python3 examples/bench_train.py`). Every
 # name the script held before they were split off is still bench_train.NAME.
-from bench_train_feeds import (BusyConsumer, CPUGatherFeed, HeldSlotsFeed, LoaderdFeed,  # noqa: E402,F401
+from bench_train_feeds import (BusyConsumer, CPUGatherFeed, HeldSlotsFeed, LoaderdFeed, MixedFeed,  # noqa: E402,F401
                                PreloadedFeed, ResidentFeed, SpinFeed, _StructFeed, copy_table_to_gpu)
 from bench_train_measure import (ClockSampler, Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free, host_cpu, host_cpu_share,  # noqa: E402,F401
                                  host_register, host_unregister, pcie_bound, proc_mem, scrape, sync)
@@ -194,6 +200,10 @@ def main():
     p.add_argument("--pace-ms", type=float, default=0.0,
                    help="train_paced: ms between the second process's batches (default: the last "
                         "loaderd run's ms a batch, else training only's)")
+    p.add_argument("--mixed-block", type=int, default=100,
+                   help="train_mixed: steps from one feed before the other's turn")
+    p.add_argument("--mixed-skip", type=int, default=16,
+                   help="train_mixed: steps at the start of each block left out of its figures")
     p.add_argument("--json-out", default="")
     p.add_argument("--render", nargs="*", default=None, help="print the issue-6 table from these JSON files and exit")
     args = p.parse_args()
@@ -319,6 +329,16 @@ def main():
                 # No accuracy: it trains on `keep` batches over and over.
                 r = train_variant(args, out(v), lambda s, sh, sd: PreloadedFeed(args, s, sh, sd, dev), dev, info,
                                   evaluate_after=False)
+            elif kind == "train_mixed":
+                # The preloaded batches first: their loader closes before loaderd's opens.
+                def mixed(s, sh, sd):
+                    pre = PreloadedFeed(args, s, sh, sd, dev)
+                    try:
+                        return MixedFeed(LoaderdFeed(args, s, sh, sd, dev), pre, args.mixed_block)
+                    except BaseException:
+                        pre.close()
+                        raise
+                r = train_variant(args, out(v), mixed, dev, info, evaluate_after=False)
             elif kind == "train_spin":
                 r = train_variant(args, out(v), lambda s, sh, sd: SpinFeed(PreloadedFeed(args, s, sh, sd, dev), args.spin_us),
                                   dev, info, evaluate_after=False)

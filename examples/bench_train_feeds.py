@@ -241,6 +241,53 @@ class PreloadedFeed(_CycledFeed):
         self.batches = []
 
 
+class MixedFeed:
+    """train_mixed: training only's and loaderd's batches in one loop, in
+    turn, `block` steps from each (first the preloaded ones, then loaderd's),
+    until loaderd's epoch ends. The same model trains on both, in the same
+    seconds, so a drift of the host or the GPU over a run (training only moves
+    10% between adjacent epochs) lands on both alike. `sources` lists each
+    step's feed, for _steps to time each side apart."""
+
+    def __init__(self, loaderd, preloaded, block):
+        if block < 1:
+            raise ValueError(f"train_mixed: block {block}, want >= 1")
+        self.loaderd, self.preloaded, self.block = loaderd, preloaded, block
+        self.sources = []
+
+    def __len__(self):
+        return 2 * len(self.loaderd)
+
+    def __iter__(self):
+        ld, pre = iter(self.loaderd), _cycle(self.preloaded)
+        while True:
+            for name, it in (("train_only", pre), ("loaderd", ld)):
+                for _ in range(self.block):
+                    try:
+                        item = next(it)
+                    except StopIteration:  # loaderd's epoch is over
+                        return
+                    self.sources.append(name)
+                    yield item
+
+    def close(self):
+        try:
+            self.loaderd.close()
+        finally:
+            self.preloaded.close()
+
+
+def _cycle(feed):
+    """feed's batches, over and over."""
+    while True:
+        n = 0
+        for b in feed:
+            n += 1
+            yield b
+        if n == 0:
+            return
+
+
 class SpinFeed:
     """train_spin: another feed's batches, the trainer's thread kept busy
     spin_us microseconds before each one is handed over (a busy loop, not a

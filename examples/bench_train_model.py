@@ -94,11 +94,14 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     t0 = time.perf_counter()
     last = lastc = None
     first = None  # wall time from the epoch's start to its first batch
+    starts = [] if hasattr(feed, "sources") else None  # train_mixed: each step's start, to time each feed apart
     for x, ei, y, bs, nodes, edges, nn in feed:
         prof.before(batches)
         h, c = time.perf_counter(), time.thread_time()
         if first is None:
             first = h - t0
+        if starts is not None:
+            starts.append(h)
         if last is not None:
             between += h - last
             between_cpu += c - lastc
@@ -152,6 +155,9 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
          # Wall time to the first batch (an epoch's start-up), and the GPU
          # time between steps (gap_figures).
          "first_ms": 1e3 * (first or 0.0), **gaps}
+    if starts is not None:
+        starts.append(time.perf_counter())  # after the sync: the last step's end
+        r["mixed"] = mixed_figures(starts, feed.sources, feed.block, args.mixed_skip)
     if prof.count:
         # The profiler's start and end land between steps, its overhead in them.
         r["profiled"] = f"steps {prof.start} to {prof.start + prof.count - 1}"
@@ -160,6 +166,43 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     if not touch_only:
         r["mean_loss"] = float(loss_sum) / max(batches, 1)
     return r
+
+
+def mixed_figures(starts, sources, block, skip):
+    """train_mixed's figures: each step's wall time (from its start to the
+    next step's) by the feed it came from, leaving out the first `skip` steps
+    of every block (the switch from one feed to the other: the GPU's queue of
+    the steps before, and loaderd's slots filled while it was idle), each
+    block's last (the next step is the other feed's) and the run's last (its
+    end is the GPU's drain). ms a batch (median and
+    mean) per feed, and loaderd's over training only's; also the means over
+    the second half of each block alone (late_ms_mean, ratio_late), which
+    shows whether the skip was enough: loaderd's slots refilled while the
+    other feed ran, or its fills still running when that feed's turn came,
+    would make the early steps differ from the late ones."""
+    per, late = {}, {}
+    for i, src in enumerate(sources[:len(starts) - 1]):
+        k = i % block
+        if k < skip or k == block - 1 or i + 1 >= len(sources) or sources[i + 1] != src:
+            continue
+        ms = 1e3 * (starts[i + 1] - starts[i])
+        per.setdefault(src, []).append(ms)
+        if k >= block // 2:
+            late.setdefault(src, []).append(ms)
+    out = {"block": block, "skip": skip}
+    for src, ms in per.items():
+        ms.sort()
+        out[src] = {"steps": len(ms), "ms_median": ms[len(ms) // 2], "ms_mean": sum(ms) / len(ms),
+                    "ms_p90": ms[(9 * len(ms)) // 10], "ms_p99": ms[(99 * len(ms)) // 100]}
+        if late.get(src):  # the second half of each block alone: what the switch could still reach is over
+            out[src]["late_ms_mean"] = sum(late[src]) / len(late[src])
+    a, b = out.get("loaderd"), out.get("train_only")
+    if a and b:
+        out["ratio_mean"] = a["ms_mean"] / b["ms_mean"]
+        out["ratio_median"] = a["ms_median"] / b["ms_median"]
+        if a.get("late_ms_mean") and b.get("late_ms_mean"):
+            out["ratio_late"] = a["late_ms_mean"] / b["late_ms_mean"]
+    return out
 
 
 @torch.no_grad()

@@ -125,6 +125,22 @@ def render(paths):
             line += (f"; loaderd ({len(lds)} run(s), {min(lds):.2f}-{max(lds):.2f} ms) is "
                      f"{min(lds) / max(tros):.2f}-{max(lds) / min(tros):.2f}x training only")
         print(line)
+    mixed = [(n, r["mixed"]) for n, r in runs.items() if isinstance(r, dict) and r.get("mixed")]
+    for name, m in mixed:
+        a, b = m.get("loaderd"), m.get("train_only")
+        if not (a and b):
+            continue
+        tail = lambda x: f", p90 {x['ms_p90']:.3f}, p99 {x['ms_p99']:.3f}" if "ms_p90" in x else ""  # noqa: E731
+        print(f"- {name}: blocks of {m['block']} steps in turn, the first {m['skip']} of each left out: loaderd "
+              f"{a['ms_mean']:.3f} ms a batch (median {a['ms_median']:.3f}{tail(a)}, {a['steps']} steps), training only "
+              f"{b['ms_mean']:.3f} (median {b['ms_median']:.3f}{tail(b)}, {b['steps']} steps): loaderd / training only = "
+              f"{m['ratio_mean']:.3f} (medians {m['ratio_median']:.3f}"
+              + (f"; second half of each block {a['late_ms_mean']:.3f} / {b['late_ms_mean']:.3f} = {m['ratio_late']:.3f}"
+                 if m.get("ratio_late") else "") + "; target <= 1.10)")
+    ratios = sorted(m["ratio_mean"] for _, m in mixed if m.get("ratio_mean"))
+    if len(ratios) > 1:
+        print(f"  - over {len(ratios)} interleaved runs: median {median(ratios):.3f} (target <= 1.10), "
+              f"{ratios[0]:.3f}-{ratios[-1]:.3f}")
     if ld.get("wall_s") and cpu.get("wall_s"):
         print(f"- CPU-gather epoch / loaderd epoch = {cpu['wall_s'] / ld['wall_s']:.2f} (target >= 3)")
     if ld.get("valid_acc") is not None and res.get("valid_acc") is not None:

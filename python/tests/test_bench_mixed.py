@@ -1,0 +1,128 @@
+"""The training benchmark's interleaved variant (examples/bench_train.py
+train_mixed): MixedFeed hands out training only's and loaderd's batches in
+blocks, in turn, until loaderd's epoch ends, and mixed_figures times each
+side apart from the steps' start times, leaving out each block's first steps
+and its last."""
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+from test_loader import ROOT, CoraDaemonCase
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+
+from bench_train_feeds import MixedFeed  # noqa: E402
+from bench_train_model import mixed_figures  # noqa: E402
+
+
+class _Feed:
+    def __init__(self, items):
+        self.items, self.closed = list(items), False
+
+    def __len__(self):
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def close(self):
+        self.closed = True
+
+
+class MixedFeedTest(unittest.TestCase):
+    def test_blocks_in_turn_until_loaderd_ends(self):
+        ld = _Feed(f"l{i}" for i in range(7))
+        pre = _Feed(["p0", "p1"])  # cycled: fewer batches than an epoch
+        m = MixedFeed(ld, pre, 3)
+        got = list(m)
+        self.assertEqual(got, ["p0", "p1", "p0", "l0", "l1", "l2", "p1", "p0", "p1", "l3", "l4", "l5",
+                               "p0", "p1", "p0", "l6"])
+        self.assertEqual(m.sources, ["train_only"] * 3 + ["loaderd"] * 3 + ["train_only"] * 3 + ["loaderd"] * 3
+                         + ["train_only"] * 3 + ["loaderd"])
+        self.assertEqual(len(m), 14)
+        m.close()
+        self.assertTrue(ld.closed and pre.closed)
+
+    def test_bad_block(self):
+        with self.assertRaises(ValueError):
+            MixedFeed(_Feed([]), _Feed([]), 0)
+
+    def test_empty_preloaded_ends(self):
+        self.assertEqual(list(MixedFeed(_Feed(["l0"]), _Feed([]), 2)), [])
+
+
+class MixedFiguresTest(unittest.TestCase):
+    def test_each_side_timed_apart(self):
+        # Blocks of 5: training only's steps take 1 ms, loaderd's 2 ms, and
+        # the first step of every block 50 ms (the switch): left out with
+        # skip=1, as is each block's last step (its successor is the other
+        # side's).
+        sources, starts, t = [], [], 0.0
+        for blk in range(6):
+            side = "train_only" if blk % 2 == 0 else "loaderd"
+            for k in range(5):
+                sources.append(side)
+                starts.append(t)
+                t += (0.050 if k == 0 else 0.001 if side == "train_only" else 0.002)
+        starts.append(t)
+        m = mixed_figures(starts, sources, 5, 1)
+        self.assertEqual(m["train_only"]["steps"], 9)  # 3 blocks x steps 1-3
+        self.assertEqual(m["loaderd"]["steps"], 9)
+        self.assertAlmostEqual(m["train_only"]["ms_mean"], 1.0, places=6)
+        self.assertAlmostEqual(m["loaderd"]["ms_median"], 2.0, places=6)
+        self.assertAlmostEqual(m["loaderd"]["ms_p90"], 2.0, places=6)
+        self.assertAlmostEqual(m["ratio_mean"], 2.0, places=6)
+        self.assertAlmostEqual(m["ratio_median"], 2.0, places=6)
+        # The second halves (steps 2-3 of each block of 5).
+        self.assertAlmostEqual(m["train_only"]["late_ms_mean"], 1.0, places=6)
+        self.assertAlmostEqual(m["ratio_late"], 2.0, places=6)
+        # Without the skip the switches' 50 ms land in the figures.
+        self.assertGreater(mixed_figures(starts, sources, 5, 0)["train_only"]["ms_mean"], 10)
+
+    def test_one_side_only(self):
+        # The run's last step is left out too: its end is the GPU's drain.
+        m = mixed_figures([0.0, 0.001, 0.002, 0.010], ["train_only"] * 3, 10, 0)
+        self.assertEqual(m["train_only"]["steps"], 2)
+        self.assertAlmostEqual(m["train_only"]["ms_mean"], 1.0, places=6)
+        self.assertNotIn("ratio_mean", m)
+
+
+if __name__ == "__main__":
+    unittest.main()
+
+
+class MixedRunTest(CoraDaemonCase):
+    """train_mixed end to end, as bench-train.sh runs it, on a CPU loaderd
+    serving Cora: one epoch of loaderd's batches in blocks, the preloaded
+    batches between them, each side timed."""
+
+    def test_train_mixed(self):
+        out = os.path.join(self.tmp, "mixed.json")
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+        r = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--socket", self.daemon.socket,
+                            "--device", "cpu", "--variants", "train_mixed", "--batch-size", "16", "--fanouts", "5,3",
+                            "--slots", "8", "--mixed-block", "10", "--mixed-skip", "2", "--no-eval", "--warmup-steps", "0",
+                            "--json-out", out], env=env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        with open(out) as f:
+            res = json.load(f)
+        v = res["variants"]["train_mixed"]
+        epoch = res["dataset"]["batches"]  # loaderd's batches an epoch
+        self.assertGreater(epoch, 20)
+        # loaderd's whole epoch, and a preloaded block before each of its blocks.
+        self.assertEqual(v["batches"], epoch + 10 * (-(-epoch // 10)))
+        m = v["mixed"]
+        self.assertEqual((m["block"], m["skip"]), (10, 2))
+        # Per block, the steps after the first two and before the last.
+        self.assertEqual(m["loaderd"]["steps"], 7 * (epoch // 10) + max(0, epoch % 10 - 3))
+        self.assertEqual(m["train_only"]["steps"], 7 * (-(-epoch // 10)))
+        for side in ("loaderd", "train_only"):
+            self.assertGreater(m[side]["ms_mean"], 0)
+        self.assertAlmostEqual(m["ratio_mean"], m["loaderd"]["ms_mean"] / m["train_only"]["ms_mean"])
+        self.assertAlmostEqual(m["ratio_late"], m["loaderd"]["late_ms_mean"] / m["train_only"]["late_ms_mean"])
+        rendered = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", out],
+                                  env=env, capture_output=True, text=True, timeout=60)
+        self.assertIn("train_mixed: blocks of 10 steps in turn", rendered.stdout)
+        self.assertIn("p90", rendered.stdout)
