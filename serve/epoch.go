@@ -258,15 +258,22 @@ type releasePace struct {
 }
 
 // stallFloor and stallCeiling bound the time without a release that counts
-// as a stall.
+// as a stall. Releases less than burstGap apart are one burst: a client may
+// send several at once (the Python client holds up to slots/16 and sends
+// them together), and the gap that tells a trainer's pace is the one between
+// bursts. Counting the gaps inside a burst made the average a few
+// microseconds, so every pause between two bursts (four steps) read as a
+// stall, and a fill then stopped waiting for the trainer.
 const (
 	stallFloor   = 5 * time.Millisecond
 	stallCeiling = 100 * time.Millisecond
+	burstGap     = 250 * time.Microsecond
 )
 
-// released records a release at now. A gap longer than the stall limit (a
-// stall, an evaluation between epochs) is left out of the average, so that
-// neither makes the next stall take longer to see.
+// released records a release at now. A gap inside a burst (under burstGap)
+// is not a gap; one longer than the stall limit (a stall, an evaluation
+// between epochs) is left out of the average, so that neither makes the
+// next stall take longer to see.
 func (r *releasePace) released(now time.Time) {
 	t := now.UnixNano()
 	prev := r.last.Swap(t)
@@ -275,6 +282,7 @@ func (r *releasePace) released(now time.Time) {
 	}
 	g, d := r.gap.Load(), t-prev
 	switch {
+	case time.Duration(d) < burstGap: // inside a burst: not a gap
 	case g == 0:
 		r.gap.Store(d)
 	case time.Duration(d) <= r.limit():

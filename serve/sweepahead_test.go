@@ -290,6 +290,44 @@ func TestReleasePace(t *testing.T) {
 	}
 }
 
+// TestReleasePaceBursts: a trainer that sends its releases four at a time
+// (the Python client's held releases), a burst every 14 ms, is paced by the
+// bursts: not stalled between two of them, stalled after four of their gaps.
+// Counting the gaps inside a burst made it stalled 5 ms after each.
+func TestReleasePaceBursts(t *testing.T) {
+	var p releasePace
+	t0 := time.Unix(1000, 0)
+	var last time.Time
+	for b := range 20 {
+		for k := range 4 {
+			last = t0.Add(time.Duration(b)*14*time.Millisecond + time.Duration(k)*20*time.Microsecond)
+			p.released(last)
+		}
+	}
+	if g := time.Duration(p.gap.Load()); g < 13*time.Millisecond || g > 15*time.Millisecond {
+		t.Errorf("average gap %v, want the bursts' 14 ms", g)
+	}
+	if p.stalled(last.Add(20 * time.Millisecond)) {
+		t.Error("stalled 20 ms after a burst, between two bursts 14 ms apart")
+	}
+	if !p.stalled(last.Add(60 * time.Millisecond)) {
+		t.Error("not stalled after four bursts' gaps of silence")
+	}
+	// Releases that come faster than burstGap, one by one, leave the
+	// average unset: stalled past the floor.
+	var fast releasePace
+	for i := range 100 {
+		fast.released(t0.Add(time.Duration(i) * 100 * time.Microsecond))
+	}
+	end := t0.Add(99 * 100 * time.Microsecond)
+	if fast.stalled(end.Add(stallFloor - time.Millisecond)) {
+		t.Error("fast releases: stalled before the floor")
+	}
+	if !fast.stalled(end.Add(stallFloor + time.Millisecond)) {
+		t.Error("fast releases: not stalled past the floor")
+	}
+}
+
 // TestGrowSweep: a fill grows while the ring is busy or the trainer is
 // ahead, never past the width or the batches left.
 func TestGrowSweep(t *testing.T) {
