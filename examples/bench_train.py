@@ -331,6 +331,10 @@ def main():
                                   evaluate_after=False)
             elif kind == "train_mixed":
                 # The preloaded batches first: their loader closes before loaderd's opens.
+                if args.mixed_block < 1 or args.mixed_skip < 0:
+                    raise ValueError(f"train_mixed: --mixed-block {args.mixed_block} (want >= 1), "
+                                     f"--mixed-skip {args.mixed_skip} (want >= 0)")
+
                 def mixed(s, sh, sd):
                     pre = PreloadedFeed(args, s, sh, sd, dev)
                     try:

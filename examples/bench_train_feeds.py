@@ -256,19 +256,24 @@ class MixedFeed:
         self.sources = []
 
     def __len__(self):
-        return 2 * len(self.loaderd)
+        """loaderd's batches, and a whole block of preloaded ones before each
+        of its blocks (the last one may be short)."""
+        n = len(self.loaderd)
+        return n + self.block * (-(-n // self.block))
 
     def __iter__(self):
         ld, pre = iter(self.loaderd), _cycle(self.preloaded)
-        while True:
+        left = len(self.loaderd)
+        while left > 0:
             for name, it in (("train_only", pre), ("loaderd", ld)):
-                for _ in range(self.block):
+                for _ in range(self.block if name == "train_only" else min(self.block, left)):
                     try:
                         item = next(it)
-                    except StopIteration:  # loaderd's epoch is over
+                    except StopIteration:  # loaderd's epoch ended early, or nothing to cycle
                         return
                     self.sources.append(name)
                     yield item
+            left -= self.block
 
     def close(self):
         try:

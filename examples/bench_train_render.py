@@ -137,10 +137,15 @@ def render(paths):
               f"{m['ratio_mean']:.3f} (medians {m['ratio_median']:.3f}"
               + (f"; second half of each block {a['late_ms_mean']:.3f} / {b['late_ms_mean']:.3f} = {m['ratio_late']:.3f}"
                  if m.get("ratio_late") else "") + "; target <= 1.10)")
-    ratios = sorted(m["ratio_mean"] for _, m in mixed if m.get("ratio_mean"))
-    if len(ratios) > 1:
-        print(f"  - over {len(ratios)} interleaved runs: median {median(ratios):.3f} (target <= 1.10), "
-              f"{ratios[0]:.3f}-{ratios[-1]:.3f}")
+    by_phase = {}  # each phase's runs apart: its daemon may differ (EXTRA's flags, its build)
+    for n, m in mixed:
+        if m.get("ratio_mean"):
+            by_phase.setdefault(n.split(":", 1)[0] if ":" in n else "", []).append(m["ratio_mean"])
+    for lab, ratios in by_phase.items():
+        if len(ratios) > 1:
+            ratios.sort()
+            print(f"  - over {len(ratios)} interleaved runs{' of ' + lab if lab else ''}: median {median(ratios):.3f} "
+                  f"(target <= 1.10), {ratios[0]:.3f}-{ratios[-1]:.3f}")
     if ld.get("wall_s") and cpu.get("wall_s"):
         print(f"- CPU-gather epoch / loaderd epoch = {cpu['wall_s'] / ld['wall_s']:.2f} (target >= 3)")
     if ld.get("valid_acc") is not None and res.get("valid_acc") is not None:

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 from test_loader import ROOT, CoraDaemonCase
@@ -41,9 +42,18 @@ class MixedFeedTest(unittest.TestCase):
                                "p0", "p1", "p0", "l6"])
         self.assertEqual(m.sources, ["train_only"] * 3 + ["loaderd"] * 3 + ["train_only"] * 3 + ["loaderd"] * 3
                          + ["train_only"] * 3 + ["loaderd"])
-        self.assertEqual(len(m), 14)
+        self.assertEqual(len(m), 16)
+        self.assertEqual(len(got), len(m))
         m.close()
         self.assertTrue(ld.closed and pre.closed)
+
+    def test_epoch_a_multiple_of_the_block(self):
+        # loaderd's last block ends the loop: no preloaded block after it.
+        m = MixedFeed(_Feed(f"l{i}" for i in range(6)), _Feed(["p0"]), 3)
+        got = list(m)
+        self.assertEqual(got, ["p0"] * 3 + ["l0", "l1", "l2"] + ["p0"] * 3 + ["l3", "l4", "l5"])
+        self.assertEqual(len(got), len(m))
+        self.assertEqual(m.sources.count("loaderd"), m.sources.count("train_only"))
 
     def test_bad_block(self):
         with self.assertRaises(ValueError):
@@ -89,8 +99,26 @@ class MixedFiguresTest(unittest.TestCase):
         self.assertNotIn("ratio_mean", m)
 
 
-if __name__ == "__main__":
-    unittest.main()
+
+class MixedRenderTest(unittest.TestCase):
+    def test_runs_grouped_by_phase(self):
+        # Each phase's interleaved runs get their own median: another
+        # phase's daemon may differ (its flags, its build).
+        def run(ratio):
+            side = {"steps": 10, "ms_median": 1.0, "ms_mean": 1.0}
+            return {"mixed": {"block": 100, "skip": 16, "loaderd": dict(side, ms_mean=ratio), "train_only": side,
+                              "ratio_mean": ratio, "ratio_median": ratio}}
+        variants = {"train_mixed": run(1.02), "train_mixed@2": run(1.04), "ng:train_mixed": run(1.20),
+                    "ng:train_mixed@2": run(1.30)}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "runs.json")
+            with open(path, "w") as f:
+                json.dump({"variants": variants}, f)
+            out = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", path],
+                                 env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True,
+                                 text=True, timeout=60).stdout
+        self.assertIn("over 2 interleaved runs: median 1.030", out)
+        self.assertIn("over 2 interleaved runs of ng: median 1.250", out)
 
 
 class MixedRunTest(CoraDaemonCase):
@@ -126,3 +154,7 @@ class MixedRunTest(CoraDaemonCase):
                                   env=env, capture_output=True, text=True, timeout=60)
         self.assertIn("train_mixed: blocks of 10 steps in turn", rendered.stdout)
         self.assertIn("p90", rendered.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
