@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -16,10 +17,11 @@ import (
 // 64-bit indices, fanouts above and below the degrees, Floyd with more than
 // 32 draws, every neighbour (-1), repeated seeds, and several batches in a
 // row on one sampler (its working memory must come back clean), of full and
-// smaller sizes, with the kernels launched as the captured CUDA graph (the
-// default) and one by one.
+// smaller sizes, one at a time and enqueued back to back, with the kernels
+// launched as the captured CUDA graph (the default) and one by one.
 func TestGPUMatchesCPU(t *testing.T) {
 	c := cudatest.Context(t)
+	t.Setenv(SampleGraphEnv, "") // new samplers take a graph where the driver has them
 	cases := []struct {
 		fanouts []int
 		batch   int
@@ -56,8 +58,10 @@ func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *De
 		t.Fatal(err)
 	}
 	defer gs.Close()
-	if !gs.Graph() {
-		t.Fatal("a new GPU sampler launches its kernels one by one; the driver has graphs")
+	if hasGraphs := driverHasGraphs(t); gs.Graph() != hasGraphs {
+		t.Fatalf("a new GPU sampler: Graph() = %v, the driver has graphs: %v", gs.Graph(), hasGraphs)
+	} else if graph && !hasGraphs {
+		t.Skip("the driver has no CUDA graphs")
 	}
 	if err := gs.UseGraph(graph); err != nil {
 		t.Fatal(err)
@@ -83,65 +87,130 @@ func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *De
 		return p
 	}
 	H := len(fanouts)
-	out := DeviceOut{NID: alloc(8 * gs.MaxNodes()), EdgeIndex: alloc(16 * gs.MaxEdges()), EID: alloc(8 * gs.MaxEdges()),
-		Counts: alloc(8 * int64(CountsLen(H)))}
-	seedsDev := alloc(8 * int64(batch+2))
-	for key := uint64(0); key < 4; key++ {
+	newOut := func() DeviceOut {
+		return DeviceOut{NID: alloc(8 * gs.MaxNodes()), EdgeIndex: alloc(16 * gs.MaxEdges()), EID: alloc(8 * gs.MaxEdges()),
+			Counts: alloc(8 * int64(CountsLen(H)))}
+	}
+	const keys = 4
+	seedsOf := func(key uint64) []int64 {
 		seeds := testSeeds(g, batch, key+100)
 		seeds = append(seeds, seeds[3], seeds[0]) // repeated seeds keep their place
 		if key%2 == 1 {
 			seeds = seeds[:len(seeds)/2+1] // fewer than the sampler's most
 		}
+		return seeds
+	}
+	// One batch at a time: each checked before the next is sampled.
+	out := newOut()
+	seedsDev := alloc(8 * int64(batch+2))
+	for key := uint64(0); key < keys; key++ {
+		seeds := seedsOf(key)
 		if err := cudaext.CopyFromHost(seedsDev, bytesOf(seeds), st); err != nil {
 			t.Fatal(err)
 		}
 		if err := gs.Sample(st, seedsDev, len(seeds), key, out); err != nil {
 			t.Fatal(err)
 		}
-		counts := make([]byte, 8*CountsLen(H))
-		if err := cudaext.CopyToHost(counts, out.Counts, st); err != nil {
+		compareGPUBatch(t, cpu, st, seeds, key, H, out)
+	}
+	// Back to back, as the daemon samples: every batch enqueued before any
+	// is read, each into its own outputs, so each batch's arguments and the
+	// working memory's reset must hold in stream order alone.
+	var outs [keys]DeviceOut
+	var seedsAll [keys][]int64
+	for key := uint64(0); key < keys; key++ {
+		seedsAll[key] = seedsOf(key + keys)
+		outs[key] = newOut()
+	}
+	seedBufs := make([]cudaext.DevicePtr, keys)
+	for key := range seedBufs {
+		seedBufs[key] = alloc(8 * int64(len(seedsAll[key])))
+		if err := cudaext.CopyFromHost(seedBufs[key], bytesOf(seedsAll[key]), st); err != nil {
 			t.Fatal(err)
 		}
-		cnt := func(i int) int { return int(binary.LittleEndian.Uint64(counts[8*i:])) }
-		var want Batch
-		if err := cpu.Sample(seeds, key, &want); err != nil {
+	}
+	for key := uint64(0); key < keys; key++ {
+		if err := gs.Sample(st, seedBufs[key], len(seedsAll[key]), key+keys, outs[key]); err != nil {
 			t.Fatal(err)
 		}
-		n, e := cnt(0), cnt(1)
-		if n != len(want.NID) || e != len(want.Src) {
-			t.Fatalf("key %d: %d nodes and %d edges, CPU %d and %d", key, n, e, len(want.NID), len(want.Src))
+	}
+	for key := uint64(0); key < keys; key++ {
+		compareGPUBatch(t, cpu, st, seedsAll[key], key+keys, H, outs[key])
+	}
+}
+
+// driverHasGraphs reports whether a stream can be captured into a graph.
+// Context current.
+func driverHasGraphs(t *testing.T) bool {
+	st, err := cudaext.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Destroy()
+	if err := st.BeginCapture(); errors.Is(err, cudaext.ErrNotSupported) {
+		return false
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	g, err := st.EndCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Destroy()
+	return true
+}
+
+// compareGPUBatch reads the batch sampled into out (its work enqueued on
+// st) and compares it with the CPU sampler's batch of seeds and key: the
+// counts, n_id, edge_index and edge ids, byte for byte.
+func compareGPUBatch(t *testing.T, cpu *Sampler, st *cudaext.Stream, seeds []int64, key uint64, H int, out DeviceOut) {
+	t.Helper()
+	counts := make([]byte, 8*CountsLen(H))
+	if err := cudaext.CopyToHost(counts, out.Counts, st); err != nil {
+		t.Fatal(err)
+	}
+	cnt := func(i int) int { return int(binary.LittleEndian.Uint64(counts[8*i:])) }
+	var want Batch
+	if err := cpu.Sample(seeds, key, &want); err != nil {
+		t.Fatal(err)
+	}
+	n, e := cnt(0), cnt(1)
+	if n != len(want.NID) || e != len(want.Src) {
+		t.Fatalf("key %d: %d nodes and %d edges, CPU %d and %d", key, n, e, len(want.NID), len(want.Src))
+	}
+	for h := 0; h <= H; h++ {
+		if cnt(2+h) != want.NumSampledNodes[h] {
+			t.Fatalf("key %d: hop %d added %d nodes, CPU %d", key, h, cnt(2+h), want.NumSampledNodes[h])
 		}
-		for h := 0; h <= H; h++ {
-			if cnt(2+h) != want.NumSampledNodes[h] {
-				t.Fatalf("key %d: hop %d added %d nodes, CPU %d", key, h, cnt(2+h), want.NumSampledNodes[h])
-			}
+	}
+	for h := 0; h < H; h++ {
+		if cnt(3+H+h) != want.NumSampledEdges[h] {
+			t.Fatalf("key %d: hop %d has %d edges, CPU %d", key, h+1, cnt(3+H+h), want.NumSampledEdges[h])
 		}
-		for h := 0; h < H; h++ {
-			if cnt(3+H+h) != want.NumSampledEdges[h] {
-				t.Fatalf("key %d: hop %d has %d edges, CPU %d", key, h+1, cnt(3+H+h), want.NumSampledEdges[h])
-			}
+	}
+	nid := make([]int64, n)
+	ei := make([]int64, 2*e)
+	eid := make([]int64, e)
+	for _, x := range []struct {
+		dst []int64
+		src cudaext.DevicePtr
+	}{{nid, out.NID}, {ei, out.EdgeIndex}, {eid, out.EID}} {
+		if len(x.dst) == 0 {
+			continue
 		}
-		nid := make([]int64, n)
-		ei := make([]int64, 2*e)
-		eid := make([]int64, e)
-		for _, x := range []struct {
-			dst []int64
-			src cudaext.DevicePtr
-		}{{nid, out.NID}, {ei, out.EdgeIndex}, {eid, out.EID}} {
-			if err := cudaext.CopyToHost(bytesOf(x.dst), x.src, st); err != nil {
-				t.Fatal(err)
-			}
+		if err := cudaext.CopyToHost(bytesOf(x.dst), x.src, st); err != nil {
+			t.Fatal(err)
 		}
-		if !slices.Equal(nid, want.NID) {
-			t.Fatalf("key %d: n_id differs", key)
+	}
+	if !slices.Equal(nid, want.NID) {
+		t.Fatalf("key %d: n_id differs", key)
+	}
+	for j := 0; j < e; j++ {
+		if ei[j] != int64(want.Src[j]) || ei[e+j] != int64(want.Dst[j]) {
+			t.Fatalf("key %d: edge %d is %d -> %d, CPU %d -> %d", key, j, ei[j], ei[e+j], want.Src[j], want.Dst[j])
 		}
-		for j := 0; j < e; j++ {
-			if ei[j] != int64(want.Src[j]) || ei[e+j] != int64(want.Dst[j]) {
-				t.Fatalf("key %d: edge %d is %d -> %d, CPU %d -> %d", key, j, ei[j], ei[e+j], want.Src[j], want.Dst[j])
-			}
-		}
-		if !slices.Equal(eid, want.EID) {
-			t.Fatalf("key %d: edge ids differ", key)
-		}
+	}
+	if !slices.Equal(eid, want.EID) {
+		t.Fatalf("key %d: edge ids differ", key)
 	}
 }
