@@ -241,58 +241,6 @@ class PreloadedFeed(_CycledFeed):
         self.batches = []
 
 
-class MixedFeed:
-    """train_mixed: training only's and loaderd's batches in one loop, in
-    turn, `block` steps from each (first the preloaded ones, then loaderd's),
-    until loaderd's epoch ends. The same model trains on both, in the same
-    seconds, so a drift of the host or the GPU over a run (training only moves
-    10% between adjacent epochs) lands on both alike. `sources` lists each
-    step's feed, for _steps to time each side apart."""
-
-    def __init__(self, loaderd, preloaded, block):
-        if block < 1:
-            raise ValueError(f"train_mixed: block {block}, want >= 1")
-        self.loaderd, self.preloaded, self.block = loaderd, preloaded, block
-        self.sources = []
-
-    def __len__(self):
-        """loaderd's batches, and a whole block of preloaded ones before each
-        of its blocks (the last one may be short)."""
-        n = len(self.loaderd)
-        return n + self.block * (-(-n // self.block))
-
-    def __iter__(self):
-        ld, pre = iter(self.loaderd), _cycle(self.preloaded)
-        left = len(self.loaderd)
-        while left > 0:
-            for name, it in (("train_only", pre), ("loaderd", ld)):
-                for _ in range(self.block if name == "train_only" else min(self.block, left)):
-                    try:
-                        item = next(it)
-                    except StopIteration:  # loaderd's epoch ended early, or nothing to cycle
-                        return
-                    self.sources.append(name)
-                    yield item
-            left -= self.block
-
-    def close(self):
-        try:
-            self.loaderd.close()
-        finally:
-            self.preloaded.close()
-
-
-def _cycle(feed):
-    """feed's batches, over and over."""
-    while True:
-        n = 0
-        for b in feed:
-            n += 1
-            yield b
-        if n == 0:
-            return
-
-
 class SpinFeed:
     """train_spin: another feed's batches, the trainer's thread kept busy
     spin_us microseconds before each one is handed over (a busy loop, not a

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from bench_train_measure import ProfileWindow, Timer, gap_figures, sync, thread_switches
+from bench_train_mixed import mixed_figures
 
 
 # -- model --------------------------------------------------------------------
@@ -166,43 +167,6 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     if not touch_only:
         r["mean_loss"] = float(loss_sum) / max(batches, 1)
     return r
-
-
-def mixed_figures(starts, sources, block, skip):
-    """train_mixed's figures: each step's wall time (from its start to the
-    next step's) by the feed it came from, leaving out the first `skip` steps
-    of every block (the switch from one feed to the other: the GPU's queue of
-    the steps before, and loaderd's slots filled while it was idle), each
-    block's last (the next step is the other feed's) and the run's last (its
-    end is the GPU's drain). ms a batch (median and
-    mean) per feed, and loaderd's over training only's; also the means over
-    the second half of each block alone (late_ms_mean, ratio_late), which
-    shows whether the skip was enough: loaderd's slots refilled while the
-    other feed ran, or its fills still running when that feed's turn came,
-    would make the early steps differ from the late ones."""
-    per, late = {}, {}
-    for i, src in enumerate(sources[:len(starts) - 1]):
-        k = i % block
-        if k < skip or k == block - 1 or i + 1 >= len(sources) or sources[i + 1] != src:
-            continue
-        ms = 1e3 * (starts[i + 1] - starts[i])
-        per.setdefault(src, []).append(ms)
-        if k >= block // 2:
-            late.setdefault(src, []).append(ms)
-    out = {"block": block, "skip": skip}
-    for src, ms in per.items():
-        ms.sort()
-        out[src] = {"steps": len(ms), "ms_median": ms[len(ms) // 2], "ms_mean": sum(ms) / len(ms),
-                    "ms_p90": ms[(9 * len(ms)) // 10], "ms_p99": ms[(99 * len(ms)) // 100]}
-        if late.get(src):  # the second half of each block alone: what the switch could still reach is over
-            out[src]["late_ms_mean"] = sum(late[src]) / len(late[src])
-    a, b = out.get("loaderd"), out.get("train_only")
-    if a and b:
-        out["ratio_mean"] = a["ms_mean"] / b["ms_mean"]
-        out["ratio_median"] = a["ms_median"] / b["ms_median"]
-        if a.get("late_ms_mean") and b.get("late_ms_mean"):
-            out["ratio_late"] = a["late_ms_mean"] / b["late_ms_mean"]
-    return out
 
 
 @torch.no_grad()

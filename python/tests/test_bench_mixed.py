@@ -14,8 +14,7 @@ from test_loader import ROOT, CoraDaemonCase
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 
-from bench_train_feeds import MixedFeed  # noqa: E402
-from bench_train_model import mixed_figures  # noqa: E402
+from bench_train_mixed import MixedFeed, mixed_figures  # noqa: E402
 
 
 class _Feed:

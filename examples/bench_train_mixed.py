@@ -1,0 +1,94 @@
+"""bench_train.py's interleaved variant, train_mixed: a feed that hands out
+training only's batches and loaderd's in blocks, in turn (MixedFeed), and
+the figures of each side from the steps' start times (mixed_figures, which
+bench_train_model's epoch loop calls)."""
+from __future__ import annotations
+
+
+class MixedFeed:
+    """train_mixed: training only's and loaderd's batches in one loop, in
+    turn, `block` steps from each (first the preloaded ones, then loaderd's),
+    until loaderd's epoch ends. The same model trains on both, in the same
+    seconds, so a drift of the host or the GPU over a run (training only moves
+    10% between adjacent epochs) lands on both alike. `sources` lists each
+    step's feed, for _steps to time each side apart."""
+
+    def __init__(self, loaderd, preloaded, block):
+        if block < 1:
+            raise ValueError(f"train_mixed: block {block}, want >= 1")
+        self.loaderd, self.preloaded, self.block = loaderd, preloaded, block
+        self.sources = []
+
+    def __len__(self):
+        """loaderd's batches, and a whole block of preloaded ones before each
+        of its blocks (the last one may be short)."""
+        n = len(self.loaderd)
+        return n + self.block * (-(-n // self.block))
+
+    def __iter__(self):
+        ld, pre = iter(self.loaderd), _cycle(self.preloaded)
+        left = len(self.loaderd)
+        while left > 0:
+            for name, it in (("train_only", pre), ("loaderd", ld)):
+                for _ in range(self.block if name == "train_only" else min(self.block, left)):
+                    try:
+                        item = next(it)
+                    except StopIteration:  # loaderd's epoch ended early, or nothing to cycle
+                        return
+                    self.sources.append(name)
+                    yield item
+            left -= self.block
+
+    def close(self):
+        try:
+            self.loaderd.close()
+        finally:
+            self.preloaded.close()
+
+
+def _cycle(feed):
+    """feed's batches, over and over."""
+    while True:
+        n = 0
+        for b in feed:
+            n += 1
+            yield b
+        if n == 0:
+            return
+
+
+def mixed_figures(starts, sources, block, skip):
+    """train_mixed's figures: each step's wall time (from its start to the
+    next step's) by the feed it came from, leaving out the first `skip` steps
+    of every block (the switch from one feed to the other: the GPU's queue of
+    the steps before, and loaderd's slots filled while it was idle), each
+    block's last (the next step is the other feed's) and the run's last (its
+    end is the GPU's drain). ms a batch (median and
+    mean) per feed, and loaderd's over training only's; also the means over
+    the second half of each block alone (late_ms_mean, ratio_late), which
+    shows whether the skip was enough: loaderd's slots refilled while the
+    other feed ran, or its fills still running when that feed's turn came,
+    would make the early steps differ from the late ones."""
+    per, late = {}, {}
+    for i, src in enumerate(sources[:len(starts) - 1]):
+        k = i % block
+        if k < skip or k == block - 1 or i + 1 >= len(sources) or sources[i + 1] != src:
+            continue
+        ms = 1e3 * (starts[i + 1] - starts[i])
+        per.setdefault(src, []).append(ms)
+        if k >= block // 2:
+            late.setdefault(src, []).append(ms)
+    out = {"block": block, "skip": skip}
+    for src, ms in per.items():
+        ms.sort()
+        out[src] = {"steps": len(ms), "ms_median": ms[len(ms) // 2], "ms_mean": sum(ms) / len(ms),
+                    "ms_p90": ms[(9 * len(ms)) // 10], "ms_p99": ms[(99 * len(ms)) // 100]}
+        if late.get(src):  # the second half of each block alone: what the switch could still reach is over
+            out[src]["late_ms_mean"] = sum(late[src]) / len(late[src])
+    a, b = out.get("loaderd"), out.get("train_only")
+    if a and b:
+        out["ratio_mean"] = a["ms_mean"] / b["ms_mean"]
+        out["ratio_median"] = a["ms_median"] / b["ms_median"]
+        if a.get("late_ms_mean") and b.get("late_ms_mean"):
+            out["ratio_late"] = a["late_ms_mean"] / b["late_ms_mean"]
+    return out
