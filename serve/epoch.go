@@ -267,12 +267,13 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 	if ss.req.device >= 0 {
 		srv.metrics.releaseWait.Observe(seconds(waited))
 	}
-	filled := time.Now()
+	filled, held := time.Now(), ss.held()
 	ss.queued.Add(-int64(m))
 	if err := ss.ring.Fill(ctx, slots, bs); err != nil {
 		return err
 	}
 	took := time.Since(filled)
+	srv.fillTrace.fill(filled, m, took, held)
 	if i == p.first {
 		defer p.logStart(m, filled, awaited, took)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -77,6 +78,13 @@ type Config struct {
 	// the ranks that did not come (0 = 10 minutes, as torch.distributed's
 	// default; negative = no limit).
 	GradTimeout time.Duration
+	// FillTrace, when set, gets a line per slot fill, for lining the
+	// daemon's work up with a trainer's steps (bench-train.sh FILL_TRACE=1):
+	// "fill UNIX_NS BATCHES HOST_NS HELD" (the fill's start, wall clock in
+	// ns; its batches; the host time it took to fill and enqueue them; the
+	// batches the trainer held, announced and not released, as it began).
+	// Writes are serialised; a failed write turns the trace off (logged).
+	FillTrace io.Writer
 }
 
 func (c Config) withDefaults() Config {
@@ -155,6 +163,7 @@ type Server struct {
 	newCUDARing    func(req *request, layout *batch.Layout, sl pingpong.Layout) (slotRing, error)
 	gpuUnavailable string
 	gpu            *gpuBackend        // the GPU path, when enabled
+	fillTrace      *fillTrace         // Config.FillTrace; nil: off
 	gpuPlansSweeps bool               // GPU fills plan their sweeps on the GPU (no address order needed)
 	gpuSampling    func(dev int) bool // trainers on GPU dev are sampled there (nil: none)
 }
@@ -181,6 +190,9 @@ func New(src *Source, cfg Config, log *slog.Logger) *Server {
 	pc := peerCredFunc(readPeer)
 	s.peerCred.Store(&pc)
 	s.metrics = newMetrics(s)
+	if cfg.FillTrace != nil {
+		s.fillTrace = &fillTrace{w: cfg.FillTrace, log: log}
+	}
 	return s
 }
 

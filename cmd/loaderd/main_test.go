@@ -402,3 +402,14 @@ func TestServeRefusesUnsafeDefaultDir(t *testing.T) {
 		t.Error("serve listened in the unsafe directory")
 	}
 }
+
+// --fill-trace to a path that cannot be created fails at once, naming the
+// flag, before any dataset is loaded (the dataset named here does not exist,
+// and its error never comes).
+func TestServeFillTraceBadPath(t *testing.T) {
+	code, _, errOut := runCmd(t, "serve", "--gpu=false", "--fill-trace", filepath.Join(t.TempDir(), "no", "such", "dir", "fills"),
+		"--dataset", filepath.Join(t.TempDir(), "missing"), "--socket", filepath.Join(t.TempDir(), "s.sock"))
+	if code == 0 || !strings.Contains(errOut, "--fill-trace") || strings.Contains(errOut, "missing") {
+		t.Fatalf("exit %d, want a --fill-trace error before the dataset's\n%s", code, errOut)
+	}
+}

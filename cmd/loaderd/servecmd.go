@@ -49,6 +49,7 @@ type serveArgs struct {
 	gpuCacheRoom   string
 	metricsAddr    string
 	cpuProfile     string
+	fillTrace      string
 	tableSocket    string
 	gradTimeout    time.Duration
 }
@@ -94,6 +95,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&a.gpuSlotMemory, "gpu-slot-memory", "0", "most memory for trainers' slots, with their sampling and sweep-planning memory, on one GPU (0 = its free memory less --gpu-reserve)")
 		fs.StringVar(&a.tableSocket, "table-socket", "", "also share the feature table read-only (a memfd, SCM_RIGHTS) with trainers connecting to this socket, for baselines that gather features themselves (empty = off)")
 		fs.StringVar(&a.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the daemon to this file until it stops (go tool pprof reads it)")
+		fs.StringVar(&a.fillTrace, "fill-trace", "", "write a line per slot fill to this file: \"fill UNIX_NS BATCHES HOST_NS HELD\" (start, batches, host time, batches the trainer held), to line the daemon's work up with a trainer's steps (bench-train.sh FILL_TRACE=1; empty = off)")
 		fs.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 		fs.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	})
@@ -179,6 +181,14 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		if err := ipc.PrepareSocketDir(dir); err != nil {
 			return err
 		}
+	}
+	if a.fillTrace != "" { // opened first: a path that cannot be written fails before the dataset loads
+		f, err := os.Create(a.fillTrace)
+		if err != nil {
+			return fmt.Errorf("--fill-trace: %w", err)
+		}
+		defer f.Close()
+		a.cfg.FillTrace = f
 	}
 	log := newLogger(e.stderr, a.logFormat, level)
 	serve.Version = version

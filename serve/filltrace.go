@@ -1,0 +1,34 @@
+package serve
+
+// The fill trace (Config.FillTrace): a line per slot fill.
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+type fillTrace struct {
+	mu  sync.Mutex
+	w   io.Writer // nil once a write failed
+	log *slog.Logger
+}
+
+// fill records one fill: its start, batches, host time and the batches the
+// trainer held as it began. Nil-safe.
+func (t *fillTrace) fill(start time.Time, batches int, took time.Duration, held int) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.w == nil {
+		return
+	}
+	if _, err := fmt.Fprintf(t.w, "fill %d %d %d %d\n", start.UnixNano(), batches, took.Nanoseconds(), held); err != nil {
+		t.log.Warn("fill trace off: a write failed", "err", err)
+		t.w = nil
+	}
+}
