@@ -205,6 +205,9 @@ def main():
                    help="train_mixed: steps from one feed before the other's turn")
     p.add_argument("--mixed-skip", type=int, default=16,
                    help="train_mixed: steps at the start of each block left out of its figures")
+    p.add_argument("--step-trace", action="store_true",
+                   help="record each step's start on the wall clock in the results (step_starts_ns), for lining "
+                        "steps up with loaderd's --fill-trace in the render (bench-train.sh FILL_TRACE=1)")
     p.add_argument("--json-out", default="")
     p.add_argument("--render", nargs="*", default=None, help="print the issue-6 table from these JSON files and exit")
     args = p.parse_args()

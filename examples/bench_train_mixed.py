@@ -1,7 +1,9 @@
 """bench_train.py's interleaved variant, train_mixed: a feed that hands out
 training only's batches and loaderd's in blocks, in turn (MixedFeed), and
 the figures of each side from the steps' start times (mixed_figures, which
-bench_train_model's epoch loop calls)."""
+bench_train_model's epoch loop calls); and the steps lined up with the
+daemon's fills (read_fills, fill_overlap: --step-trace and loaderd's
+--fill-trace, bench-train.sh FILL_TRACE=1)."""
 from __future__ import annotations
 
 
@@ -92,3 +94,56 @@ def mixed_figures(starts, sources, block, skip):
         if a.get("late_ms_mean") and b.get("late_ms_mean"):
             out["ratio_late"] = a["late_ms_mean"] / b["late_ms_mean"]
     return out
+
+
+def read_fills(path):
+    """loaderd's --fill-trace file: (start ns, batches, host ns, held) per
+    fill, in order; lines that are not fills are skipped."""
+    fills = []
+    with open(path) as f:
+        for line in f:
+            p = line.split()
+            if len(p) == 5 and p[0] == "fill":
+                fills.append(tuple(int(v) for v in p[1:]))
+    fills.sort()
+    return fills
+
+
+def fill_overlap(starts_ns, sources, block, skip, fills, gpu_ms_a_batch=0.8):
+    """Each step (start to the next step's start, on the wall clock) is
+    beside a fill when it meets the fill's window: from the fill's start to
+    its host time plus gpu_ms_a_batch for each of its batches (the GPU work
+    the fill enqueued: about 0.8 ms a batch of sampling, planning and
+    assembly with every row cached). Steps left out as in mixed_figures
+    (none when sources is None but the first `skip` and the last). Per feed
+    ("all" without sources): steps and mean ms beside a fill and clear of
+    one."""
+    wins = sorted((t, t + host + int(n * gpu_ms_a_batch * 1e6)) for t, n, host, _ in fills)
+    longest = max((e - s for s, e in wins), default=0)
+    out, j = {}, 0
+    n = len(starts_ns) - 1
+    for i in range(n):
+        if sources is None:
+            if i < skip or i == n - 1:
+                continue
+            src = "all"
+        else:
+            k = i % block
+            src = sources[i]
+            if k < skip or k == block - 1 or i + 1 >= len(sources) or sources[i + 1] != src:
+                continue
+        a, b = starts_ns[i], starts_ns[i + 1]
+        while j < len(wins) and wins[j][0] < a - longest:  # windows over before this step (steps come in order)
+            j += 1
+        beside, k = False, j
+        while k < len(wins) and wins[k][0] < b:
+            if wins[k][1] > a:
+                beside = True
+                break
+            k += 1
+        d = out.setdefault(src, {"beside": [], "clear": []})
+        d["beside" if beside else "clear"].append((b - a) / 1e6)
+    res = {"gpu_ms_a_batch": gpu_ms_a_batch}
+    for src, d in out.items():
+        res[src] = {k: {"steps": len(v), "ms_mean": sum(v) / len(v) if v else None} for k, v in d.items()}
+    return res

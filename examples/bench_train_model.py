@@ -96,6 +96,7 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     last = lastc = None
     first = None  # wall time from the epoch's start to its first batch
     starts = [] if hasattr(feed, "sources") else None  # train_mixed: each step's start, to time each feed apart
+    walls = [] if getattr(args, "step_trace", False) else None  # --step-trace: each step's start, wall-clock ns
     for x, ei, y, bs, nodes, edges, nn in feed:
         prof.before(batches)
         h, c = time.perf_counter(), time.thread_time()
@@ -103,6 +104,8 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
             first = h - t0
         if starts is not None:
             starts.append(h)
+        if walls is not None:
+            walls.append(time.time_ns())
         if last is not None:
             between += h - last
             between_cpu += c - lastc
@@ -159,6 +162,15 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     if starts is not None:
         starts.append(time.perf_counter())  # after the sync: the last step's end
         r["mixed"] = mixed_figures(starts, feed.sources, feed.block, args.mixed_skip)
+    if walls is not None:
+        # A run's steps on the wall clock (the last entry its end, after the
+        # sync), and each step's feed in train_mixed: the render lines them
+        # up with the daemon's --fill-trace (bench_train_mixed.fill_overlap).
+        walls.append(time.time_ns())
+        r["step_starts_ns"] = walls
+        if starts is not None:
+            r["step_sources"] = list(feed.sources)
+            r["step_block"] = feed.block
     if prof.count:
         # The profiler's start and end land between steps, its overhead in them.
         r["profiled"] = f"steps {prof.start} to {prof.start + prof.count - 1}"

@@ -3,6 +3,9 @@ bench_train.py writes (scripts/bench-train.sh prints it at the end)."""
 from __future__ import annotations
 
 import json
+import os
+
+from bench_train_mixed import fill_overlap, read_fills
 
 # A zero-copy read's ceiling as a share of the pinned memcpy rate, measured
 # by scripts/probes/zcread.cu on H100s (docs/benchmarks.md, "What bounds a
@@ -26,7 +29,7 @@ def variant_kind(name):
 
 def render(paths):
     """The issue-6 table (markdown) from bench JSON files and meta.json."""
-    runs, meta = {}, {}
+    runs, meta, source = {}, {}, {}
     for path in paths:
         try:
             with open(path) as f:
@@ -38,6 +41,7 @@ def render(paths):
             meta = d["meta"]
             continue
         runs.update(d.get("variants", {}))
+        source.update((n, path) for n in d.get("variants", {}))
         for k in ("dataset", "row_bytes", "gpu", "table"):
             if k in d and k not in meta:
                 meta[k] = d[k]
@@ -146,6 +150,7 @@ def render(paths):
             ratios.sort()
             print(f"  - over {len(ratios)} interleaved runs{' of ' + lab if lab else ''}: median {median(ratios):.3f} "
                   f"(target <= 1.10), {ratios[0]:.3f}-{ratios[-1]:.3f}")
+    print_fill_overlap(runs, source)
     if ld.get("wall_s") and cpu.get("wall_s"):
         print(f"- CPU-gather epoch / loaderd epoch = {cpu['wall_s'] / ld['wall_s']:.2f} (target >= 3)")
     if ld.get("valid_acc") is not None and res.get("valid_acc") is not None:
@@ -227,3 +232,26 @@ def render(paths):
         print(f"- GPU memory per trainer: {gb(lo.get('gpu_bytes_added'))} added by the first trainer, "
               f"{gb(lo.get('second_gpu_bytes_added'))} by a second; slots {gb(lo.get('slot_bytes'))}; "
               f"per process (nvidia-smi, MiB): {lo.get('gpu_apps_MiB')}")
+
+
+def print_fill_overlap(runs, source):
+    """For each run with --step-trace whose daemon wrote a --fill-trace
+    (NAME.fills beside its NAME.json): its steps beside a fill and clear of
+    one, by feed."""
+    for name, r in runs.items():
+        starts = r.get("step_starts_ns") if isinstance(r, dict) else None
+        fills_path = os.path.splitext(source.get(name, ""))[0] + ".fills"
+        if not starts or not os.path.exists(fills_path):
+            continue
+        fills = read_fills(fills_path)
+        sources = r.get("step_sources")
+        o = fill_overlap(starts, sources, r.get("step_block", 1), r.get("mixed", {}).get("skip", 16), fills)
+        parts = []
+        for src in ("loaderd", "train_only", "all"):
+            d = o.get(src)
+            if not d:
+                continue
+            f = lambda x: "-" if not x or x["ms_mean"] is None else f"{x['ms_mean']:.3f} ms ({x['steps']} steps)"  # noqa: E731
+            parts.append(f"{src} beside {f(d.get('beside'))}, clear {f(d.get('clear'))}")
+        print(f"- {name}: steps beside a fill (its host time and {o['gpu_ms_a_batch']} ms of GPU a batch after "
+              f"its start; {len(fills)} fills traced): " + "; ".join(parts))

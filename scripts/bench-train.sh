@@ -26,6 +26,11 @@
 #   table and the PCIe bytes (the model computes in float32)
 #   every loaderd runs with --gpu-timing (its fills' GPU phases a batch are
 #   in the table); NO_TIMING=1 leaves it off
+#   FILL_TRACE=1: every loaderd writes a line per fill (--fill-trace) into
+#   $OUT/NAME.fills and the trainer records its steps on the wall clock
+#   (--step-trace); the table then says how long steps beside a fill took
+#   against steps clear of one, per feed (train_mixed: loaderd's and
+#   training only's)
 #   cache   a new loaderd with --gpu-cache $CACHE (default 20% of the
 #           feature bytes; CACHE= skips it): loader only and loaderd training,
 #           PHASE_BATCHES batches each
@@ -111,6 +116,9 @@ start_daemon() {
 	# The fills' GPU phases a batch in the table (NO_TIMING=1: off).
 	local timing=(--gpu-timing)
 	[ -n "${NO_TIMING:-}" ] && timing=()
+	# FILL_TRACE=1: a line per fill into $OUT/NAME.fills, lined up in the
+	# table with the steps of each run (the trainer's --step-trace).
+	[ -n "${FILL_TRACE:-}" ] && timing+=(--fill-trace "$OUT/$name.fills")
 	# Leading NAME=value arguments are the daemon's environment (e.g.
 	# CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25 in an EXTRA phase).
 	local envs=()
@@ -186,9 +194,11 @@ bench() {
 	# TRAIN_ENV: NAME=value words for the trainer's environment (EXTRA's train.NAME=value).
 	local tenv=()
 	read -r -a tenv <<< "${TRAIN_ENV:-}"
+	local trace=()
+	[ -n "${FILL_TRACE:-}" ] && trace=(--step-trace)
 	exec_on_cpus "${TRAIN_CPUS:-}" env "${tenv[@]}" $PY examples/bench_train.py --socket "$work/$name.sock" "${table[@]}" \
 		--metrics-url "http://127.0.0.1:$port/metrics" --daemon-pid "$dpid" --json-out "$OUT/${JSON_AS:-$name}.json" \
-		--hard-end "$((t_end - 10))" "$@" 2>&1 | sed -u 's/^\(.\{2000\}\).*/\1/' | tee -a "$logs"
+		--hard-end "$((t_end - 10))" "${trace[@]}" "$@" 2>&1 | sed -u 's/^\(.\{2000\}\).*/\1/' | tee -a "$logs"
 }
 
 {

@@ -5,16 +5,17 @@ side apart from the steps' start times, leaving out each block's first steps
 and its last."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
 
-from test_loader import ROOT, CoraDaemonCase
+from test_loader import ROOT, CoraDaemonCase, Daemon, import_cora
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 
-from bench_train_mixed import MixedFeed, mixed_figures  # noqa: E402
+from bench_train_mixed import MixedFeed, fill_overlap, mixed_figures, read_fills  # noqa: E402
 
 
 class _Feed:
@@ -97,6 +98,72 @@ class MixedFiguresTest(unittest.TestCase):
         self.assertAlmostEqual(m["train_only"]["ms_mean"], 1.0, places=6)
         self.assertNotIn("ratio_mean", m)
 
+
+
+class FillOverlapTest(unittest.TestCase):
+    def test_steps_beside_and_clear(self):
+        ms = 1_000_000
+        # Steps of 2 ms from t=0; blocks of 4 (2 preloaded, 2 loaderd).
+        starts = [i * 2 * ms for i in range(17)]
+        sources = (["train_only"] * 2 + ["loaderd"] * 2) * 4
+        # One fill at 4.5 ms of 1 batch, host 0.1 ms, 0.8 ms a batch of
+        # GPU: its window 4.5-5.4 ms meets step 2 (4-6 ms) only. Another at
+        # 13 ms, 2 batches: 13-14.7 ms, step 6 (12-14) and step 7 (14-16).
+        fills = [(13 * ms, 2, 100_000, 3), (int(4.5 * ms), 1, 100_000, 5)]
+        o = fill_overlap(starts, sources, 4, 0, fills)
+        # Eligible: each block's steps but its last: 0, 2, 4, 6, 8, 10, 12, 14.
+        self.assertEqual(o["loaderd"]["beside"]["steps"], 2)  # steps 2 and 6
+        self.assertEqual(o["loaderd"]["clear"]["steps"], 2)  # 10, 14
+        self.assertEqual(o["train_only"]["beside"]["steps"], 0)
+        self.assertEqual(o["train_only"]["clear"]["steps"], 4)
+        self.assertAlmostEqual(o["loaderd"]["beside"]["ms_mean"], 2.0)
+        # Without sources: every step but the first `skip` and the last.
+        o = fill_overlap(starts, None, 1, 2, fills)
+        self.assertEqual(o["all"]["beside"]["steps"] + o["all"]["clear"]["steps"], 16 - 2 - 1)
+        self.assertEqual(o["all"]["beside"]["steps"], 3)  # steps 2, 6, 7
+
+    def test_read_fills(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "x.fills")
+            with open(path, "w") as f:
+                f.write("fill 20 2 5 1\nnot a fill\nfill 10 1 3 0\n")
+            self.assertEqual(read_fills(path), [(10, 1, 3, 0), (20, 2, 5, 1)])
+
+
+class FillTraceRunTest(unittest.TestCase):
+    """bench-train.sh FILL_TRACE=1 in small: a CPU loaderd with --fill-trace,
+    train_mixed with --step-trace, and the render lining the two up."""
+
+    def test_trace_and_render(self):
+        tmp = tempfile.mkdtemp(prefix="gnnloader-filltrace-")
+        try:
+            cora = import_cora(tmp)
+            out = os.path.join(tmp, "main.json")
+            daemon = Daemon(cora, "--gpu=false", "--fill-trace", os.path.join(tmp, "main.fills"))
+            try:
+                env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+                r = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--socket", daemon.socket,
+                                    "--device", "cpu", "--variants", "train_mixed", "--batch-size", "16", "--fanouts",
+                                    "5,3", "--slots", "8", "--mixed-block", "10", "--mixed-skip", "2", "--no-eval",
+                                    "--warmup-steps", "0", "--step-trace", "--json-out", out],
+                                   env=env, capture_output=True, text=True, timeout=300)
+                self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            finally:
+                self.assertEqual(daemon.stop(), 0)
+            with open(out) as f:
+                v = json.load(f)["variants"]["train_mixed"]
+            self.assertEqual(len(v["step_starts_ns"]), v["batches"] + 1)
+            self.assertEqual(len(v["step_sources"]), v["batches"])
+            fills = read_fills(os.path.join(tmp, "main.fills"))
+            # The CPU path fills a batch at a time: at least the epoch's
+            # batches (the preloaded feed's loader took some first).
+            self.assertGreaterEqual(len(fills), v["step_sources"].count("loaderd"))
+            rendered = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", out],
+                                      env=env, capture_output=True, text=True, timeout=60).stdout
+            self.assertIn("train_mixed: steps beside a fill", rendered)
+            self.assertIn(f"{len(fills)} fills traced", rendered)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class MixedRenderTest(unittest.TestCase):
