@@ -98,13 +98,14 @@ def mixed_figures(starts, sources, block, skip):
 
 def read_fills(path):
     """loaderd's --fill-trace file: (start ns, batches, host ns, held) per
-    fill, in order; lines that are not fills are skipped."""
+    fill, in order (every trainer's: the bench has one); lines that are not
+    fills are skipped."""
     fills = []
     with open(path) as f:
         for line in f:
             p = line.split()
-            if len(p) == 5 and p[0] == "fill":
-                fills.append(tuple(int(v) for v in p[1:]))
+            if len(p) >= 5 and p[0] == "fill":
+                fills.append(tuple(int(v) for v in p[1:5]))
     fills.sort()
     return fills
 

@@ -273,7 +273,7 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 		return err
 	}
 	took := time.Since(filled)
-	srv.fillTrace.fill(filled, m, took, held)
+	srv.fillTrace.fill(filled, m, took, held, ss.id)
 	if i == p.first {
 		defer p.logStart(m, filled, awaited, took)
 	}

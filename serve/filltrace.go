@@ -16,9 +16,10 @@ type fillTrace struct {
 	log *slog.Logger
 }
 
-// fill records one fill: its start, batches, host time and the batches the
-// trainer held as it began. Nil-safe.
-func (t *fillTrace) fill(start time.Time, batches int, took time.Duration, held int) {
+// fill records one fill: its start, batches, host time, the batches the
+// trainer held as it began, and the trainer's connection (the logs' conn).
+// Nil-safe.
+func (t *fillTrace) fill(start time.Time, batches int, took time.Duration, held int, conn uint64) {
 	if t == nil {
 		return
 	}
@@ -27,7 +28,7 @@ func (t *fillTrace) fill(start time.Time, batches int, took time.Duration, held 
 	if t.w == nil {
 		return
 	}
-	if _, err := fmt.Fprintf(t.w, "fill %d %d %d %d\n", start.UnixNano(), batches, took.Nanoseconds(), held); err != nil {
+	if _, err := fmt.Fprintf(t.w, "fill %d %d %d %d %d\n", start.UnixNano(), batches, took.Nanoseconds(), held, conn); err != nil {
 		t.log.Warn("fill trace off: a write failed", "err", err)
 		t.w = nil
 	}

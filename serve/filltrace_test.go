@@ -31,7 +31,7 @@ func (l *lockedBuffer) String() string {
 }
 
 // TestFillTrace: with Config.FillTrace, every fill of an epoch is a line
-// "fill UNIX_NS BATCHES HOST_NS HELD": as many lines as fills, their batches
+// "fill UNIX_NS BATCHES HOST_NS HELD CONN": as many lines as fills, their batches
 // adding up to the batches served, starts in order and within the epoch,
 // the held counts within the trainer's slots.
 func TestFillTrace(t *testing.T) {
@@ -39,6 +39,12 @@ func TestFillTrace(t *testing.T) {
 	srv, src := testServer(t, Config{FillTrace: &trace})
 	c := dial(t, srv)
 	op := c.handshake(openReq())
+	conn := int64(0)
+	srv.mu.Lock()
+	for ss := range srv.sessions {
+		conn = int64(ss.id)
+	}
+	srv.mu.Unlock()
 	before := time.Now().UnixNano()
 	c.epoch(src, 0)
 	after := time.Now().UnixNano()
@@ -52,10 +58,10 @@ func TestFillTrace(t *testing.T) {
 	var batches, last int64
 	for i, l := range lines {
 		f := strings.Fields(l)
-		if len(f) != 5 || f[0] != "fill" {
+		if len(f) != 6 || f[0] != "fill" {
 			t.Fatalf("line %d: %q", i, l)
 		}
-		var v [4]int64
+		var v [5]int64
 		for k := range v {
 			n, err := strconv.ParseInt(f[k+1], 10, 64)
 			if err != nil {
@@ -68,6 +74,9 @@ func TestFillTrace(t *testing.T) {
 		}
 		if v[1] < 1 || v[2] < 0 || v[3] < 0 || v[3] > int64(op.Slots) {
 			t.Errorf("line %d: %d batches, %d ns, %d held (of %d slots)", i, v[1], v[2], v[3], op.Slots)
+		}
+		if v[4] != conn {
+			t.Errorf("line %d: connection %d, the trainer's is %d", i, v[4], conn)
 		}
 		last = v[0]
 		batches += v[1]

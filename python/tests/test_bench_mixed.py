@@ -126,7 +126,7 @@ class FillOverlapTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "x.fills")
             with open(path, "w") as f:
-                f.write("fill 20 2 5 1\nnot a fill\nfill 10 1 3 0\n")
+                f.write("fill 20 2 5 1 7\nnot a fill\nfill 10 1 3 0 7\n")
             self.assertEqual(read_fills(path), [(10, 1, 3, 0), (20, 2, 5, 1)])
 
 
