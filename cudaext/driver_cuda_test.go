@@ -37,7 +37,8 @@ func TestCallsBeforeInitAreErrors(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the calls before Init crashed or failed: %v\n%s", err, out)
 	}
-	for _, op := range []string{"cuMemGetInfo", "cuStreamCreate", "cuEventCreate", "cuMemAlloc"} {
+	for _, op := range []string{"cuMemGetInfo", "cuStreamCreate", "cuEventCreate", "cuMemAlloc", "cuStreamWriteValue32",
+		"cuStreamBeginCapture", "cuStreamEndCapture", "cuGraphLaunch"} {
 		if !strings.Contains(string(out), op+": NOT_INITIALIZED") {
 			t.Errorf("no NOT_INITIALIZED error from %s before Init:\n%s", op, out)
 		}
@@ -63,4 +64,11 @@ func callsBeforeInit() {
 	report("cuEventCreate", err)
 	_, err = MemAlloc(1 << 20)
 	report("cuMemAlloc", err)
+	// The optional entry points too (stream memory operations, graphs).
+	var s Stream
+	report("cuStreamWriteValue32", s.WriteValue32(0, 1))
+	report("cuStreamBeginCapture", s.BeginCapture())
+	_, err = s.EndCapture()
+	report("cuStreamEndCapture", err)
+	report("cuGraphLaunch", (&Graph{}).Launch(&s))
 }
