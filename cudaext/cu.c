@@ -124,12 +124,25 @@ static const struct { void **ptr; const char *name; } syms[] = {
 	SYM(p_cuIpcOpenEventHandle, "cuIpcOpenEventHandle"),
 };
 
+// The optional graph entry points (NULL where the driver lacks any of them).
+static const struct { void **ptr; const char *name; } graph_syms[] = {
+	SYM(p_cuStreamBeginCapture, "cuStreamBeginCapture_v2"),
+	SYM(p_cuStreamEndCapture, "cuStreamEndCapture"),
+	SYM(p_cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags"),
+	SYM(p_cuGraphLaunch, "cuGraphLaunch"),
+	SYM(p_cuGraphDestroy, "cuGraphDestroy"),
+	SYM(p_cuGraphExecDestroy, "cuGraphExecDestroy"),
+};
+
 // CALL calls a resolved driver entry point, or says the driver is not
 // loaded: a call before Init, or after Init failed to load the library, is
 // an error, not a jump to a null pointer.
 #define GNN_NOT_INITIALIZED 3 /* CUDA_ERROR_NOT_INITIALIZED (codeNotInitialized in Go) */
 #define GNN_NOT_SUPPORTED 801 /* CUDA_ERROR_NOT_SUPPORTED */
 #define CALL(p, ...) ((p) != NULL ? (p)(__VA_ARGS__) : GNN_NOT_INITIALIZED)
+// OPTIONAL calls an optional entry point: not supported where the driver is
+// loaded without it, not initialised where no driver is loaded.
+#define OPTIONAL(p, ...) ((p) != NULL ? (p)(__VA_ARGS__) : p_cuStreamWaitEvent != NULL ? GNN_NOT_SUPPORTED : GNN_NOT_INITIALIZED)
 
 int gnn_cu_load(const char *path, char *err, size_t errlen) {
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -152,18 +165,10 @@ int gnn_cu_load(const char *path, char *err, size_t errlen) {
 	p_cuStreamWriteValue32 = dlsym(h, "cuStreamWriteValue32_v2");
 	if (p_cuStreamWriteValue32 == NULL) p_cuStreamWriteValue32 = dlsym(h, "cuStreamWriteValue32");
 	// Graphs, all or none.
-	void *g[] = {dlsym(h, "cuStreamBeginCapture_v2"), dlsym(h, "cuStreamEndCapture"), dlsym(h, "cuGraphInstantiateWithFlags"),
-	             dlsym(h, "cuGraphLaunch"), dlsym(h, "cuGraphDestroy"), dlsym(h, "cuGraphExecDestroy")};
+	void *g[sizeof graph_syms / sizeof graph_syms[0]];
 	int all = 1;
-	for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) all = all && g[i] != NULL;
-	if (all) {
-		*(void **)&p_cuStreamBeginCapture = g[0];
-		*(void **)&p_cuStreamEndCapture = g[1];
-		*(void **)&p_cuGraphInstantiateWithFlags = g[2];
-		*(void **)&p_cuGraphLaunch = g[3];
-		*(void **)&p_cuGraphDestroy = g[4];
-		*(void **)&p_cuGraphExecDestroy = g[5];
-	}
+	for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) all = all && (g[i] = dlsym(h, graph_syms[i].name)) != NULL;
+	for (size_t i = 0; all && i < sizeof g / sizeof g[0]; i++) *graph_syms[i].ptr = g[i];
 	return 0;
 }
 
@@ -190,12 +195,8 @@ CUresult gnn_cuStreamQuery(CUstream s) { return CALL(p_cuStreamQuery, s); }
 CUresult gnn_cuStreamDestroy(CUstream s) { return CALL(p_cuStreamDestroy, s); }
 CUresult gnn_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int f) { return CALL(p_cuStreamWaitEvent, s, e, f); }
 CUresult gnn_cuStreamWriteValue32(CUstream s, CUdeviceptr addr, uint32_t v, unsigned int f) {
-	if (p_cuStreamWaitEvent != NULL && p_cuStreamWriteValue32 == NULL) return GNN_NOT_SUPPORTED;
-	return CALL(p_cuStreamWriteValue32, s, addr, v, f);
+	return OPTIONAL(p_cuStreamWriteValue32, s, addr, v, f);
 }
-// OPTIONAL calls an optional entry point: not supported where the driver is
-// loaded without it, not initialised where no driver is loaded.
-#define OPTIONAL(p, ...) ((p) != NULL ? (p)(__VA_ARGS__) : p_cuStreamWaitEvent != NULL ? GNN_NOT_SUPPORTED : GNN_NOT_INITIALIZED)
 CUresult gnn_cuStreamBeginCapture(CUstream s, int mode) { return OPTIONAL(p_cuStreamBeginCapture, s, mode); }
 CUresult gnn_cuStreamEndCapture(CUstream s, CUgraph *g) { return OPTIONAL(p_cuStreamEndCapture, s, g); }
 CUresult gnn_cuGraphInstantiate(CUgraphExec *e, CUgraph g) { return OPTIONAL(p_cuGraphInstantiateWithFlags, e, g, 0); }

@@ -210,11 +210,7 @@ func (s *GPU) MaxEdges() int64 { return s.edgeCap }
 
 // Close frees the sampler's device memory. Context current.
 func (s *GPU) Close() error {
-	var errs []error
-	if s.graph != nil {
-		errs = append(errs, s.graph.Destroy())
-		s.graph = nil
-	}
+	errs := []error{s.UseGraph(false)}
 	for _, p := range []*cudaext.DevicePtr{&s.localid, &s.firstpos, &s.nbr, &s.dst, &s.cnt, &s.off, &s.flag, &s.newid, &s.blockSums, &s.args} {
 		if *p != 0 {
 			errs = append(errs, cudaext.MemFree(*p))

@@ -1,8 +1,9 @@
 package serve
 
 import (
-	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,31 +13,17 @@ import (
 	"github.com/gnnloader/gnnloader/ipc"
 )
 
-// lockedBuffer is a bytes.Buffer the test reads while the server writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestFillTrace: with Config.FillTrace, every fill of an epoch is a line
 // "fill UNIX_NS BATCHES HOST_NS HELD CONN": as many lines as fills, their batches
 // adding up to the batches served, starts in order and within the epoch,
 // the held counts within the trainer's slots.
 func TestFillTrace(t *testing.T) {
-	var trace lockedBuffer
-	srv, src := testServer(t, Config{FillTrace: &trace})
+	trace, err := os.Create(filepath.Join(t.TempDir(), "fills"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trace.Close()
+	srv, src := testServer(t, Config{FillTrace: trace})
 	c := dial(t, srv)
 	op := c.handshake(openReq())
 	conn := int64(0)
@@ -51,7 +38,11 @@ func TestFillTrace(t *testing.T) {
 	c.send(&ipc.Goodbye{})
 	waitFor(t, func() bool { return srv.Trainers() == 0 })
 	st := srv.Stats()
-	lines := strings.Split(strings.TrimSpace(trace.String()), "\n")
+	text, err := os.ReadFile(trace.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(text)), "\n")
 	if int64(len(lines)) != st.Fills.Load() || len(lines) == 0 {
 		t.Fatalf("%d trace lines for %d fills", len(lines), st.Fills.Load())
 	}
