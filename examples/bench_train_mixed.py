@@ -59,6 +59,18 @@ def _cycle(feed):
             return
 
 
+def timed_steps(steps, sources, block, skip):
+    """(i, its feed, its place in its block) of each of the first `steps`
+    steps whose time counts: not the first `skip` of its block (the switch
+    from the other feed), nor its block's last (the next step is the other
+    feed's), nor the run's last (its end is the GPU's drain)."""
+    for i, src in enumerate(sources[:steps]):
+        k = i % block
+        if k < skip or k == block - 1 or i + 1 >= len(sources) or sources[i + 1] != src:
+            continue
+        yield i, src, k
+
+
 def mixed_figures(starts, sources, block, skip):
     """train_mixed's figures: each step's wall time (from its start to the
     next step's) by the feed it came from, leaving out the first `skip` steps
@@ -72,10 +84,7 @@ def mixed_figures(starts, sources, block, skip):
     other feed ran, or its fills still running when that feed's turn came,
     would make the early steps differ from the late ones."""
     per, late = {}, {}
-    for i, src in enumerate(sources[:len(starts) - 1]):
-        k = i % block
-        if k < skip or k == block - 1 or i + 1 >= len(sources) or sources[i + 1] != src:
-            continue
+    for i, src, k in timed_steps(len(starts) - 1, sources, block, skip):
         ms = 1e3 * (starts[i + 1] - starts[i])
         per.setdefault(src, []).append(ms)
         if k >= block // 2:
@@ -123,16 +132,9 @@ def fill_overlap(starts_ns, sources, block, skip, fills, gpu_ms_a_batch=0.8):
     longest = max((e - s for s, e in wins), default=0)
     out, j = {}, 0
     n = len(starts_ns) - 1
-    for i in range(n):
-        if sources is None:
-            if i < skip or i == n - 1:
-                continue
-            src = "all"
-        else:
-            k = i % block
-            src = sources[i]
-            if k < skip or k == block - 1 or i + 1 >= len(sources) or sources[i + 1] != src:
-                continue
+    if sources is None:  # one feed, one block
+        sources, block = ["all"] * n, max(n, 1)
+    for i, src, _ in timed_steps(n, sources, block, skip):
         a, b = starts_ns[i], starts_ns[i + 1]
         while j < len(wins) and wins[j][0] < a - longest:  # windows over before this step (steps come in order)
             j += 1

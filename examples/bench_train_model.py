@@ -92,11 +92,13 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     issue = issue_cpu = between = between_cpu = 0.0  # the trainer's thread: issuing steps, and from a step's end to the next's start
     sw0 = thread_switches()
     p0 = time.process_time()
-    t0 = time.perf_counter()
+    t0, wall0 = time.perf_counter(), time.time_ns()  # wall0: t0 on the wall clock (--step-trace)
     last = lastc = None
     first = None  # wall time from the epoch's start to its first batch
-    starts = [] if hasattr(feed, "sources") else None  # train_mixed: each step's start, to time each feed apart
-    walls = [] if getattr(args, "step_trace", False) else None  # --step-trace: each step's start, wall-clock ns
+    # Each step's start (perf_counter), for train_mixed (each feed timed
+    # apart) and --step-trace (the steps on the wall clock: wall0 + start - t0).
+    trace = getattr(args, "step_trace", False)
+    starts = [] if hasattr(feed, "sources") or trace else None
     for x, ei, y, bs, nodes, edges, nn in feed:
         prof.before(batches)
         h, c = time.perf_counter(), time.thread_time()
@@ -104,8 +106,6 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
             first = h - t0
         if starts is not None:
             starts.append(h)
-        if walls is not None:
-            walls.append(time.time_ns())
         if last is not None:
             between += h - last
             between_cpu += c - lastc
@@ -161,14 +161,14 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
          "first_ms": 1e3 * (first or 0.0), **gaps}
     if starts is not None:
         starts.append(time.perf_counter())  # after the sync: the last step's end
+    if hasattr(feed, "sources"):
         r["mixed"] = mixed_figures(starts, feed.sources, feed.block, args.mixed_skip)
-    if walls is not None:
+    if trace:
         # A run's steps on the wall clock (the last entry its end, after the
         # sync), and each step's feed in train_mixed: the render lines them
         # up with the daemon's --fill-trace (bench_train_mixed.fill_overlap).
-        walls.append(time.time_ns())
-        r["step_starts_ns"] = walls
-        if starts is not None:
+        r["step_starts_ns"] = [wall0 + int((x - t0) * 1e9) for x in starts]
+        if hasattr(feed, "sources"):
             r["step_sources"] = list(feed.sources)
             r["step_block"] = feed.block
     if prof.count:
