@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -411,5 +412,44 @@ func TestServeFillTraceBadPath(t *testing.T) {
 		"--dataset", filepath.Join(t.TempDir(), "missing"), "--socket", filepath.Join(t.TempDir(), "s.sock"))
 	if code == 0 || !strings.Contains(errOut, "--fill-trace") || strings.Contains(errOut, "missing") {
 		t.Fatalf("exit %d, want a --fill-trace error before the dataset's\n%s", code, errOut)
+	}
+}
+
+// --fill-trace naming a FIFO (or any file that is not a regular one) is
+// refused at once: a FIFO without a reader would block the open, one whose
+// reader stops would block every fill's write. The run must end within
+// seconds with the flag's error.
+func TestServeFillTraceNotARegularFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fills")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	type result struct {
+		code   int
+		errOut string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, _, errOut := runCmd(t, "serve", "--gpu=false", "--fill-trace", fifo,
+			"--dataset", filepath.Join(t.TempDir(), "missing"), "--socket", filepath.Join(t.TempDir(), "s.sock"))
+		done <- result{code, errOut}
+	}()
+	select {
+	case r := <-done:
+		if r.code == 0 || !strings.Contains(r.errOut, "--fill-trace") || strings.Contains(r.errOut, "missing") {
+			t.Fatalf("exit %d, want a --fill-trace error before the dataset's\n%s", r.code, r.errOut)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve --fill-trace FIFO blocked")
+	}
+	// A FIFO with a reader opens, and is refused as not a regular file.
+	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	code, _, errOut := runCmd(t, "serve", "--gpu=false", "--fill-trace", fifo, "--dataset", filepath.Join(t.TempDir(), "missing"))
+	if code == 0 || !strings.Contains(errOut, "not a regular file") {
+		t.Fatalf("FIFO with a reader: exit %d, want \"not a regular file\"\n%s", code, errOut)
 	}
 }

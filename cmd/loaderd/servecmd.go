@@ -9,6 +9,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gnnloader/gnnloader/gather"
@@ -183,7 +184,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if a.fillTrace != "" { // opened first: a path that cannot be written fails before the dataset loads
-		f, err := os.Create(a.fillTrace)
+		f, err := openTraceFile(a.fillTrace)
 		if err != nil {
 			return fmt.Errorf("--fill-trace: %w", err)
 		}
@@ -349,4 +350,23 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// openTraceFile creates (or truncates) path for a trace the fills write to
+// as they go. Only a regular file: a FIFO or a device could block a write,
+// and with it every trainer's fills. The open itself does not block (a FIFO
+// without a reader fails at once).
+func openTraceFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s is not a regular file (%v)", path, st.Mode().Type())
+		}
+		return nil, err
+	}
+	return f, nil
 }
