@@ -7,7 +7,8 @@
 #            sources hash with the committed stamp; when the committed fatbin
 #            is stale, the tests below use the fresh build (GNNLOADER_KERNELS)
 #   tests    every .gpu/bin/*.test with GNNLOADER_REQUIRE_GPU=1 (a skip for a
-#            missing GPU is a failure there)
+#            missing GPU is a failure there) and LOADERD=.gpu/bin/loaderd
+#            (internal/chaos runs that daemon: there is no Go to build one)
 #   python   the Python client's tests against .gpu/bin/loaderd: CPU and CUDA
 #            (python/tests/test_loader.py, test_cuda.py, test_cuda_edges.py; the CUDA ones again with
 #            GNNLOADER_RECEIVE_THREAD=1, and test_receive_thread.py), GNNLOADER_REQUIRE_GPU=1;
@@ -80,7 +81,7 @@ shopt -s nullglob
 for bin in .gpu/bin/*.test; do
 	name=$(basename "$bin" .test)
 	dir=$(cat ".gpu/bin/$name.dir" 2> /dev/null || echo .)
-	step "test $name" bash -c "cd '$root/$dir' && GNNLOADER_REQUIRE_GPU=1 '$root/$bin' -test.v -test.count=1 -test.timeout=4m"
+	step "test $name" bash -c "cd '$root/$dir' && GNNLOADER_REQUIRE_GPU=1 LOADERD='$root/.gpu/bin/loaderd' '$root/$bin' -test.v -test.count=1 -test.timeout=4m"
 done
 
 # python: the client on the CPU and CUDA paths, against the carried daemon

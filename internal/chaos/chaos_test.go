@@ -179,11 +179,19 @@ func TestChaos(t *testing.T) {
 	}
 	h := &harness{t: t, dir: t.TempDir(), kills: map[string]int{}}
 	h.socket = filepath.Join(h.dir, "loaderd.sock")
-	h.loaderd = filepath.Join(h.dir, "loaderd")
-	build := exec.Command("go", "build", "-o", h.loaderd, "github.com/gnnloader/gnnloader/cmd/loaderd")
-	build.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building loaderd: %v\n%s", err, out)
+	// LOADERD: a daemon already built (the GPU machines have no Go: there
+	// scripts/gpu-check.sh passes .gpu/bin/loaderd); otherwise built here.
+	if h.loaderd = os.Getenv("LOADERD"); h.loaderd != "" {
+		if st, err := os.Stat(h.loaderd); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			t.Fatalf("LOADERD=%q is not an executable file (a relative path is taken from %s): %v", h.loaderd, mustGetwd(t), err)
+		}
+	} else {
+		h.loaderd = filepath.Join(h.dir, "loaderd")
+		build := exec.Command("go", "build", "-o", h.loaderd, "github.com/gnnloader/gnnloader/cmd/loaderd")
+		build.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building loaderd: %v\n%s", err, out)
+		}
 	}
 	killDaemons := os.Getenv("GNNLOADER_CHAOS_DAEMON") != "keep"
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
@@ -396,4 +404,12 @@ func rssOf(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+func mustGetwd(t *testing.T) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wd
 }
