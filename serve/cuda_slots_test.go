@@ -44,12 +44,14 @@ func TestCUDADefaultSlotsHalveToFit(t *testing.T) {
 	}
 
 	// Room for 2 slots but not for their working memory: refused, with
-	// nothing kept; room for both to the byte: served.
+	// nothing kept, not even the device's cache (it is built for the
+	// device's first trainer, after what the trainer needs fits); room for
+	// both to the byte: served, with the cache.
 	if work[2] == 0 {
 		t.Fatal("a trainer of 2 slots took no GPU working memory: the edge below would not be tested")
 	}
 	for _, extra := range []int64{-1, 0} {
-		edge, _ := gpuServer(t, Config{}, GPUConfig{Devices: []int{0}, SlotMemory: 2*sb + work[2] + extra})
+		edge, _ := gpuServer(t, Config{}, GPUConfig{Devices: []int{0}, SlotMemory: 2*sb + work[2] + extra, Cache: 1 << 20})
 		r := req
 		r.Slots = 2
 		c := dial(t, edge)
@@ -63,6 +65,9 @@ func TestCUDADefaultSlotsHalveToFit(t *testing.T) {
 		}
 		if got, want := int64(metricSums(t, edge)["gnnloader_gpu_slot_bytes"]), (2*sb+work[2])*(extra+1); got != want {
 			t.Fatalf("slot memory %d short of 2 slots and their working memory: %d bytes in use, want %d", -extra, got, want)
+		}
+		if cached := metricSums(t, edge)["gnnloader_gpu_cache_bytes"]; (cached > 0) != (extra == 0) {
+			t.Fatalf("slot memory %d short of 2 slots and their working memory: a GPU cache of %v bytes, want one only for the trainer served", -extra, cached)
 		}
 	}
 

@@ -116,7 +116,7 @@ func (b *gpuBackend) planGroups(l *batch.Layout) ([]groupPlan, error) {
 // no rows; its backend is over the node features (any registered table).
 // Each backend that Fill will sweep on the device reserves the planning
 // memory of the ring's largest sweep (sweep batches, each as many ids as its
-// slot region holds) before the device's cache takes what is free.
+// slot region holds); the device's cache comes later (useCache).
 func (b *gpuBackend) newGroups(ctx *cudaext.Context, dev int, plan []groupPlan, req *request, layout pingpong.Layout, sweep int) ([]gatherGroup, error) {
 	var groups []gatherGroup
 	fail := func(err error) ([]gatherGroup, error) {
@@ -150,15 +150,29 @@ func (b *gpuBackend) newGroups(ctx *cudaext.Context, dev int, plan []groupPlan, 
 				return fail(fmt.Errorf("table %s: %w", p.table, err))
 			}
 		}
-		if p.table == "x" {
-			cache, err := b.cacheFor(dev, ctx, g, b.src, req, b.log)
-			if err != nil {
-				return fail(err)
-			}
-			g.UseCache(cache)
-		}
 	}
 	return groups, nil
+}
+
+// useCache gives the groups that gather the node features their device's
+// hot-row cache (GPUConfig.Cache), built at the device's first trainer.
+// newRing calls it last, once the ring's memory is allocated and counted
+// against the slot memory: the cache then takes what is left, and an Open
+// that the slot memory refuses builds none (a build sized beside the
+// refused ring would leave the memory that ring gives back unused, after
+// seconds of copying).
+func (b *gpuBackend) useCache(ctx *cudaext.Context, dev int, plan []groupPlan, groups []gatherGroup, req *request) error {
+	for i, p := range plan {
+		if p.table != "x" {
+			continue
+		}
+		cache, err := b.cacheFor(dev, ctx, groups[i].table, b.src, req, b.log)
+		if err != nil {
+			return err
+		}
+		groups[i].table.UseCache(cache)
+	}
+	return nil
 }
 
 // sweepPlannedOnCPU fills region k of the slots from the batches' host ids

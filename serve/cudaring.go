@@ -64,9 +64,10 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
 	// The trainer's GPU sampling buffers, then its tables with their
-	// sweeps' planning memory, then (for the device's first trainer) the
-	// cache: the cache takes what is left, and nothing this ring needs is
-	// allocated after it, so no sweep runs out of memory mid-epoch.
+	// sweeps' planning memory, then, once all of it fits the slot memory,
+	// (for the device's first trainer) the cache: the cache takes what is
+	// left, and nothing this ring needs is allocated after it, so no sweep
+	// runs out of memory mid-epoch.
 	var sampling *deviceSampling
 	if req.onDevice {
 		err := ctx.Do(func() (err error) { sampling, err = b.newDeviceSampling(ctx, dev, req, b.maxDeg); return err })
@@ -137,6 +138,13 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		b.mu.Lock()
 		b.used[dev] -= planned
 		b.mu.Unlock()
+	}
+	if err := b.useCache(ctx, dev, plan, groups, req); err != nil {
+		undo(groups)
+		if errors.Is(err, cudaext.ErrOutOfMemory) {
+			return nil, slotMemoryErrorf(ipc.CodeBusy, "%s: %v", name, err)
+		}
+		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
 	r := &cudaRing{CUDARing: ring, dev: dev, g: groups[0].table, groups: groups, layout: layout,
 		workers: b.workers, sweep: sweep, ahead: sweepAhead(b.cfg.SweepAhead, sweep), planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}
