@@ -13,8 +13,8 @@ import (
 // RNG streams, Floyd's algorithm, edge order and local ids), with no CPU work
 // but the launches. A DeviceGraph holds one device's copy of the CSR, shared
 // by every GPU sampler on that device; a GPU is one trainer's sampler, with
-// its working memory (two int32 per node of the graph, and room for a
-// batch). Both must be used in their context (cudaext.Context.Do).
+// its working memory (room for a batch, and a hash table of the nodes a
+// batch has met: 16 bytes an entry, at least twice the batch's most nodes). Both must be used in their context (cudaext.Context.Do).
 
 // DeviceOut is where a GPU-sampled batch goes, in device memory: n_id
 // (int64, room for the batch's nodes), edge_index (int64 [2, E]: sources,
@@ -34,7 +34,10 @@ type GPU struct {
 	mod      *cudaext.Module
 	fn       map[string]*cudaext.Function
 
-	localid, firstpos cudaext.DevicePtr // int32 per node: -1 / NOT_SEEN when empty
+	keys              cudaext.DevicePtr // the hash table's keys (int64 node ids, -1 when empty)
+	localid, firstpos cudaext.DevicePtr // int32 per table entry: -1 / NOT_SEEN when empty
+	tableMask         int64             // table entries - 1 (a power of two, >= 2 nodeCap)
+	slot              cudaext.DevicePtr // int64 per node of a batch: its table entry (gnn_reset_find)
 	args              cudaext.DevicePtr // sample.cu SampleArgs: the batch's arguments
 	graph             *cudaext.Graph    // every kernel after gnn_seeds, captured once; nil: launched one by one
 	nbr, dst          cudaext.DevicePtr // per edge of the batch: neighbour id (int64), target (int32)
@@ -51,7 +54,7 @@ type GPU struct {
 // gpuKernels are sample.fatbin's entry points.
 var gpuKernels = []string{"gnn_seeds", "gnn_seed_ids", "gnn_degrees", "gnn_scan_block", "gnn_scan_carry",
 	"gnn_scan_add", "gnn_draw32", "gnn_draw64", "gnn_first", "gnn_flag_first", "gnn_assign", "gnn_resolve", "gnn_end_hop",
-	"gnn_pack", "gnn_reset"}
+	"gnn_pack", "gnn_reset_find", "gnn_reset"}
 
 const (
 	scanBlock       = 1024       // sample.cu SCAN_BLOCK
@@ -115,6 +118,8 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 	if s.nodeCap > 1<<31-1 || s.edgeCap > 1<<31-1 {
 		return nil, ErrTooLarge
 	}
+	entries := tableEntries(s.nodeCap)
+	s.tableMask = entries - 1
 	s.scanBlocks = (max(maxFront, maxHop) + scanBlock - 1) / scanBlock
 	img, err := cudaext.SampleImage()
 	if err != nil {
@@ -135,7 +140,7 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 		p *cudaext.DevicePtr
 		n int64
 	}{
-		{&s.localid, 4 * dg.NumNodes}, {&s.firstpos, 4 * dg.NumNodes},
+		{&s.keys, 8 * entries}, {&s.localid, 4 * entries}, {&s.firstpos, 4 * entries}, {&s.slot, 8 * s.nodeCap},
 		{&s.nbr, 8 * s.edgeCap}, {&s.dst, 4 * s.edgeCap},
 		{&s.cnt, 4 * maxFront}, {&s.off, 4 * maxFront},
 		{&s.flag, 4 * maxHop}, {&s.newid, 4 * maxHop},
@@ -151,10 +156,13 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 		return nil, err
 	}
 	defer st.Destroy()
-	if err := cudaext.MemsetD32Async(s.localid, 0xffffffff, dg.NumNodes, st); err != nil {
+	if err := cudaext.MemsetD32Async(s.keys, 0xffffffff, 2*entries, st); err != nil {
 		return nil, err
 	}
-	if err := cudaext.MemsetD32Async(s.firstpos, notSeen, dg.NumNodes, st); err != nil {
+	if err := cudaext.MemsetD32Async(s.localid, 0xffffffff, entries, st); err != nil {
+		return nil, err
+	}
+	if err := cudaext.MemsetD32Async(s.firstpos, notSeen, entries, st); err != nil {
 		return nil, err
 	}
 	if err := st.Synchronize(); err != nil {
@@ -211,7 +219,7 @@ func (s *GPU) MaxEdges() int64 { return s.edgeCap }
 // Close frees the sampler's device memory. Context current.
 func (s *GPU) Close() error {
 	errs := []error{s.UseGraph(false)}
-	for _, p := range []*cudaext.DevicePtr{&s.localid, &s.firstpos, &s.nbr, &s.dst, &s.cnt, &s.off, &s.flag, &s.newid, &s.blockSums, &s.args} {
+	for _, p := range []*cudaext.DevicePtr{&s.keys, &s.localid, &s.firstpos, &s.slot, &s.nbr, &s.dst, &s.cnt, &s.off, &s.flag, &s.newid, &s.blockSums, &s.args} {
 		if *p != 0 {
 			errs = append(errs, cudaext.MemFree(*p))
 			*p = 0
@@ -233,7 +241,7 @@ func (s *GPU) Sample(st *cudaext.Stream, seeds cudaext.DevicePtr, n int, key uin
 	}
 	n64 := int64(n)
 	if err := s.fn["gnn_seeds"].Launch(s.grid(n64), cudaext.Dim3{X: 256}, 0, st, seeds, n64, key, out.NID, out.EdgeIndex,
-		out.EID, out.Counts, s.firstpos, s.args); err != nil {
+		out.EID, out.Counts, s.keys, s.tableMask, s.firstpos, s.args); err != nil {
 		return fmt.Errorf("sampler: gnn_seeds: %w", err)
 	}
 	if s.graph != nil {
@@ -265,7 +273,7 @@ func (s *GPU) enqueueBatch(st *cudaext.Stream) error {
 		return nil
 	}
 	one := cudaext.Dim3{X: 1}
-	if err := launch("gnn_seed_ids", s.grid(int64(s.maxBatch)), threads, s.args, s.localid, s.firstpos); err != nil {
+	if err := launch("gnn_seed_ids", s.grid(int64(s.maxBatch)), threads, s.args, s.keys, s.tableMask, s.localid, s.firstpos); err != nil {
 		return err
 	}
 	draw := "gnn_draw32"
@@ -285,19 +293,19 @@ func (s *GPU) enqueueBatch(st *cudaext.Stream) error {
 		if err := launch(draw, s.grid(fc), threads, s.g.Indptr, s.g.Indices, s.args, hop, int32(k), s.off, s.nbr, s.dst); err != nil {
 			return err
 		}
-		if err := launch("gnn_first", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.localid, s.firstpos); err != nil {
+		if err := launch("gnn_first", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.keys, s.tableMask, s.localid, s.firstpos); err != nil {
 			return err
 		}
-		if err := launch("gnn_flag_first", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.localid, s.firstpos, s.flag); err != nil {
+		if err := launch("gnn_flag_first", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.keys, s.tableMask, s.localid, s.firstpos, s.flag); err != nil {
 			return err
 		}
 		if err := s.scan(st, s.flag, s.newid, edgesAt, ec, scratch); err != nil {
 			return err
 		}
-		if err := launch("gnn_assign", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.flag, s.newid, s.localid); err != nil {
+		if err := launch("gnn_assign", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.flag, s.newid, s.keys, s.tableMask, s.localid); err != nil {
 			return err
 		}
-		if err := launch("gnn_resolve", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.localid); err != nil {
+		if err := launch("gnn_resolve", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.keys, s.tableMask, s.localid); err != nil {
 			return err
 		}
 		if err := launch("gnn_end_hop", one, one, s.args, hop, int32(H), scratch); err != nil {
@@ -307,7 +315,21 @@ func (s *GPU) enqueueBatch(st *cudaext.Stream) error {
 	if err := launch("gnn_pack", s.grid(s.edgeCap), threads, s.args, s.dst); err != nil {
 		return err
 	}
-	return launch("gnn_reset", s.grid(s.nodeCap), threads, s.args, s.localid, s.firstpos)
+	if err := launch("gnn_reset_find", s.grid(s.nodeCap), threads, s.args, s.keys, s.tableMask, s.slot); err != nil {
+		return err
+	}
+	return launch("gnn_reset", s.grid(s.nodeCap), threads, s.args, s.slot, s.keys, s.localid, s.firstpos)
+}
+
+// tableEntries is the size of the hash table of a sampler whose batches hold
+// at most nodes nodes: the power of two at least twice that (at least 1024),
+// so that a probe meets an empty entry within a few.
+func tableEntries(nodes int64) int64 {
+	n := int64(1024)
+	for n < 2*nodes {
+		n *= 2
+	}
+	return n
 }
 
 // scan enqueues out = exclusive prefix of the int32 array a, of

@@ -214,3 +214,18 @@ func compareGPUBatch(t *testing.T, cpu *Sampler, st *cudaext.Stream, seeds []int
 		t.Fatalf("key %d: edge ids differ", key)
 	}
 }
+
+// TestTableEntries: a GPU sampler's hash table is a power of two of at
+// least twice a batch's most nodes (at least 1024 entries), so it never
+// fills and its probes stay short.
+func TestTableEntries(t *testing.T) {
+	for _, tc := range []struct{ nodes, want int64 }{
+		{0, 1024}, {1, 1024}, {512, 1024}, {513, 2048}, {2708, 8192},
+		{938_000, 1 << 21}, {1 << 20, 1 << 21}, {1<<20 + 1, 1 << 22}, {1<<31 - 1, 1 << 32},
+	} {
+		got := tableEntries(tc.nodes)
+		if got != tc.want || got&(got-1) != 0 || got < 2*tc.nodes {
+			t.Errorf("tableEntries(%d) = %d, want %d", tc.nodes, got, tc.want)
+		}
+	}
+}

@@ -7,9 +7,17 @@
 // local ids (seeds first, then each hop's new nodes in the order of their
 // first appearance in that hop's edges).
 //
+// The nodes the batch has met are kept in a hash table of the sampler's own,
+// sized for the batch (a power of two of at least twice its most nodes, so
+// its probes stay short and it never fills): keys (int64 node ids, -1 when
+// empty), and for each key its local id (-1: none yet) and first position
+// (NOT_SEEN: none yet). Below, localid[v] and firstpos[v] stand for v's
+// entry. The table is a few MB where arrays over the whole graph were
+// hundreds (888 MB for papers100M), so its random reads stay in the L2.
+//
 // One batch, on one stream:
 //   gnn_seeds        the batch's arguments into args (below); n_id = seeds;
-//                    firstpos[v] = min position of v
+//                    the seeds into the table, firstpos[v] = min position
 //   then the same work for every batch, captured once as a CUDA graph
 //   (sampler/gpu.go), its kernels reading the batch from args:
 //   gnn_seed_ids     localid[v] = firstpos[v] for the seeds (their
@@ -26,7 +34,9 @@
 //     gnn_assign     localid[v], n_id of the new nodes
 //     gnn_resolve    source local id of every edge of the hop
 //   gnn_pack         edge_index's targets row after its sources
-//   gnn_reset        localid and firstpos back to -1 / max for every n_id
+//   gnn_reset_find   the table entry of every n_id (into a scratch array:
+//                    no entry is emptied while another is still looked up)
+//   gnn_reset        those entries emptied: key -1, localid -1, firstpos max
 // Counts (nodes and edges per hop) live in a small device array, `counts`:
 //   counts[0] = nodes so far, counts[1] = edges so far,
 //   counts[2 + h] = nodes added at hop h (h = 0: the seeds),
@@ -51,6 +61,7 @@ struct SampleArgs {
 #define GOLDEN 0x9E3779B97F4A7C15ull
 #define SCAN_BLOCK 1024 // elements a block of the scans covers (256 threads x 4)
 #define NOT_SEEN 0x7fffffff
+#define EMPTY_KEY (-1LL)
 
 __device__ __forceinline__ uint64_t mix64(uint64_t z) {
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -89,31 +100,61 @@ struct Rng {
 #define GRID_STRIDE(i, n) \
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
-// gnn_seeds: the batch's arguments into *args; n_id[i] = seeds[i];
-// firstpos[seed] = its first position.
+// table_insert returns v's entry in the table (keys, mask + 1 entries),
+// claiming an empty one if v has none: linear probing from v's hash. A key
+// only ever goes from empty to a node within a batch, so a stale read is
+// empty, and the compare-and-swap then tells.
+__device__ __forceinline__ int64_t table_insert(int64_t *keys, int64_t mask, int64_t v) {
+	int64_t h = (int64_t)(mix64((uint64_t)v) & (uint64_t)mask);
+	for (;;) {
+		const int64_t k = keys[h];
+		if (k == v) return h;
+		if (k == EMPTY_KEY) {
+			const int64_t old = (int64_t)atomicCAS((unsigned long long *)&keys[h], (unsigned long long)EMPTY_KEY,
+			                                       (unsigned long long)v);
+			if (old == EMPTY_KEY || old == v) return h;
+		}
+		h = (h + 1) & mask;
+	}
+}
+
+// table_find returns v's entry, -1 when v has none (never, for a node the
+// batch inserted in an earlier kernel).
+__device__ __forceinline__ int64_t table_find(const int64_t *__restrict__ keys, int64_t mask, int64_t v) {
+	int64_t h = (int64_t)(mix64((uint64_t)v) & (uint64_t)mask);
+	for (;;) {
+		const int64_t k = keys[h];
+		if (k == v) return h;
+		if (k == EMPTY_KEY) return -1;
+		h = (h + 1) & mask;
+	}
+}
+
+// gnn_seeds: the batch's arguments into *args; n_id[i] = seeds[i]; the
+// seeds into the table, firstpos[seed] = its first position.
 extern "C" __global__ void __launch_bounds__(256)
 gnn_seeds(const int64_t *__restrict__ seeds, int64_t n, uint64_t key, int64_t *__restrict__ nid,
           int64_t *__restrict__ edge_index, int64_t *__restrict__ eid, int64_t *__restrict__ counts,
-          int32_t *__restrict__ firstpos, SampleArgs *__restrict__ args) {
+          int64_t *keys, int64_t mask, int32_t *__restrict__ firstpos, SampleArgs *__restrict__ args) {
 	if (blockIdx.x == 0 && threadIdx.x == 0) *args = SampleArgs{seeds, n, key, nid, edge_index, eid, counts};
 	GRID_STRIDE(i, n) {
 		const int64_t v = seeds[i];
 		nid[i] = v;
-		atomicMin(&firstpos[v], (int32_t)i);
+		atomicMin(&firstpos[table_insert(keys, mask, v)], (int32_t)i);
 	}
 }
 
 // gnn_seed_ids: localid[seed] = its first position. Sets the counts of the
 // seeds.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_seed_ids(const SampleArgs *__restrict__ args, int32_t *__restrict__ localid, const int32_t *__restrict__ firstpos) {
+gnn_seed_ids(const SampleArgs *__restrict__ args, const int64_t *__restrict__ keys, int64_t mask,
+             int32_t *__restrict__ localid, const int32_t *__restrict__ firstpos) {
 	const int64_t *__restrict__ seeds = args->seeds;
 	const int64_t n = args->n;
 	int64_t *__restrict__ counts = args->counts;
 	GRID_STRIDE(i, n) {
-		const int64_t v = seeds[i];
-		const int32_t f = firstpos[v];
-		if (f == (int32_t)i) localid[v] = f;
+		const int64_t t = table_find(keys, mask, seeds[i]);
+		if (t >= 0 && firstpos[t] == (int32_t)i) localid[t] = (int32_t)i;
 	}
 	if (blockIdx.x == 0 && threadIdx.x == 0) {
 		counts[0] = n; // nodes so far
@@ -283,16 +324,17 @@ gnn_draw64(const int64_t *__restrict__ indptr, const int64_t *__restrict__ indic
 	draw(indptr, indices, args, hop, fanout, off, nbr, dst);
 }
 
-// gnn_first: for each edge e of the hop whose neighbour has no local id yet,
-// firstpos[v] = the smallest such e (relative to the hop's first edge).
+// gnn_first: every neighbour of the hop into the table; for each edge e of
+// the hop whose neighbour has no local id yet, firstpos[v] = the smallest
+// such e (relative to the hop's first edge).
 extern "C" __global__ void __launch_bounds__(256)
 gnn_first(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
-          const int32_t *__restrict__ localid, int32_t *__restrict__ firstpos) {
+          int64_t *keys, int64_t mask, const int32_t *__restrict__ localid, int32_t *__restrict__ firstpos) {
 	const int64_t *__restrict__ counts = args->counts;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
 	GRID_STRIDE(i, e) {
-		const int64_t v = nbr[eb + i];
-		if (localid[v] < 0) atomicMin(&firstpos[v], (int32_t)i);
+		const int64_t t = table_insert(keys, mask, nbr[eb + i]);
+		if (localid[t] < 0) atomicMin(&firstpos[t], (int32_t)i);
 	}
 }
 
@@ -300,12 +342,13 @@ gnn_first(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t 
 // first appearance (a new node), else 0.
 extern "C" __global__ void __launch_bounds__(256)
 gnn_flag_first(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
-               const int32_t *__restrict__ localid, const int32_t *__restrict__ firstpos, int32_t *__restrict__ flag) {
+               const int64_t *__restrict__ keys, int64_t mask, const int32_t *__restrict__ localid,
+               const int32_t *__restrict__ firstpos, int32_t *__restrict__ flag) {
 	const int64_t *__restrict__ counts = args->counts;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
 	GRID_STRIDE(i, e) {
-		const int64_t v = nbr[eb + i];
-		flag[i] = (localid[v] < 0 && firstpos[v] == (int32_t)i) ? 1 : 0;
+		const int64_t t = table_find(keys, mask, nbr[eb + i]);
+		flag[i] = (t >= 0 && localid[t] < 0 && firstpos[t] == (int32_t)i) ? 1 : 0;
 	}
 }
 
@@ -313,7 +356,8 @@ gnn_flag_first(const SampleArgs *__restrict__ args, int hop, int hops, const int
 // flags' exclusive prefix, in newid), in edge order, and their n_id.
 extern "C" __global__ void __launch_bounds__(256)
 gnn_assign(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
-           const int32_t *__restrict__ flag, const int32_t *__restrict__ newid, int32_t *__restrict__ localid) {
+           const int32_t *__restrict__ flag, const int32_t *__restrict__ newid, const int64_t *__restrict__ keys,
+           int64_t mask, int32_t *__restrict__ localid) {
 	const int64_t *__restrict__ counts = args->counts;
 	int64_t *__restrict__ nid = args->nid;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1], base = counts[0];
@@ -321,7 +365,7 @@ gnn_assign(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t
 		if (flag[i]) {
 			const int64_t v = nbr[eb + i];
 			const int64_t l = base + newid[i];
-			localid[v] = (int32_t)l;
+			localid[table_find(keys, mask, v)] = (int32_t)l; // flagged: in the table
 			nid[l] = v;
 		}
 	}
@@ -331,11 +375,14 @@ gnn_assign(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t
 // int64 into edge_index's first row.
 extern "C" __global__ void __launch_bounds__(256)
 gnn_resolve(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
-            const int32_t *__restrict__ localid) {
+            const int64_t *__restrict__ keys, int64_t mask, const int32_t *__restrict__ localid) {
 	const int64_t *__restrict__ counts = args->counts;
 	int64_t *__restrict__ src = args->edge_index;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
-	GRID_STRIDE(i, e) src[eb + i] = (int64_t)localid[nbr[eb + i]];
+	GRID_STRIDE(i, e) {
+		const int64_t t = table_find(keys, mask, nbr[eb + i]);
+		src[eb + i] = t >= 0 ? (int64_t)localid[t] : -1;
+	}
 }
 
 // gnn_end_hop: the hop's new nodes (the flags' total, counts[scan_at]) and
@@ -358,16 +405,29 @@ gnn_pack(const SampleArgs *__restrict__ args, const int32_t *__restrict__ dst) {
 	GRID_STRIDE(i, e) edge_index[e + i] = (int64_t)dst[i];
 }
 
-// gnn_reset: localid and firstpos back to their empty values for every node
-// of the batch (the only entries the batch set).
+// gnn_reset_find: slot[i] = the table entry of n_id[i] (-1: none). Every
+// key the batch put in the table is a node of n_id: the seeds, and each
+// hop's neighbours, numbered or new.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_reset(const SampleArgs *__restrict__ args, int32_t *__restrict__ localid, int32_t *__restrict__ firstpos) {
-	const int64_t *__restrict__ counts = args->counts;
+gnn_reset_find(const SampleArgs *__restrict__ args, const int64_t *__restrict__ keys, int64_t mask,
+               int64_t *__restrict__ slot) {
 	const int64_t *__restrict__ nid = args->nid;
-	const int64_t n = counts[0];
+	const int64_t n = args->counts[0];
+	GRID_STRIDE(i, n) slot[i] = table_find(keys, mask, nid[i]);
+}
+
+// gnn_reset: the entries gnn_reset_find found back to empty (after it: a
+// lookup never meets an entry emptied under it), the only ones the batch
+// set.
+extern "C" __global__ void __launch_bounds__(256)
+gnn_reset(const SampleArgs *__restrict__ args, const int64_t *__restrict__ slot, int64_t *__restrict__ keys,
+          int32_t *__restrict__ localid, int32_t *__restrict__ firstpos) {
+	const int64_t n = args->counts[0];
 	GRID_STRIDE(i, n) {
-		const int64_t v = nid[i];
-		localid[v] = -1;
-		firstpos[v] = NOT_SEEN;
+		const int64_t t = slot[i];
+		if (t < 0) continue;
+		keys[t] = EMPTY_KEY;
+		localid[t] = -1;
+		firstpos[t] = NOT_SEEN;
 	}
 }
