@@ -14,7 +14,13 @@ import (
 // but the launches. A DeviceGraph holds one device's copy of the CSR, shared
 // by every GPU sampler on that device; a GPU is one trainer's sampler, with
 // its working memory (room for a batch, and a hash table of the nodes a
-// batch has met: 16 bytes an entry, at least twice the batch's most nodes). Both must be used in their context (cudaext.Context.Do).
+// batch has met: 16 bytes an entry, a power of two of at least twice the
+// batch's most nodes, and 8 bytes a node to empty it). For the usual
+// fanouts that is far less than a graph's worth (41 MB against the 888 MB
+// of two int32 a node for papers100M batches of 1024 at [15,10,5]); where
+// a batch may reach most of the graph (-1 fanouts, small graphs) it can be
+// up to 9 times that (72 bytes a node of the graph against 8), beside the
+// batch's own buffers of 12 bytes an edge. Both must be used in their context (cudaext.Context.Do).
 
 // DeviceOut is where a GPU-sampled batch goes, in device memory: n_id
 // (int64, room for the batch's nodes), edge_index (int64 [2, E]: sources,
@@ -234,7 +240,10 @@ func (s *GPU) Close() error {
 
 // Sample enqueues the sampling of one batch on st: n seeds at seeds (int64,
 // device memory, valid node ids), key as for Sampler.Sample, into out. The
-// counts are in out.Counts once the work completes. Context current.
+// counts are in out.Counts once the work completes. Context current. The
+// buffers hold MaxNodes and MaxEdges, which count each seed once: a batch
+// of repeated seeds that reaches every node of the graph would pass them,
+// so such seeds belong to the CPU sampler (serve sends them there).
 func (s *GPU) Sample(st *cudaext.Stream, seeds cudaext.DevicePtr, n int, key uint64, out DeviceOut) error {
 	if n > s.maxBatch {
 		return fmt.Errorf("sampler: %d seeds, the GPU sampler takes at most %d", n, s.maxBatch)

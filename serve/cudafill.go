@@ -117,7 +117,7 @@ func (b *gpuBackend) planGroups(l *batch.Layout) ([]groupPlan, error) {
 // Each backend that Fill will sweep on the device reserves the planning
 // memory of the ring's largest sweep (sweep batches, each as many ids as its
 // slot region holds); the device's cache comes later (useCache).
-func (b *gpuBackend) newGroups(ctx *cudaext.Context, dev int, plan []groupPlan, req *request, layout pingpong.Layout, sweep int) ([]gatherGroup, error) {
+func (b *gpuBackend) newGroups(ctx *cudaext.Context, dev int, plan []groupPlan, layout pingpong.Layout, sweep int) ([]gatherGroup, error) {
 	var groups []gatherGroup
 	fail := func(err error) ([]gatherGroup, error) {
 		for i := len(groups) - 1; i >= 0; i-- {

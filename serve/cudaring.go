@@ -102,7 +102,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		ring.Close()
 		giveBack()
 	}
-	groups, err := b.newGroups(ctx, dev, plan, req, l, sweep)
+	groups, err := b.newGroups(ctx, dev, plan, l, sweep)
 	if err != nil {
 		undo(nil)
 		if errors.Is(err, cudaext.ErrOutOfMemory) {

@@ -17,7 +17,9 @@ import (
 // Sampling on the GPU (GPUConfig.Sampling): each device that can spare the
 // memory holds the graph's CSR once (sampler.DeviceGraph), and a trainer on
 // it gets batches sampled there, straight into its slots, by its own
-// sampler.GPU (working memory of 8 bytes a node). The batches are the CPU
+// sampler.GPU (working memory sized by its largest batch: room for the
+// batch, and a hash table of 16 bytes an entry, a power of two of at least
+// twice the batch's most nodes). The batches are the CPU
 // sampler's, byte for byte; the CPU only uploads the seeds and launches.
 
 // loadGraph copies the graph to device dev when the sampling policy wants it
