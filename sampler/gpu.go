@@ -20,7 +20,8 @@ import (
 // of two int32 a node for papers100M batches of 1024 at [15,10,5]); where
 // a batch may reach most of the graph (-1 fanouts, small graphs) it can be
 // up to 9 times that (72 bytes a node of the graph against 8), beside the
-// batch's own buffers of 12 bytes an edge. Both must be used in their context (cudaext.Context.Do).
+// batch's own buffers of 12 bytes an edge. Both must be used in their
+// context (cudaext.Context.Do).
 
 // DeviceOut is where a GPU-sampled batch goes, in device memory: n_id
 // (int64, room for the batch's nodes), edge_index (int64 [2, E]: sources,

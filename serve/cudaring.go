@@ -102,13 +102,19 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		ring.Close()
 		giveBack()
 	}
+	// groupErr is what a failure to make the tables or their cache tells
+	// the trainer: busy when the device's memory ran out (admitRing may
+	// try fewer slots), else internal.
+	groupErr := func(err error) error {
+		if errors.Is(err, cudaext.ErrOutOfMemory) {
+			return slotMemoryErrorf(ipc.CodeBusy, "%s: %v", name, err)
+		}
+		return perrf(ipc.CodeInternal, "%s: %v", name, err)
+	}
 	groups, err := b.newGroups(ctx, dev, plan, l, sweep)
 	if err != nil {
 		undo(nil)
-		if errors.Is(err, cudaext.ErrOutOfMemory) {
-			return nil, slotMemoryErrorf(ipc.CodeBusy, "%s: %v", name, err)
-		}
-		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
+		return nil, groupErr(err)
 	}
 	// The trainer's GPU working memory counts against the slot memory as
 	// its slots do: known only once allocated, it is checked here, and a
@@ -141,10 +147,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 	}
 	if err := b.useCache(ctx, dev, plan, groups, req); err != nil {
 		undo(groups)
-		if errors.Is(err, cudaext.ErrOutOfMemory) {
-			return nil, slotMemoryErrorf(ipc.CodeBusy, "%s: %v", name, err)
-		}
-		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
+		return nil, groupErr(err)
 	}
 	r := &cudaRing{CUDARing: ring, dev: dev, g: groups[0].table, groups: groups, layout: layout,
 		workers: b.workers, sweep: sweep, ahead: sweepAhead(b.cfg.SweepAhead, sweep), planOnGPU: b.cfg.SweepPlan == "gpu", sampling: sampling}
