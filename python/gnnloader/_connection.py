@@ -151,7 +151,7 @@ class _Connection:
             with self._send_lock:
                 held, self._releases = self._releases, []
                 if held:
-                    self._sock.sendall(b"".join(p.marshal(p.Release(slot=s, epoch=e, index=i)) for s, e, i in held))
+                    self._sock.sendall(p.release_frames(held))
         except OSError as e:
             raise self._lost(e) from e
 

@@ -31,6 +31,8 @@ from typing import List, Sequence, Tuple
 
 from . import _schema
 from ._codec import DEFAULT_LIMITS, Code, Limits, ProtocolError, _code_name, _Reader, _Writer
+from ._fastpath import decode_batch_ready as _fast_batch_ready
+from ._fastpath import release_frames as _fast_release_frames
 from ._messages import (BY_TYPE, TEMPORAL_DISJOINT, TEMPORAL_LAST, TEMPORAL_UNIFORM, TIME_ATTR_EDGE, TIME_ATTR_NODE, AllReduce,
                         AllReduceDone, BatchReady, Dataset, EdgeTypeInfo, EpochEnd, Error, EventIPC, Goodbye,
                         GradRegistered, Hello, MsgType, NodeTypeInfo, Open, Opened, Region, RegisterGrad, Release,
@@ -46,7 +48,7 @@ __all__ = [
     "StartEpoch", "BatchReady", "Release", "EpochEnd", "Error", "Goodbye", "Seeds", "CUSTOM_SPLIT",
     "RegisterGrad", "GradRegistered", "AllReduce", "AllReduceDone",
     "TEMPORAL_UNIFORM", "TEMPORAL_LAST", "TEMPORAL_DISJOINT", "TIME_ATTR_NODE", "TIME_ATTR_EDGE",
-    "marshal", "unmarshal", "fds_for", "send_msg", "recv_msg", "parse_device",
+    "marshal", "unmarshal", "release_frames", "fds_for", "send_msg", "recv_msg", "parse_device",
     "Dir", "Phase", "State",
 ]
 
@@ -54,6 +56,7 @@ __all__ = [
 _ = (_code_name, _Reader, _Writer)
 
 _HEADER = struct.Struct("<IHH")
+_BATCH_READY = int(MsgType.BATCH_READY)
 
 
 # -------------------------------------------------------------------- frames
@@ -83,6 +86,10 @@ def _parse_header(h: bytes, lim: Limits) -> Tuple[int, int]:
 
 
 def _decode_payload(typ: int, payload: bytes, lim: Limits) -> _Msg:
+    if typ == _BATCH_READY and _fast_batch_ready is not None:
+        m = _fast_batch_ready(payload, lim)
+        if m is not None:
+            return m  # else the interpreter decodes it, and says what is wrong
     cls = BY_TYPE.get(typ)
     if cls is None:
         raise ProtocolError(Code.BAD_MESSAGE, f"unknown message type {typ}")
@@ -105,6 +112,18 @@ def unmarshal(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> _Msg:
     if HEADER_SIZE + size != len(frame):
         raise ProtocolError(Code.BAD_FRAME, f"length field says {size + HEADER_SIZE} bytes, frame has {len(frame)}")
     return _decode_payload(typ, frame[HEADER_SIZE:], limits)
+
+
+def release_frames(held: Sequence[Tuple[int, int, int]]) -> bytes:
+    """The frames of Release(slot, epoch, index) for each entry of held,
+    one after the other, as marshal would make them (the client sends a few
+    together). ProtocolError(BAD_MESSAGE) for a value out of range."""
+    if _fast_release_frames is not None:
+        try:
+            return _fast_release_frames(held)
+        except struct.error:
+            pass  # marshal names the value
+    return b"".join(marshal(Release(slot=s, epoch=e, index=i)) for s, e, i in held)
 
 
 def fds_for(msg: _Msg) -> int:
