@@ -99,6 +99,25 @@ class FastPathTest(unittest.TestCase):
                 self.assertEqual(got, want, f"case {i}")
         self.assertGreater(refused, 1500)  # the bad cases were bad
 
+    def test_hostile_counts(self):
+        # A daemon's frame claiming more entries than it carries, or more
+        # than the limit: refused before any list is made, with the
+        # interpreter's error.
+        head = struct.pack("<III", 1, 2, 3)
+        cases = [
+            (head + struct.pack("<H", 0xFFFF), P.Code.LIMIT),  # 65535 counts
+            (head + struct.pack("<H", 1000) + bytes(8), P.Code.BAD_MESSAGE),  # 1000 counts, 8 bytes for them
+            (head + struct.pack("<H", 1025) + bytes(4 * 1025) + bytes(8), P.Code.LIMIT),  # one over max_list
+            (head + struct.pack("<HHH", 0, 0, 0xFFFF) + bytes(4), P.Code.LIMIT),  # 65535 lists
+            (head + struct.pack("<HHHH", 0, 0, 1, 1000) + bytes(4), P.Code.BAD_MESSAGE),  # a list of 1000, 4 bytes
+        ]
+        for payload, code in cases:
+            self.assertIsNone(F.decode_batch_ready(payload, P.DEFAULT_LIMITS), payload[:20])
+            frame = struct.pack("<IHH", len(payload) + 4, int(P.MsgType.BATCH_READY), 0) + payload
+            with self.assertRaises(P.ProtocolError) as cm:
+                P.unmarshal(frame)
+            self.assertEqual(cm.exception.code, code, cm.exception.message)
+
     def test_bad_golden_batch_ready(self):
         for path in sorted(BAD.glob("*.bin")):
             frame = path.read_bytes()
