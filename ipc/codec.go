@@ -10,7 +10,7 @@ import (
 // Wire constants.
 const (
 	Magic      = "GNNL" // first 4 payload bytes of Hello
-	Version    = 4      // the protocol version this package speaks
+	Version    = 5      // the protocol version this package speaks
 	HeaderSize = 8      // u32 length | u16 type | u16 flags
 	// MaxDims bounds Region.Shape.
 	MaxDims = 8

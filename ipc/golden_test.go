@@ -92,6 +92,7 @@ func goldens() map[string]Msg {
 			Scalars: []int64{4}, Lists: [][]uint32{{4, 50, 300, 546}, {60, 940, 3000}}, ReadyValue: 5},
 		"batch_ready_bare": &BatchReady{Slot: 0, Epoch: 1 << 31, Index: 9, Scalars: []int64{-1, 1 << 40}, Lists: [][]uint32{nil, {7}}},
 		"release":          &Release{Slot: 1, Epoch: 3, Index: 7},
+		"release_deferred": &Release{Slot: 2, Epoch: 3, Index: 8, Deferred: true},
 		"epoch_end":        &EpochEnd{Epoch: 3, NumBatches: 48},
 		"error":            &Error{Code: CodeOutOfOrder, Message: "Release from the client in phase open"},
 		"goodbye":          &Goodbye{Reason: "done"},

@@ -162,17 +162,28 @@ type BatchReady struct {
 	// ReadyValue: on a ring with ready words (Opened.ReadyWords), the
 	// value the slot's word takes once this fill is done (the trainer's
 	// stream waits for the word to reach it); 0: wait on the slot's ready
-	// event instead.
+	// event instead. Every slot of one fill takes the same value, and the
+	// values rise fill by fill over the connection (wrapping past
+	// 0xFFFFFFFF to 1), each fill's words written after all its data: a
+	// stream that waited for value v has also waited for every batch whose
+	// value is at or below v in wrap-around order (v - value, as an int32,
+	// at least 0), and need not wait for those again.
 	ReadyValue uint32 `ipc:"ready_value"`
 }
 
 // Release (client to daemon): the client is done with Slot, which held
 // batch Index of Epoch. On the CUDA path the client records the slot's
-// Released event before sending it.
+// Released event before sending it, unless Deferred: then the slot is
+// covered by the Released event of the next release on the connection that
+// is not deferred (the client records that one on the same stream, after
+// the work of every deferred release before it), and the daemon reuses the
+// slot only once that release has come and its event is done. A client
+// that releases a few batches at a time records one event for them.
 type Release struct {
-	Slot  uint32 `ipc:"slot"`
-	Epoch uint32 `ipc:"epoch"`
-	Index uint32 `ipc:"index"`
+	Slot     uint32 `ipc:"slot"`
+	Epoch    uint32 `ipc:"epoch"`
+	Index    uint32 `ipc:"index"`
+	Deferred bool   `ipc:"deferred"`
 }
 
 // EpochEnd (daemon to client): every batch of Epoch has been sent.

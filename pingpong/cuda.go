@@ -39,14 +39,16 @@ type CUDARing struct {
 
 	// words: a 32-bit ready word per slot after the last slot, in the same
 	// allocation (0: the driver has no stream memory operations). Each fill
-	// of slot i writes its fill count serial[i] into word i behind the fill
-	// (RecordReady); a trainer's stream waits for the word to reach the
-	// count BatchReady names (cuStreamWaitValue32 on device memory) instead
+	// writes the ring's fill count into the words of its slots behind the
+	// fill (RecordReady; serial[i]: slot i's latest); a trainer's stream
+	// waits for the word to reach the value BatchReady names
+	// (cuStreamWaitValue32 on device memory) instead
 	// of on the ready event: under MPS a wait on the interprocess event slows
 	// loaderd's zero-copy reads (docs/benchmarks.md, session 14), a wait on a
 	// word in device memory does not.
 	words  cudaext.DevicePtr
 	serial []atomic.Uint32
+	fills  atomic.Uint32 // the latest fill's value
 
 	slots slotStates
 }
@@ -143,7 +145,7 @@ func (r *CUDARing) ReadyWords() int64 {
 }
 
 // ReadyValue is the value slot i's ready word takes when its latest fill is
-// done (its fill count; 0 when the ring has no words).
+// done (that fill's count on the ring; 0 when the ring has no words).
 func (r *CUDARing) ReadyValue(i int) uint32 {
 	if r.words == 0 {
 		return 0
@@ -215,7 +217,7 @@ func (r *CUDARing) notReleased(slots []int) (left []int, err error) {
 	}
 	err = r.ctx.Do(func() error {
 		for _, i := range slots {
-			done, err := r.released[i].Done()
+			done, err := r.released[r.slots.coverOf(i)].Done()
 			if err != nil {
 				return err
 			}
@@ -228,25 +230,40 @@ func (r *CUDARing) notReleased(slots []int) (left []int, err error) {
 	return left, err
 }
 
-// RecordReady marks slot i filled behind the work queued on s so far
-// (context current): when the ring has words, it writes the slot's next fill
-// count into its word (ReadyValue then returns it), then records the slot's
-// ready event, so an event seen done implies the word written. The trainer's
-// stream waits on either before reading the slot. One goroutine at a time
-// fills a slot (the session's fill loop), so the count's load and store
-// need not be one atomic step; the atomics let other goroutines read it.
-func (r *CUDARing) RecordReady(i int, s *cudaext.Stream) error {
+// RecordReady marks the slots of one fill filled behind the work queued on
+// s so far (context current): when the ring has words, it writes the fill's
+// value into each slot's word (ReadyValue then returns it), then records
+// each slot's ready event, so an event seen done implies the word written.
+// The trainer's stream waits on either before reading a slot.
+//
+// The value is the ring's fill count (0 skipped when it wraps: 0 means "no
+// word" to the trainer), the same for every slot of the fill and rising
+// fill by fill; all fills of a ring run on one stream, so each fill's words
+// are written after its data and after every earlier fill's words (a
+// trainer whose stream waited for value v need not wait for any value at or
+// below it: ipc.BatchReady). One goroutine at a time fills the ring (the
+// session's fill loop), so the count's load and store need not be one
+// atomic step; the atomics let other goroutines read the slots' values.
+func (r *CUDARing) RecordReady(s *cudaext.Stream, slots ...int) error {
+	var v uint32
 	if r.words != 0 {
-		v := r.serial[i].Load() + 1
-		if v == 0 { // wrapped: 0 means "no word" to the trainer
+		if v = r.fills.Load() + 1; v == 0 {
 			v = 1
 		}
-		if err := s.WriteValue32(r.words+cudaext.DevicePtr(4*i), v); err != nil {
+		r.fills.Store(v)
+	}
+	for _, i := range slots {
+		if r.words != 0 {
+			if err := s.WriteValue32(r.words+cudaext.DevicePtr(4*i), v); err != nil {
+				return err
+			}
+			r.serial[i].Store(v)
+		}
+		if err := r.ready[i].Record(s); err != nil {
 			return err
 		}
-		r.serial[i].Store(v)
 	}
-	return r.ready[i].Record(s)
+	return nil
 }
 
 // ReadyEvent is slot i's ready event (for tests and in-process readers).
@@ -266,8 +283,18 @@ func (r *CUDARing) Abandon(i int) { r.slots.abandon(i) }
 
 // Release returns a held slot to free; the tag must match. The trainer has
 // recorded the slot's released event before asking, so the next fill's
-// AwaitReleased orders after the trainer's last use.
-func (r *CUDARing) Release(i int, tag Tag) error { return r.slots.release(i, tag) }
+// AwaitReleased orders after the trainer's last use. Deferred (the trainer
+// recorded no event for it), the slot stays out of use until the next
+// release that is not deferred: that one frees it too, and its released
+// event is what AwaitReleased waits for on the slot's behalf (the trainer
+// recorded it after its work on both, on the same stream).
+func (r *CUDARing) Release(i int, tag Tag, deferred bool) error {
+	return r.slots.release(i, tag, deferred)
+}
+
+// Releasing is the number of slots released deferred and not yet covered
+// by a release that is not.
+func (r *CUDARing) Releasing() int { return r.slots.releasing() }
 
 // ReleaseAll frees every held slot.
 func (r *CUDARing) ReleaseAll() { r.slots.releaseAll() }

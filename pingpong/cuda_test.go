@@ -24,21 +24,21 @@ func TestSlotStates(t *testing.T) {
 	}
 	s.publish(a, Tag{0, 0})
 	s.publish(b, Tag{0, 1})
-	if err := s.release(a, Tag{0, 1}); err == nil {
+	if err := s.release(a, Tag{0, 1}, false); err == nil {
 		t.Fatal("release with the wrong tag succeeded")
 	}
-	if err := s.release(5, Tag{}); err == nil {
+	if err := s.release(5, Tag{}, false); err == nil {
 		t.Fatal("release of a slot out of range succeeded")
 	}
 	got := make(chan int)
 	go func() { i, _ := s.acquire(ctx); got <- i }()
-	if err := s.release(b, Tag{0, 1}); err != nil {
+	if err := s.release(b, Tag{0, 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	if i := <-got; i != b {
 		t.Fatalf("acquired %d after releasing %d", i, b)
 	}
-	if err := s.release(b, Tag{0, 1}); err == nil {
+	if err := s.release(b, Tag{0, 1}, false); err == nil {
 		t.Fatal("release of a filling slot succeeded")
 	}
 	if s.held() != 1 {
@@ -51,6 +51,63 @@ func TestSlotStates(t *testing.T) {
 	}
 	if _, err := s.acquire(ctx); !errors.Is(err, ErrClosed) {
 		t.Fatalf("acquire after close: %v", err)
+	}
+}
+
+// Deferred releases (ipc.Release's Deferred) keep their slots out of use
+// until a release that is not deferred covers them; its slot is then their
+// cover, until their next release. Needs no GPU.
+func TestSlotStatesDeferred(t *testing.T) {
+	s := newSlotStates(4)
+	ctx := context.Background()
+	for i := range 4 {
+		if a, err := s.acquire(ctx); err != nil || a != i {
+			t.Fatalf("acquired %d (%v), want %d", a, err, i)
+		}
+		s.publish(i, Tag{0, uint32(i)})
+	}
+	for _, i := range []int{2, 0} {
+		if err := s.release(i, Tag{0, uint32(i)}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.release(0, Tag{0, 0}, true); err == nil {
+		t.Fatal("a second release of a slot released deferred succeeded")
+	}
+	if s.held() != 2 || s.releasing() != 2 {
+		t.Fatalf("held %d, releasing %d; want 2 and 2", s.held(), s.releasing())
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if i, err := s.acquire(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("acquired slot %d (%v) while every slot was held or released deferred", i, err)
+	}
+	got := make(chan int)
+	go func() { i, _ := s.acquire(ctx); got <- i }()
+	if err := s.release(3, Tag{0, 3}, false); err != nil {
+		t.Fatal(err)
+	}
+	first := <-got
+	if first != 0 && first != 2 && first != 3 {
+		t.Fatalf("acquired %d after the release that covers 2 and 0", first)
+	}
+	for _, i := range []int{2, 0, 3} {
+		if c := s.coverOf(i); c != 3 {
+			t.Fatalf("slot %d covered by %d, want 3 (the release that freed it)", i, c)
+		}
+	}
+	if s.coverOf(1) != 1 || s.releasing() != 0 || s.held() != 1 {
+		t.Fatalf("slot 1 covered by %d, %d releasing, %d held; want 1, 0 and 1", s.coverOf(1), s.releasing(), s.held())
+	}
+	// A slot released deferred again gets its next cover; one released with
+	// its own event is its own.
+	s.publish(first, Tag{1, 0})
+	if err := s.release(1, Tag{0, 1}, true); err != nil {
+		t.Fatal(err)
+	}
+	s.releaseAll() // the trainer gone: everything free; those it had not released their own cover
+	if s.releasing() != 0 || s.held() != 0 || s.coverOf(1) != 1 || s.coverOf(2) != 3 {
+		t.Fatalf("after releaseAll: %d releasing, %d held, covers %d %d", s.releasing(), s.held(), s.coverOf(1), s.coverOf(2))
 	}
 }
 
@@ -174,7 +231,7 @@ func TestCUDARingWaitsForRelease(t *testing.T) {
 			if err := cudaext.MemsetD8Async(x, 0xEE, n, loader); err != nil {
 				return err
 			}
-			if err := r.RecordReady(0, loader); err != nil {
+			if err := r.RecordReady(loader, 0); err != nil {
 				return err
 			}
 			if err := r.ReadyEvent(0).Synchronize(); err != nil {
@@ -206,9 +263,10 @@ func TestCUDARingWaitsForRelease(t *testing.T) {
 	}
 }
 
-// TestCUDARingReadyWords: RecordReady writes the slot's next fill count into
-// its ready word only once the work queued before it on the stream is done
-// (a long chain of memsets here), and ReadyValue names that count.
+// TestCUDARingReadyWords: RecordReady writes the ring's next fill count into
+// the ready words of the fill's slots only once the work queued before it on
+// the stream is done (a long chain of memsets here), every slot of one fill
+// the same value, and ReadyValue names it.
 func TestCUDARingReadyWords(t *testing.T) {
 	c := cudatest.Context(t)
 	r, err := NewCUDARing(c, 2, testLayout(t), 0)
@@ -247,7 +305,7 @@ func TestCUDARingReadyWords(t *testing.T) {
 					return err
 				}
 			}
-			if err := r.RecordReady(1, loader); err != nil {
+			if err := r.RecordReady(loader, 1); err != nil {
 				return err
 			}
 			if v := r.ReadyValue(1); v != fill {
@@ -266,6 +324,18 @@ func TestCUDARingReadyWords(t *testing.T) {
 		}
 		if w, err := word(0, reader); err != nil || w != 0 || r.ReadyValue(0) != 0 {
 			return fmt.Errorf("slot 0, never filled: word %d (%v), value %d", w, err, r.ReadyValue(0))
+		}
+		// One fill of both slots: one value, the ring's fourth fill, for both.
+		if err := r.RecordReady(loader, 0, 1); err != nil {
+			return err
+		}
+		if err := r.ReadyEvent(0).Synchronize(); err != nil {
+			return err
+		}
+		for i := range 2 {
+			if w, err := word(i, reader); err != nil || w != 4 || r.ReadyValue(i) != 4 {
+				return fmt.Errorf("slot %d of the fill of both: word %d (%v), value %d, want 4", i, w, err, r.ReadyValue(i))
+			}
 		}
 		return nil
 	})

@@ -89,7 +89,9 @@ func (r *ShmRing) Abandon(i int) { r.slots.abandon(i) }
 
 // Release returns a held slot to free. The tag must match the one it was
 // published with: a trainer cannot release a slot it was not given.
-func (r *ShmRing) Release(i int, tag Tag) error { return r.slots.release(i, tag) }
+func (r *ShmRing) Release(i int, tag Tag, deferred bool) error {
+	return r.slots.release(i, tag, deferred)
+}
 
 // ReleaseAll frees every held slot (the trainer dropped its batches, e.g. at
 // an epoch restart). Filling slots are left to their filler.

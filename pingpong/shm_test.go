@@ -76,19 +76,19 @@ func TestShmRingLifecycle(t *testing.T) {
 		t.Fatalf("acquired slot %d while both are held", i)
 	case <-time.After(50 * time.Millisecond):
 	}
-	if err := r.Release(b, Tag{0, 0}); err == nil {
+	if err := r.Release(b, Tag{0, 0}, false); err == nil {
 		t.Fatal("release with the wrong tag accepted")
 	}
-	if err := r.Release(7, Tag{}); err == nil {
+	if err := r.Release(7, Tag{}, false); err == nil {
 		t.Fatal("release of a slot that does not exist accepted")
 	}
-	if err := r.Release(b, Tag{0, 1}); err != nil {
+	if err := r.Release(b, Tag{0, 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	if i := <-got; i != b {
 		t.Fatalf("acquired %d, want the released %d", i, b)
 	}
-	if err := r.Release(b, Tag{0, 1}); err == nil {
+	if err := r.Release(b, Tag{0, 1}, false); err == nil {
 		t.Fatal("double release accepted")
 	}
 	if r.Held() != 1 {
@@ -150,7 +150,7 @@ func TestAcquireInTurn(t *testing.T) {
 		}
 		got = append(got, s)
 		r.Publish(s, Tag{0, uint32(i)})
-		if err := r.Release(s, Tag{0, uint32(i)}); err != nil {
+		if err := r.Release(s, Tag{0, uint32(i)}, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ const (
 	slotFree slotState = iota
 	slotFilling
 	slotHeld
+	slotReleasing // released by the trainer (Deferred), not yet covered
 )
 
 // Tag names the batch a held slot carries.
@@ -23,19 +24,28 @@ var ErrClosed = errors.New("pingpong: ring closed")
 
 // slotStates is the slot lifecycle of a ring: free, filling (acquired by the
 // gather stage) or held (announced to the trainer). Only a release by the
-// trainer returns a held slot to free. Safe for concurrent use.
+// trainer returns a held slot to free; a deferred release (ipc.Release's
+// Deferred) leaves it releasing until the next release that is not
+// deferred, which frees them all and becomes their cover. Safe for
+// concurrent use.
 type slotStates struct {
-	mu     sync.Mutex
-	state  []slotState
-	tags   []Tag
-	next   int // where acquire starts looking: slots are handed out in turn
-	freed  chan struct{}
-	done   chan struct{}
-	closed bool
+	mu      sync.Mutex
+	state   []slotState
+	tags    []Tag
+	cover   []int // per slot: the slot whose released event covers its last release
+	pending []int // slots releasing, in the order of their releases
+	next    int   // where acquire starts looking: slots are handed out in turn
+	freed   chan struct{}
+	done    chan struct{}
+	closed  bool
 }
 
 func newSlotStates(n int) slotStates {
-	return slotStates{state: make([]slotState, n), tags: make([]Tag, n),
+	cover := make([]int, n)
+	for i := range cover {
+		cover[i] = i
+	}
+	return slotStates{state: make([]slotState, n), tags: make([]Tag, n), cover: cover,
 		freed: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
@@ -88,7 +98,10 @@ func (s *slotStates) abandon(i int) {
 	s.signal()
 }
 
-func (s *slotStates) release(i int, tag Tag) error {
+// release takes a held slot back (the tag must match). Deferred, it stays
+// releasing; otherwise it and every slot releasing before it are free, with
+// slot i their cover.
+func (s *slotStates) release(i int, tag Tag, deferred bool) error {
 	s.mu.Lock()
 	if i < 0 || i >= len(s.state) {
 		s.mu.Unlock()
@@ -102,19 +115,44 @@ func (s *slotStates) release(i int, tag Tag) error {
 		}
 		return fmt.Errorf("release of slot %d for batch %d of epoch %d, but it holds batch %d of epoch %d", i, tag.Index, tag.Epoch, tg.Index, tg.Epoch)
 	}
-	s.state[i] = slotFree
+	if deferred {
+		s.state[i] = slotReleasing
+		s.pending = append(s.pending, i)
+		s.mu.Unlock()
+		return nil
+	}
+	for _, p := range s.pending {
+		s.state[p], s.cover[p] = slotFree, i
+	}
+	s.pending = s.pending[:0]
+	s.state[i], s.cover[i] = slotFree, i
 	s.mu.Unlock()
 	s.signal()
 	return nil
 }
 
+// coverOf is the slot whose released event covers slot i's last release.
+func (s *slotStates) coverOf(i int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cover[i]
+}
+
+// releasing is the number of slots released deferred and not yet covered.
+func (s *slotStates) releasing() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
+}
+
 func (s *slotStates) releaseAll() {
 	s.mu.Lock()
 	for i, st := range s.state {
-		if st == slotHeld {
-			s.state[i] = slotFree
+		if st == slotHeld || st == slotReleasing {
+			s.state[i], s.cover[i] = slotFree, i
 		}
 	}
+	s.pending = s.pending[:0]
 	s.mu.Unlock()
 	s.signal()
 }

@@ -106,7 +106,7 @@ if [ "${GPU_CHECK_MPS:-1}" != 0 ] && [ -x .gpu/bin/loaderd ] && command -v nvidi
 	mkdir -p "$mps/pipe" "$mps/log"
 	export CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log
 	if step "mps: start control daemon" nvidia-cuda-mps-control -d; then
-		step "mps: cuda end to end under MPS" bash -c "cd '$root/python/tests' && LOADERD='$root/.gpu/bin/loaderd' GNNLOADER_REQUIRE_GPU=1 PYTHONUNBUFFERED=1 python3 -m unittest -v test_cuda.CudaLoaderTest.test_matches_cpu_path test_cuda.CudaLoaderTest.test_slot_reuse_waits_for_release && echo get_server_list | nvidia-cuda-mps-control && '$root/.gpu/bin/loaderd' info"
+		step "mps: cuda end to end under MPS" bash -c "cd '$root/python/tests' && LOADERD='$root/.gpu/bin/loaderd' GNNLOADER_REQUIRE_GPU=1 PYTHONUNBUFFERED=1 python3 -m unittest -v test_cuda.CudaLoaderTest.test_matches_cpu_path test_cuda.CudaLoaderTest.test_slot_reuse_waits_for_release test_cuda.CudaLoaderTest.test_deferred_release_waits_for_its_cover && echo get_server_list | nvidia-cuda-mps-control && '$root/.gpu/bin/loaderd' info"
 		for pct in 10 25 50 100; do
 			step "mps: bench gather at ${pct}% threads" bash -c "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$pct '$root/.gpu/bin/loaderd' bench gather --rows 16777216 --batch-rows 600000 --reps 5 --sms -1,32 | tee -a '$OUT/mps.txt'"
 		done

@@ -50,7 +50,7 @@ func (r *cudaRing) Fill(ctx context.Context, slots []int, bs []batch.Batch) erro
 			return err
 		}
 	}
-	return r.onStream(slots, r.RecordReady)
+	return r.Context().Do(func() error { return r.RecordReady(r.g.Stream(), slots...) })
 }
 
 // gatherGroup is gathered regions filled by one sweep over the rows of one
@@ -197,18 +197,6 @@ func (r *cudaRing) sweepPlannedOnCPU(ctx context.Context, grp gatherGroup, slots
 		}
 	}
 	return nil
-}
-
-// onStream calls op for each slot on the gather stream, in the ring's context.
-func (r *cudaRing) onStream(slots []int, op func(slot int, s *cudaext.Stream) error) error {
-	return r.Context().Do(func() error {
-		for _, slot := range slots {
-			if err := op(slot, r.g.Stream()); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }
 
 // copyStructure enqueues the copies of the batches' structure regions into

@@ -316,10 +316,8 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 			return err
 		}
 		d.recorded[k] = true
-		for _, slot := range slots {
-			if err := r.RecordReady(slot, st); err != nil {
-				return err
-			}
+		if err := r.RecordReady(st, slots...); err != nil {
+			return err
 		}
 		return d.timeMark(markFilled, st)
 	})

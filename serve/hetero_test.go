@@ -90,14 +90,14 @@ func TestWelcomeTimes(t *testing.T) {
 	}
 }
 
-// TestOlderVersionsRefused: a version-2 or version-3 client gets the
+// TestOlderVersionsRefused: a client of version 2, 3 or 4 gets the
 // version error, naming both.
 func TestOlderVersionsRefused(t *testing.T) {
 	srv, _ := testServer(t, Config{})
-	for _, v := range []uint16{2, 3} {
+	for _, v := range []uint16{2, 3, 4} {
 		c := dial(t, srv)
 		c.send(&ipc.Hello{Version: v})
-		c.expectError(ipc.CodeUnsupportedVersion, fmt.Sprintf("client speaks protocol version %d, daemon speaks 4", v))
+		c.expectError(ipc.CodeUnsupportedVersion, fmt.Sprintf("client speaks protocol version %d, daemon speaks 5", v))
 	}
 }
 

@@ -51,8 +51,10 @@ type slotRing interface {
 	Publish(slot int, tag pingpong.Tag)
 	// Abandon returns an acquired slot that was not published.
 	Abandon(slot int)
-	// Release takes a published slot back; the tag must match.
-	Release(slot int, tag pingpong.Tag) error
+	// Release takes a published slot back; the tag must match. Deferred
+	// (ipc.Release), the slot is free only once a release that is not
+	// deferred follows, whose released event covers it.
+	Release(slot int, tag pingpong.Tag, deferred bool) error
 	// Describe fills the memory fields of Opened and returns the file
 	// descriptors to send with it (owned by the ring).
 	Describe(o *ipc.Opened) []int

@@ -201,7 +201,7 @@ func (ss *session) handle(ctx context.Context, m ipc.Msg) error {
 		ss.startEpoch(ctx, m.Epoch)
 		return nil
 	case *ipc.Release:
-		if err := ss.ring.Release(int(m.Slot), pingpong.Tag{Epoch: m.Epoch, Index: m.Index}); err != nil {
+		if err := ss.ring.Release(int(m.Slot), pingpong.Tag{Epoch: m.Epoch, Index: m.Index}, m.Deferred); err != nil {
 			return perrf(ipc.CodeBadRequest, "%v", err)
 		}
 		ss.heldSlots.Add(-1)

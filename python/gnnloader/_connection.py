@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 import weakref
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from . import protocol as p
 from . import trust
@@ -120,38 +120,61 @@ class _Connection:
         except OSError as e:
             raise self._lost(e) from e
 
-    def _hold_release(self, slot: int, epoch: int, index: int) -> None:
-        """Release the slot that holds batch `index` of `epoch`: its frame
-        is sent with the next few (one system call for several on the thread
-        that issues the training steps), at most _release_hold of them held,
-        and all of them before anything else is sent or a receive would
-        wait (so a held release never keeps the daemon from the slot it
-        needs). The frames are made when they are sent, together: made one
-        a batch, each costs that thread several times more, in caches the
-        training step left cold (session 20)."""
+    def _hold_release(self, slot: int, epoch: int, index: int, stream: Optional[int] = None) -> None:
+        """Release the slot that holds batch `index` of `epoch`, used on CUDA
+        stream `stream` (None: no CUDA): its frame is sent with the next few
+        (one system call for several on the thread that issues the training
+        steps), at most _release_hold of them held, and all of them before
+        anything else is sent or a receive would wait (so a held release
+        never keeps the daemon from the slot it needs). The frames are made
+        when they are sent, together: made one a batch, each costs that
+        thread several times more, in caches the training step left cold
+        (session 20).
+
+        On CUDA only the last release of those sent together, and the last
+        before the stream changes, has its slot's released event recorded;
+        the others go out deferred (ipc.Release), covered by that event,
+        recorded on the same stream after their work: one driver call for
+        several batches, not one each."""
         # Another thread's release (manual mode) goes at once: the iterating
         # thread may be waiting in a read for that very slot.
         if self._release_hold > 1 and threading.get_ident() == self._iter_thread:
             with self._send_lock:
-                self._releases.append((slot, epoch, index))
-                if len(self._releases) < self._release_hold:
+                held = self._releases
+                if held and stream is not None and not held[-1][4] and held[-1][3] != stream:
+                    self._record(held[-1])  # the stream changed: the one before covers its run
+                held.append([slot, epoch, index, stream, stream is None])
+                if len(held) < self._release_hold:
                     return
             self._send_releases()
         else:
+            if stream is not None:
+                self._cuda.record_released(slot, stream)
             self._send_now(p.Release(slot=slot, epoch=epoch, index=index))
 
+    def _record(self, entry: list) -> None:
+        """Records the released event of a held release (on the stream it
+        was used on) and marks it so."""
+        self._cuda.record_released(entry[0], entry[3])
+        entry[4] = True
+
     def _send_releases(self) -> None:
-        """Sends the held releases. Under the send lock, as every send: a
-        release held while another thread sends is neither lost nor sent
-        twice, and no frame is split by another's bytes (a partial write
-        when the socket's buffer is full)."""
+        """Sends the held releases, the last one's released event recorded
+        first where it was not (it covers those deferred before it). Under
+        the send lock, as every send: a release held while another thread
+        sends is neither lost nor sent twice, and no frame is split by
+        another's bytes (a partial write when the socket's buffer is
+        full)."""
         if not self._releases:
             return
         try:
             with self._send_lock:
-                held, self._releases = self._releases, []
+                held = self._releases
+                if held and not held[-1][4]:
+                    self._record(held[-1])  # first: where it fails, the releases stay held
+                self._releases = []
                 if held:
-                    self._sock.sendall(p.release_frames(held))
+                    self._sock.sendall(p.release_frames([(s, e, i, not r) for s, e, i, _, r in held]))
         except OSError as e:
             raise self._lost(e) from e
 

@@ -27,7 +27,7 @@ _BATCH_READY_FIELDS = (
     ("slot", "u32"), ("epoch", "u32"), ("index", "u32"), ("counts", "list:u32"), ("scalars", "list:i64"),
     ("lists", "list:list:u32"), ("ready_value", "u32"),
 )
-_RELEASE_FIELDS = (("slot", "u32"), ("epoch", "u32"), ("index", "u32"))
+_RELEASE_FIELDS = (("slot", "u32"), ("epoch", "u32"), ("index", "u32"), ("deferred", "bool"))
 
 
 def _shape(entry: S.Message) -> Tuple[Tuple[str, str], ...]:
@@ -92,16 +92,16 @@ def _decode_batch_ready(payload: bytes, lim: Limits) -> Optional[BatchReady]:
     return BatchReady(slot, epoch, index, counts[0], scalars[0], lists, _U32.unpack_from(payload, off)[0])
 
 
-_RELEASE = struct.Struct("<IHHIII")  # the header (length, type, flags), then slot, epoch, index
+_RELEASE = struct.Struct("<IHHIII?")  # the header (length, type, flags), then slot, epoch, index, deferred
 _RELEASE_LEN = _RELEASE.size - 4  # the length field counts what follows it
 _RELEASE_TYPE = int(MsgType.RELEASE)
 
 
-def _release_frames(held: Iterable[Tuple[int, int, int]]) -> bytes:
-    """The Release frames of (slot, epoch, index) entries, one after the
-    other; struct.error for a value that does not fit a u32."""
+def _release_frames(held: Iterable[Tuple[int, int, int, bool]]) -> bytes:
+    """The Release frames of (slot, epoch, index, deferred) entries, one
+    after the other; struct.error for a value that does not fit a u32."""
     pack = _RELEASE.pack
-    return b"".join([pack(_RELEASE_LEN, _RELEASE_TYPE, 0, s, e, i) for s, e, i in held])
+    return b"".join([pack(_RELEASE_LEN, _RELEASE_TYPE, 0, s, e, i, d) for s, e, i, d in held])
 
 
 def _fits(name: str, fields: Tuple[Tuple[str, str], ...]) -> bool:
@@ -113,7 +113,7 @@ def _fits(name: str, fields: Tuple[Tuple[str, str], ...]) -> bool:
 
 decode_batch_ready: Optional[Callable[[bytes, Limits], Optional[BatchReady]]] = \
     _decode_batch_ready if _fits("BatchReady", _BATCH_READY_FIELDS) else None
-release_frames: Optional[Callable[[Iterable[Tuple[int, int, int]]], bytes]] = \
+release_frames: Optional[Callable[[Iterable[Tuple[int, int, int, bool]]], bytes]] = \
     _release_frames if _fits("Release", _RELEASE_FIELDS) else None
 
 __all__ = ["decode_batch_ready", "release_frames"]

@@ -276,16 +276,23 @@ class BatchReady(_Msg):
     counts: List[int] = field(default_factory=list)  # per region, its length along its count axis
     scalars: List[int] = field(default_factory=list)  # int64 each
     lists: List[List[int]] = field(default_factory=list)
-    ready_value: int = 0  # with Opened.ready_words: the slot's word once this fill is done; 0: use the event
+    # With Opened.ready_words: the slot's word once this fill is done; 0: use the event. One value for
+    # every slot of a fill, rising fill by fill: a stream that waited for v need not wait for any value
+    # at or below it (wrap-around order).
+    ready_value: int = 0
 
 
 @dataclass
 class Release(_Msg):
-    """Client -> daemon: done with `slot`, which held batch `index` of `epoch`."""
+    """Client -> daemon: done with `slot`, which held batch `index` of `epoch`.
+    On CUDA the slot's released event is recorded first, unless `deferred`:
+    then the next release that is not deferred (its event recorded on the
+    same stream, after this one's work) covers it."""
 
     slot: int = 0
     epoch: int = 0
     index: int = 0
+    deferred: bool = False
 
 
 @dataclass

@@ -17,7 +17,7 @@ from collections import namedtuple
 Message = namedtuple("Message", "type name const sender fds prefix checked fields")
 
 MAGIC = b"GNNL"
-VERSION = 4
+VERSION = 5
 HEADER_SIZE = 8
 MAX_DIMS = 8
 HANDLE_SIZE = 64
@@ -166,6 +166,7 @@ MESSAGES = (
         {"name": "slot", "wire": "u32"},
         {"name": "epoch", "wire": "u32"},
         {"name": "index", "wire": "u32"},
+        {"name": "deferred", "wire": "bool"},
     )),
     Message(8, "EpochEnd", "EPOCH_END", "daemon", "none", b"", False, (
         {"name": "epoch", "wire": "u32"},

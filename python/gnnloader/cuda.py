@@ -7,10 +7,17 @@ the views: for the slot's ready word in the ring's memory to reach the
 batch's value (cuStreamWaitValue32, a wait on device memory), or, where the
 daemon or the driver has no words, on the slot's "ready" event (recorded by
 loaderd after the gather). Under MPS a pending wait on an interprocess event
-slows loaderd's reads; one on device memory does not. When the batch is
-released, the slot's "released" event is recorded on the current stream, then
-the Release message goes out. loaderd waits until that event is done before it
-writes the slot again, so kernels still reading the slot are safe.
+slows loaderd's reads; one on device memory does not. Every slot of one fill
+takes the same value, rising fill by fill (protocol 5), so a stream that has
+waited for a value need not wait again for the other batches of that fill or
+of earlier ones: the client makes one wait a fill, not one a batch.
+
+When a batch is released, the slot's "released" event is recorded on the
+stream that used it, then the Release message goes out; loaderd waits until
+that event is done before it writes the slot again, so kernels still reading
+the slot are safe. The client sends a few releases together, and records the
+event of the last one only (the others go out deferred: that event, recorded
+on the same stream after their work, covers them; Loader._hold_release).
 """
 
 from __future__ import annotations
@@ -311,7 +318,8 @@ class CudaSlots:
         self.ready: List[int] = []
         self.released: List[int] = []
         self.words = 0  # device address of slot 0's ready word; 0: wait on the events
-        self.waited: dict = {}  # slot -> the last ready value a stream was made to wait for
+        self.waited: dict = {}  # slot -> the last ready value a stream was made to wait for (or had waited for)
+        self.last_wait = (None, 0)  # (stream handle, ready value) of the last wait on a word
         with torch.cuda.device(self.device):
             self.ptr = self.rt.open_mem(bytes(opened.mem_handle))
             try:
@@ -353,9 +361,16 @@ class CudaSlots:
 
     def _wait_on(self, stream: int, slot: int, value: int) -> None:
         if value and self.words:
+            last_stream, last_value = self.last_wait
+            if stream == last_stream and (last_value - value) & 0xFFFFFFFF < 0x80000000:
+                # This stream last waited for this fill or a later one: the
+                # slot's data came before that word (one ring stream).
+                self.waited[slot] = value
+                return
             try:
                 self.rt.wait_value(stream, self.words + 4 * slot, value)
                 self.waited[slot] = value
+                self.last_wait = (stream, value)
                 return
             except CudaRuntimeError as e:
                 # The daemon records the ready event too: wait on it from now on.
@@ -363,13 +378,26 @@ class CudaSlots:
                 self.words = 0
         self.rt.wait(stream, self.ready[slot])
 
-    def record_released(self, slot: int) -> None:
-        """Record the slot's released event on the current stream: loaderd
-        writes the slot again only after the work queued so far is done."""
-        self._on_device(self._record_released, slot)
+    def record_released(self, slot: int, stream: Optional[int] = None) -> None:
+        """Record the slot's released event on `stream` (a handle from
+        current_stream; default the current stream): loaderd writes the slot
+        again, and any released deferred before it on that stream, only
+        after the work queued there so far is done."""
+        if stream is None:
+            self._on_device(self._record_released, slot)
+            return
+        if _current_stream(self.device.index)[1] == self.device.index:
+            self._record_released(stream, slot)
+            return
+        with torch.cuda.device(self.device):
+            self._record_released(stream, slot)
 
     def _record_released(self, stream: int, slot: int) -> None:
         self.rt.record(self.released[slot], stream)
+
+    def current_stream(self) -> int:
+        """The handle of the current stream on the slots' device."""
+        return _current_stream(self.device.index)[0]
 
     def unblock_waits(self, daemon_gone: Callable[[], bool], wait: float = 5.0) -> List[int]:
         """The slots whose ready word is below the value a stream waits for
@@ -383,7 +411,7 @@ class CudaSlots:
         done here: a wait on an event the dead daemon never recorded is
         the driver's."""
         pending = self.waited
-        self.waited = {}
+        self.waited, self.last_wait = {}, (None, 0)
         if not (self.words and pending and self.rt.can_unblock):
             return []
         with self.rt.own_stream() as s:
@@ -399,8 +427,12 @@ class CudaSlots:
                 if time.monotonic() > deadline:
                     return []
                 time.sleep(0.01)
-            for slot, value in cut:
+            # Every slot cut is zeroed before any word is written: a stream
+            # that waited for one slot's word reads the other slots of its
+            # fill too (one wait a fill).
+            for slot, _ in cut:
                 self.rt.zero(s, self.ptr + slot * self.slot_bytes, self.slot_bytes)
+            for slot, value in cut:
                 self.rt.write_value(s, self.words + 4 * slot, value)
         return [slot for slot, _ in cut]
 

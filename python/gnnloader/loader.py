@@ -130,7 +130,7 @@ class Loader(_Connection):
         self._start_batch = start_batch
         self._in_epoch = False
         self._held: dict = {}  # slot -> (epoch, index)
-        self._releases: list = []  # (slot, epoch, index) of releases not sent yet (_hold_release)
+        self._releases: list = []  # [slot, epoch, index, stream, recorded] of releases not sent yet (_hold_release)
         # Every send, and the held releases, under one lock: releases may come
         # from threads other than the iterating one (release="manual").
         self._send_lock = threading.Lock()
@@ -255,9 +255,10 @@ class Loader(_Connection):
 
     def _release_slot(self, slot: int) -> None:
         epoch, index = self._held.pop(slot)
-        if self._cuda is not None:
-            self._cuda.record_released(slot)  # before Release: loaderd waits for it before a refill
-        self._hold_release(slot, epoch, index)
+        # On CUDA the slot's released event is recorded before its Release
+        # goes out (loaderd waits for it before a refill), or that of a later
+        # release on the same stream, which covers it (_hold_release).
+        self._hold_release(slot, epoch, index, self._cuda.current_stream() if self._cuda is not None else None)
 
     def _slot_views(self, slot: int, flats: dict) -> list:
         """Slot `slot`'s regions as flat tensors of their whole capacity, made

@@ -114,8 +114,8 @@ def unmarshal(frame: bytes, limits: Limits = DEFAULT_LIMITS) -> _Msg:
     return _decode_payload(typ, frame[HEADER_SIZE:], limits)
 
 
-def release_frames(held: Sequence[Tuple[int, int, int]]) -> bytes:
-    """The frames of Release(slot, epoch, index) for each entry of held,
+def release_frames(held: Sequence[Tuple[int, int, int, bool]]) -> bytes:
+    """The frames of Release(slot, epoch, index, deferred) for each entry of held,
     one after the other, as marshal would make them (the client sends a few
     together). ProtocolError(BAD_MESSAGE) for a value out of range."""
     if _fast_release_frames is not None:
@@ -123,7 +123,7 @@ def release_frames(held: Sequence[Tuple[int, int, int]]) -> bytes:
             return _fast_release_frames(held)
         except struct.error:
             pass  # marshal names the value
-    return b"".join(marshal(Release(slot=s, epoch=e, index=i)) for s, e, i in held)
+    return b"".join(marshal(Release(slot=s, epoch=e, index=i, deferred=d)) for s, e, i, d in held)
 
 
 def fds_for(msg: _Msg) -> int:

@@ -8,6 +8,7 @@ LOADERD names the daemon binary (default bin/loaderd).
 
 import os
 import sys
+import time
 import unittest
 
 import torch
@@ -94,6 +95,11 @@ class CudaLoaderTest(unittest.TestCase):
                     if epoch == 0:  # the slot's word holds this fill's value while the batch is held
                         slot, value = values[-1]
                         word = torch.as_tensor(_CudaArray(g._cuda.words + 4 * slot, (1,), "<i4"), device="cuda:0")
+                        # The stream waited for the first word of the fill; the
+                        # daemon writes the others right after it.
+                        deadline = time.monotonic() + 5
+                        while int(word.item()) != value and time.monotonic() < deadline:
+                            time.sleep(0.001)
                         self.assertEqual((slot, int(word.item())), (bg.slot, value))
                     self.assertEqual(bg.batch_size, bc.batch_size)
                     self.assertEqual(bg.num_sampled_nodes, bc.num_sampled_nodes)
@@ -102,13 +108,14 @@ class CudaLoaderTest(unittest.TestCase):
             g._cuda.words = words
             self.assertGreaterEqual(n, 300)
             self.assertEqual(len(values), n)
-            # Each slot's values count its fills: 1, 2, 3, ... in the order served.
-            seen = {}
-            for slot, value in values:
-                self.assertEqual(value, seen.get(slot, 0) + 1, f"slot {slot}")
-                seen[slot] = value
-            print(f"\n{n} batches on cuda:0 equal to the CPU path's ({n // 2} waited on ready words, "
-                  f"the rest on ready events)", file=sys.stderr)
+            # One value a fill, rising fill by fill (protocol 5): the epoch
+            # on words waited once a fill, not once a batch.
+            firsts = [v for slot, v in values[:n // 2]]
+            self.assertGreater(firsts[0], 0)
+            self.assertEqual(firsts, sorted(firsts))
+            self.assertLessEqual(firsts[-1] - firsts[0] + 1, len(firsts))
+            print(f"\n{n} batches on cuda:0 equal to the CPU path's ({n // 2} on ready words, from "
+                  f"{len(set(firsts))} fills, the rest on ready events)", file=sys.stderr)
 
     def test_slot_reuse_waits_for_release(self):
         """A slow kernel still reads slot k after the trainer released it,
@@ -127,6 +134,39 @@ class CudaLoaderTest(unittest.TestCase):
                 # loaderd now refills this slot; take and release two batches
                 # (the next one fills the other slot, the one after reuses this one).
                 for _ in range(2):
+                    nb = next(it)
+                    nb_sum = nb.x.sum()
+                    g.release(nb)
+                stream.synchronize()
+                self.assertTrue(torch.equal(result, before), f"round {round_}: slot {b.slot} overwritten under a reading kernel")
+                del nb_sum
+            for b in it:
+                g.release(b)
+
+    def test_deferred_release_waits_for_its_cover(self):
+        """Releases sent together record one released event, the last
+        one's (protocol 5): a slow kernel still reads a batch whose release
+        went out deferred, and loaderd, cycling through all the slots, must
+        not refill that slot until the covering event (recorded after the
+        kernel on the same stream) is done."""
+        with self.loader("cuda:0", release="manual", slots=32, batch_size=64) as g:
+            self.assertEqual(g._release_hold, 2)
+            recorded, record = [], g._cuda.record_released
+            g._cuda.record_released = lambda slot, stream=None: (recorded.append(slot), record(slot, stream))
+            it = iter(g)
+            stream = torch.cuda.current_stream()
+            for round_ in range(2):
+                g._send_releases()  # none held: b's release and b2's go together
+                b, b2 = next(it), next(it)
+                before = b.x.clone()
+                result = torch.empty_like(b.x)
+                torch.cuda._sleep(400_000_000)  # ~0.2-0.4 s of GPU time on the current stream
+                result.copy_(b.x)  # the late read of the slot
+                recorded.clear()
+                g.release(b)  # held
+                g.release(b2)  # the two sent: b deferred, b2's event recorded after the late read
+                self.assertEqual(recorded, [b2.slot])
+                for _ in range(34):  # every other slot filled, b's reused
                     nb = next(it)
                     nb_sum = nb.x.sum()
                     g.release(nb)

@@ -33,7 +33,7 @@ class FakeRuntime:
 
 def slots(rt, words):
     s = CudaSlots.__new__(CudaSlots)  # no device: only the wait's choice is under test
-    s.rt, s.words, s.ready, s.waited = rt, words, [100, 101, 102], {}
+    s.rt, s.words, s.ready, s.waited, s.last_wait = rt, words, [100, 101, 102, 103, 104], {}, (None, 0)
     return s
 
 
@@ -63,6 +63,42 @@ class WaitChoiceTest(unittest.TestCase):
         rt.fail_value = False
         s._wait_on(7, 2, 4)
         self.assertEqual(rt.calls[-1], ("event", 7, 102))
+
+
+class WaitOnceAFillTest(unittest.TestCase):
+    """Protocol 5: every slot of a fill takes one ready value, rising fill by
+    fill, so a stream waits once a fill, not once a batch."""
+
+    def test_one_wait_a_fill_on_one_stream(self):
+        rt = FakeRuntime()
+        s = slots(rt, 0x1000)
+        for slot, value in ((0, 5), (1, 5), (2, 5), (3, 6), (4, 6), (0, 6)):
+            s._wait_on(7, slot, value)
+        self.assertEqual(rt.calls, [("value", 7, 0x1000, 5), ("value", 7, 0x1000 + 12, 6)])
+        self.assertEqual(s.waited, {0: 6, 1: 5, 2: 5, 3: 6, 4: 6})  # all of them, for unblock_waits
+
+    def test_another_stream_waits_for_itself(self):
+        rt = FakeRuntime()
+        s = slots(rt, 0x1000)
+        s._wait_on(7, 0, 5)
+        s._wait_on(9, 1, 5)  # stream 9 never waited: it must
+        s._wait_on(7, 2, 5)  # stream 7 again, after 9's wait: it waits (one stream remembered)
+        self.assertEqual([c[1] for c in rt.calls], [7, 9, 7])
+
+    def test_values_wrap_around(self):
+        rt = FakeRuntime()
+        s = slots(rt, 0x1000)
+        s._wait_on(7, 0, 0xFFFFFFFF)
+        s._wait_on(7, 1, 1)  # the fill after 0xFFFFFFFF (0 is skipped): later, waited for
+        s._wait_on(7, 2, 0xFFFFFFFF)  # before 1: done already
+        self.assertEqual([c[3] for c in rt.calls], [0xFFFFFFFF, 1])
+
+    def test_events_are_waited_for_every_batch(self):
+        rt = FakeRuntime()
+        s = slots(rt, 0)
+        for slot in range(3):
+            s._wait_on(7, slot, 5)
+        self.assertEqual(rt.calls, [("event", 7, 100), ("event", 7, 101), ("event", 7, 102)])
 
 
 class RingFitsTest(unittest.TestCase):
@@ -123,7 +159,7 @@ class UnblockRuntime:
 
 def ring(rt, waited, words=0x9000):
     s = CudaSlots.__new__(CudaSlots)
-    s.rt, s.words, s.ptr, s.slot_bytes, s.waited = rt, words, 0x1000, 0x100, dict(waited)
+    s.rt, s.words, s.ptr, s.slot_bytes, s.waited, s.last_wait = rt, words, 0x1000, 0x100, dict(waited), (7, 9)
     return s
 
 
@@ -143,10 +179,12 @@ class UnblockWaitsTest(unittest.TestCase):
             asked.append(1)
             return len(asked) >= 3  # the daemon's exit takes a moment after the socket's close
         self.assertEqual(s.unblock_waits(gone), [1, 3])
-        self.assertEqual(rt.calls[-5:], [("zero", 9, 0x1100, 0x100), ("write", 9, 0x9004, 4),
-                                         ("zero", 9, 0x1300, 0x100), ("write", 9, 0x900C, 1), "synchronized"])
+        # Every slot cut zeroed before any word: a stream that waited on one
+        # slot's word reads the other slots of its fill after it.
+        self.assertEqual(rt.calls[-5:], [("zero", 9, 0x1100, 0x100), ("zero", 9, 0x1300, 0x100),
+                                         ("write", 9, 0x9004, 4), ("write", 9, 0x900C, 1), "synchronized"])
         self.assertEqual(len(asked), 3)
-        self.assertEqual(s.waited, {})
+        self.assertEqual((s.waited, s.last_wait), ({}, (None, 0)))  # the next batch waits again
         self.assertEqual(s.unblock_waits(gone), [])  # nothing waits any more
 
     def test_a_daemon_that_stays_writes_its_own_words(self):

@@ -130,14 +130,26 @@ class FastPathTest(unittest.TestCase):
     def test_release_frames(self):
         rnd = random.Random(3)
         for n in (0, 1, 4, 9):
-            held = [(rnd.randrange(0, 1 << 32), rnd.randrange(0, 1 << 32), rnd.randrange(0, 1 << 32)) for _ in range(n)]
-            want = b"".join(P.marshal(P.Release(slot=s, epoch=e, index=i)) for s, e, i in held)
+            held = [(rnd.randrange(0, 1 << 32), rnd.randrange(0, 1 << 32), rnd.randrange(0, 1 << 32), rnd.random() < 0.5)
+                    for _ in range(n)]
+            want = b"".join(P.marshal(P.Release(slot=s, epoch=e, index=i, deferred=d)) for s, e, i, d in held)
             self.assertEqual(P.release_frames(held), want)
             self.assertEqual(F.release_frames(held), want)
-        for bad in ((1 << 32, 0, 0), (0, -1, 0)):
+            for frame in _frames(want):  # what the daemon decodes: the same entries
+                m = P.unmarshal(frame)
+                self.assertIn((m.slot, m.epoch, m.index, m.deferred), held)
+        for bad in ((1 << 32, 0, 0, False), (0, -1, 0, True)):
             with self.assertRaises(P.ProtocolError) as cm:
-                P.release_frames([(1, 2, 3), bad])
+                P.release_frames([(1, 2, 3, False), bad])
             self.assertEqual(cm.exception.code, P.Code.BAD_MESSAGE)
+
+
+def _frames(b: bytes):
+    """The frames one after the other in b (the length field counts what follows it)."""
+    while b:
+        n = 4 + int.from_bytes(b[:4], "little")
+        yield b[:n]
+        b = b[n:]
 
 
 if __name__ == "__main__":

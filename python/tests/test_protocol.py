@@ -104,6 +104,7 @@ def _goldens():
         "batch_ready_bare": P.BatchReady(slot=0, epoch=1 << 31, index=9, counts=[], scalars=[-1, 1 << 40],
                                          lists=[[], [7]]),
         "release": P.Release(slot=1, epoch=3, index=7),
+        "release_deferred": P.Release(slot=2, epoch=3, index=8, deferred=True),
         "epoch_end": P.EpochEnd(epoch=3, num_batches=48),
         "error": P.Error(code=P.Code.OUT_OF_ORDER, message="Release from the client in phase open"),
         "goodbye": P.Goodbye(reason="done"),
