@@ -447,7 +447,7 @@ class CudaRuntimeMissingTest(unittest.TestCase):
     def test_clear_error_without_runtime(self):
         """A client whose CUDA runtime cannot be found gets a clear LoaderError."""
         require_gpu()
-        from gnnloader import cuda
+        from gnnloader import _cudart as cuda  # where the runtime is found and kept
         d = Daemon("synthetic:cora:0.5:1", "--gpus", "0")
         saved = cuda._runtime
         try:
