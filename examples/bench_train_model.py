@@ -3,6 +3,7 @@ plain torch, layers trimmed to the hops they need) and one timed epoch over a
 feed, then accuracy on the valid split."""
 from __future__ import annotations
 
+import gc
 import time
 
 import torch
@@ -77,10 +78,43 @@ def run_epoch(args, feed, dev, model=None, opt=None, touch_only=False, max_batch
 
 def _run_epoch(args, feed, dev, model, opt, touch_only, max_batches):
     prof = ProfileWindow(getattr(args, "variant_name", "variant"))
+    gcs = GCWatch(feed)
     try:
-        return _steps(args, feed, dev, model, opt, touch_only, max_batches, prof)
+        r = _steps(args, feed, dev, model, opt, touch_only, max_batches, prof)
+        r["gc"] = gcs.figures()
+        return r
     finally:
+        gcs.stop()
         prof.finish()  # an epoch that ends early or fails leaves no profiler running
+
+
+class GCWatch:
+    """Python's cyclic collections during an epoch (they run on the thread
+    that allocates: the trainer's, between or inside steps): how many of
+    each generation and their milliseconds, per feed in train_mixed (the
+    feed of the step last begun). bench_train.py's GNNLOADER_BENCH_GC turns
+    the collector off or freezes the heap before the variants."""
+
+    def __init__(self, feed):
+        self.sources = getattr(feed, "sources", None)
+        self.t0, self.by = 0.0, {}
+        gc.callbacks.append(self._cb)
+
+    def _cb(self, phase, info):
+        if phase == "start":
+            self.t0 = time.perf_counter()
+            return
+        side = self.sources[-1] if self.sources else "all"
+        row = self.by.setdefault(side, {"ms": 0.0, "gen": [0, 0, 0]})
+        row["ms"] += 1e3 * (time.perf_counter() - self.t0)
+        row["gen"][info["generation"]] += 1
+
+    def figures(self):
+        return {"enabled": gc.isenabled(), **{k: {"ms": round(v["ms"], 2), "gen": v["gen"]} for k, v in self.by.items()}}
+
+    def stop(self):
+        if self._cb in gc.callbacks:
+            gc.callbacks.remove(self._cb)
 
 
 def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):

@@ -268,8 +268,10 @@ class _Connection:
         if not isinstance(opened, p.Opened):
             raise LoaderError(f"daemon answered Open with {type(opened).__name__}")
         # Release frames held to be sent together (_hold_release): none below
-        # 32 slots, where the daemon may need every one back at once.
-        self._release_hold = opened.slots // 16
+        # 32 slots, where the daemon may need every one back at once; an
+        # eighth of the slots above (one system call and, on CUDA, one event
+        # record for that many batches).
+        self._release_hold = opened.slots // 8 if opened.slots >= 32 else 0
         self._batches_ahead = BATCHES_AHEAD
         self._regions = {r.name: r for r in opened.regions}
         self._hetero = HeteroLayout(self.dataset, req.input_type, len(req.fanouts), self._hetero_cls) \

@@ -220,10 +220,14 @@ class Opened(_Msg):
                 Code.BAD_MESSAGE,
                 f"BatchReady with {len(b.counts)} counts, {len(b.scalars)} scalars and {len(b.lists)} lists; "
                 f"Opened has {len(self.regions)} regions, {len(self.scalars)} scalars and {len(self.lists)} lists")
-        for r, n in zip(self.regions, b.counts):
-            if n > r.shape[r.count_axis]:
-                raise ProtocolError(Code.BAD_MESSAGE, f"BatchReady: region {r.name!r} counts {n}, "
-                                    f"its capacity is {r.shape[r.count_axis]}")
+        caps = self.__dict__.get("_caps")
+        if caps is None:  # the regions' capacities, once (an Opened is not changed once decoded)
+            caps = self.__dict__["_caps"] = [r.shape[r.count_axis] for r in self.regions]
+        if any(map(int.__gt__, b.counts, caps)):
+            for r, n, cap in zip(self.regions, b.counts, caps):
+                if n > cap:
+                    raise ProtocolError(Code.BAD_MESSAGE, f"BatchReady: region {r.name!r} counts {n}, "
+                                        f"its capacity is {cap}")
 
     def _check(self) -> None:
         """The cross-field rules (ipc's (*Opened).check), run by the codec

@@ -84,6 +84,15 @@ class Batch(_Info):
     def __init__(self, **fields):
         self.__dict__.update(fields)
 
+    @classmethod
+    def _of(cls, fields: dict, info: BatchInfo) -> "Batch":
+        """A batch whose attributes are `fields` itself (no copy; the
+        Loader's per-batch path), with its BatchInfo."""
+        b = cls.__new__(cls)
+        fields[_INFO] = info
+        b.__dict__ = fields
+        return b
+
     def keys(self) -> List[str]:
         return [k for k in self.__dict__ if k != _INFO]
 

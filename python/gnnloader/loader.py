@@ -332,16 +332,20 @@ class Loader(_Connection):
                 fields[name] = t.as_strided(shape, _contiguous_strides(shape))
         if self._cuda is None and self.device.type != "cpu":
             fields = {k: t.to(self.device) for k, t in fields.items()}
-        fields.update(zip(self.opened.scalars, (int(v) for v in m.scalars)))
-        fields.update(zip(self.opened.lists, (list(v) for v in m.lists)))
+        # The message's own ints and lists (decoded for this batch alone).
+        fields.update(zip(self.opened.scalars, m.scalars))
+        fields.update(zip(self.opened.lists, m.lists))
+        info = BatchInfo(m.epoch, m.index, m.slot)
         if self._hetero is not None:
             b = self._hetero.batch(fields)
+        elif self._data_cls is None:
+            return Batch._of(fields, info)
         else:
             if self._shape_x is not None and "x" in fields:
                 fields["x"] = fields["x"].view(-1)  # data.x is one-dimensional (NeighborLoader)
-            b = self._data_cls(**fields) if self._data_cls is not None else Batch(**fields)
+            b = self._data_cls(**fields)
         # Past PyG Data's __setattr__, which would make it a field.
-        object.__setattr__(b, _INFO, BatchInfo(m.epoch, m.index, m.slot))
+        object.__setattr__(b, _INFO, info)
         return b
 
     # -- lifetime -----------------------------------------------------------

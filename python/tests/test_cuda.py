@@ -150,7 +150,7 @@ class CudaLoaderTest(unittest.TestCase):
         not refill that slot until the covering event (recorded after the
         kernel on the same stream) is done."""
         with self.loader("cuda:0", release="manual", slots=32, batch_size=64) as g:
-            self.assertEqual(g._release_hold, 2)
+            self.assertEqual(g._release_hold, 4)
             recorded, record = [], g._cuda.record_released
             g._cuda.record_released = lambda slot, stream=None: (recorded.append(slot), record(slot, stream))
             it = iter(g)
@@ -164,7 +164,8 @@ class CudaLoaderTest(unittest.TestCase):
                 result.copy_(b.x)  # the late read of the slot
                 recorded.clear()
                 g.release(b)  # held
-                g.release(b2)  # the two sent: b deferred, b2's event recorded after the late read
+                g.release(b2)  # held too
+                g._send_releases()  # as before a read that would wait: b deferred, b2's event recorded after the late read
                 self.assertEqual(recorded, [b2.slot])
                 for _ in range(34):  # every other slot filled, b's reused
                     nb = next(it)

@@ -200,6 +200,28 @@ class GoldenTest(unittest.TestCase):
         self.assertEqual(P.parse_device("cpu"), -1)
 
 
+    def test_check_batch(self):
+        """What the client checks of each BatchReady against its Opened
+        before it cuts views of the slot: a count over its region's capacity
+        would make a view past the slot."""
+        opened, ok = _goldens()["opened_cuda"], _goldens()["batch_ready"]
+        opened.check_batch(ok)
+        caps = [r.shape[r.count_axis] for r in opened.regions]
+        opened.check_batch(P.BatchReady(slot=1, counts=caps, scalars=[1], lists=[[], []]))  # full is fine
+        for k, r in enumerate(opened.regions):
+            counts = list(caps)
+            counts[k] += 1
+            with self.subTest(region=r.name), self.assertRaises(P.ProtocolError) as cm:
+                opened.check_batch(P.BatchReady(slot=0, counts=counts, scalars=[1], lists=[[], []]))
+            self.assertEqual(cm.exception.code, P.Code.BAD_MESSAGE)
+            self.assertIn(f"region {r.name!r} counts {caps[k] + 1}, its capacity is {caps[k]}", cm.exception.message)
+        for bad in (P.BatchReady(slot=2, counts=ok.counts, scalars=[1], lists=[[], []]),
+                    P.BatchReady(slot=0, counts=ok.counts[:-1], scalars=[1], lists=[[], []]),
+                    P.BatchReady(slot=0, counts=ok.counts, scalars=[], lists=[[], []])):
+            with self.assertRaises(P.ProtocolError):
+                opened.check_batch(bad)
+
+
 class SchemaTest(unittest.TestCase):
     """The dataclasses are bound to the table generated from ipc (_schema.py)."""
 
