@@ -338,11 +338,11 @@ class Loader(_Connection):
         info = BatchInfo(m.epoch, m.index, m.slot)
         if self._hetero is not None:
             b = self._hetero.batch(fields)
-        elif self._data_cls is None:
-            return Batch._of(fields, info)
         else:
             if self._shape_x is not None and "x" in fields:
                 fields["x"] = fields["x"].view(-1)  # data.x is one-dimensional (NeighborLoader)
+            if self._data_cls is None:
+                return Batch._of(fields, info)
             b = self._data_cls(**fields)
         # Past PyG Data's __setattr__, which would make it a field.
         object.__setattr__(b, _INFO, info)
