@@ -203,53 +203,6 @@ func (p *pipeline) fill(ctx context.Context) error {
 	return nil
 }
 
-// growSweep reports whether a fill that has slots free slots, of width at
-// most, with left batches of the epoch still to fill, waits for more: while
-// the ring is busy with earlier fills, or while the trainer is ahead
-// (pipeline.trainerAhead). Waiting for the trainer keeps sweeps wide when
-// the loader outruns it (a GPU cache): a row shared by a sweep's batches is
-// read once, scattered rows are read faster together, and the daemon's work
-// beside the trainer's steps comes in few bursts.
-func growSweep(slots, width, left int, trainerAhead bool, busy func() bool) bool {
-	if slots >= width || slots >= left {
-		return false
-	}
-	return trainerAhead || busy()
-}
-
-// stalledFill reports whether a fill of slots batches, of width at most
-// (rampWidth's: one cut short by the epoch's ramp is not short), with left
-// batches of the epoch still to fill, went short because the trainer
-// stalled: it waited for the trainer and goes short of the width although
-// the trainer holds more than the floor, so the trainer stopped releasing
-// (releasePace), waiting for a batch while it keeps these (a window of
-// batches, release="manual"), or paused once.
-func stalledFill(slots, width, left int, waited bool, held, floor int) bool {
-	return waited && slots < width && slots < left && held > floor
-}
-
-// rampWidth is the width of a fill whose first batch is the done'th of
-// the epoch's batches to fill: at most 2*done+1, so an epoch starts with
-// fills of 1, 3, 9, 27 ... batches. The trainer gets its first batches
-// after a one-batch fill instead of a whole sweep, and each fill takes
-// about as long as the trainer's steps on the batches before it.
-func rampWidth(width, done int) int { return min(width, 2*done+1) }
-
-// trainerAhead reports whether the trainer holds more than the ring's
-// SweepAhead announced, unreleased batches and keeps releasing them: then
-// the next fill may wait for its releases, and the trainer still has
-// SweepAhead batches to train on when it goes. A trainer that has released
-// nothing for a while (releasePace.stalled) may be waiting for a batch
-// while it keeps the ones it has, so nothing waits for it; and once one
-// has, the floor rises to what it kept (pipeline.keeps), so that this
-// epoch's later fills do not wait for that stall again.
-func (p *pipeline) trainerAhead() bool {
-	return p.ss.ring.SweepAhead() >= 0 && p.ss.held() > p.aheadFloor() && !p.ss.releases.stalled(time.Now())
-}
-
-// aheadFloor is the held batches above which the trainer counts as ahead.
-func (p *pipeline) aheadFloor() int { return max(p.ss.ring.SweepAhead(), p.keeps) }
-
 // fillAndAnnounce fills the first m slots with the first m batches of the
 // group (batches i, i+1, ...) and announces them.
 func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
