@@ -253,7 +253,7 @@ func (r *CUDARing) RecordReady(s *cudaext.Stream, slots ...int) error {
 		r.fills.Store(v)
 	}
 	for _, i := range slots {
-		if r.words != 0 {
+		if v != 0 {
 			if err := s.WriteValue32(r.words+cudaext.DevicePtr(4*i), v); err != nil {
 				return err
 			}
@@ -291,10 +291,6 @@ func (r *CUDARing) Abandon(i int) { r.slots.abandon(i) }
 func (r *CUDARing) Release(i int, tag Tag, deferred bool) error {
 	return r.slots.release(i, tag, deferred)
 }
-
-// Releasing is the number of slots released deferred and not yet covered
-// by a release that is not.
-func (r *CUDARing) Releasing() int { return r.slots.releasing() }
 
 // ReleaseAll frees every held slot.
 func (r *CUDARing) ReleaseAll() { r.slots.releaseAll() }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from dataclasses import dataclass, field
 from typing import ClassVar, Dict, List
 
@@ -209,6 +210,12 @@ class Opened(_Msg):
                 return r
         raise KeyError(name)
 
+    @functools.cached_property
+    def _capacities(self) -> List[int]:
+        """Each region's capacity along its count axis (worked out once: an
+        Opened is not changed once decoded)."""
+        return [r.shape[r.count_axis] for r in self.regions]
+
     def check_batch(self, b: "BatchReady") -> None:
         """Raise ProtocolError(BAD_MESSAGE) unless `b` has what every batch of
         this ring has: a slot of the ring, a count per region within its
@@ -220,9 +227,7 @@ class Opened(_Msg):
                 Code.BAD_MESSAGE,
                 f"BatchReady with {len(b.counts)} counts, {len(b.scalars)} scalars and {len(b.lists)} lists; "
                 f"Opened has {len(self.regions)} regions, {len(self.scalars)} scalars and {len(self.lists)} lists")
-        caps = self.__dict__.get("_caps")
-        if caps is None:  # the regions' capacities, once (an Opened is not changed once decoded)
-            caps = self.__dict__["_caps"] = [r.shape[r.count_axis] for r in self.regions]
+        caps = self._capacities
         if any(map(int.__gt__, b.counts, caps)):
             for r, n, cap in zip(self.regions, b.counts, caps):
                 if n > cap:

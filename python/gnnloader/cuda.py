@@ -117,11 +117,14 @@ class CudaSlots:
         the ring has words and value is set, else on its ready event."""
         self._on_device(self._wait_on, slot, value)
 
-    def _on_device(self, op, *args) -> None:
-        """op(the current stream's handle, *args) with the slots' device
-        current: switched to only when it is not (no switch a batch)."""
+    def _on_device(self, op, *args, stream: Optional[int] = None) -> None:
+        """op(stream's handle, default the current stream's, *args) with the
+        slots' device current: switched to only when it is not (no switch a
+        batch)."""
         index = self.device.index
-        stream, current = _current_stream(index)
+        current_stream, current = _current_stream(index)
+        if stream is None:
+            stream = current_stream
         if current == index:
             op(stream, *args)
             return
@@ -152,14 +155,7 @@ class CudaSlots:
         current_stream; default the current stream): loaderd writes the slot
         again, and any released deferred before it on that stream, only
         after the work queued there so far is done."""
-        if stream is None:
-            self._on_device(self._record_released, slot)
-            return
-        if _current_stream(self.device.index)[1] == self.device.index:
-            self._record_released(stream, slot)
-            return
-        with torch.cuda.device(self.device):
-            self._record_released(stream, slot)
+        self._on_device(self._record_released, slot, stream=stream)
 
     def _record_released(self, stream: int, slot: int) -> None:
         self.rt.record(self.released[slot], stream)

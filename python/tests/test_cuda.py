@@ -46,6 +46,24 @@ def wait_gpu_memory_back(test, before, timeout, what):
         time.sleep(0.05)
 
 
+def late_read(b):
+    """(b.x now, b.x as a kernel reads it ~0.2-0.4 s of GPU time later), both
+    queued on the current stream after the batch's ready wait."""
+    before = b.x.clone()
+    result = torch.empty_like(b.x)
+    torch.cuda._sleep(400_000_000)
+    result.copy_(b.x)  # the late read of the slot
+    return before, result
+
+
+def take_and_release(g, it, n):
+    """Takes n batches from `it`, each read on the GPU, and releases them."""
+    for _ in range(n):
+        nb = next(it)
+        nb.x.sum()
+        g.release(nb)
+
+
 class CudaLoaderTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -126,20 +144,13 @@ class CudaLoaderTest(unittest.TestCase):
             stream = torch.cuda.current_stream()
             for round_ in range(3):
                 b = next(it)
-                before = b.x.clone()  # on the current stream, after the ready wait
-                result = torch.empty_like(b.x)
-                torch.cuda._sleep(400_000_000)  # ~0.2-0.4 s of GPU time on the current stream
-                result.copy_(b.x)  # the late read of the slot
+                before, result = late_read(b)
                 g.release(b)  # records "released" after the late read
                 # loaderd now refills this slot; take and release two batches
                 # (the next one fills the other slot, the one after reuses this one).
-                for _ in range(2):
-                    nb = next(it)
-                    nb_sum = nb.x.sum()
-                    g.release(nb)
+                take_and_release(g, it, 2)
                 stream.synchronize()
                 self.assertTrue(torch.equal(result, before), f"round {round_}: slot {b.slot} overwritten under a reading kernel")
-                del nb_sum
             for b in it:
                 g.release(b)
 
@@ -158,22 +169,15 @@ class CudaLoaderTest(unittest.TestCase):
             for round_ in range(2):
                 g._send_releases()  # none held: b's release and b2's go together
                 b, b2 = next(it), next(it)
-                before = b.x.clone()
-                result = torch.empty_like(b.x)
-                torch.cuda._sleep(400_000_000)  # ~0.2-0.4 s of GPU time on the current stream
-                result.copy_(b.x)  # the late read of the slot
+                before, result = late_read(b)
                 recorded.clear()
                 g.release(b)  # held
                 g.release(b2)  # held too
                 g._send_releases()  # as before a read that would wait: b deferred, b2's event recorded after the late read
                 self.assertEqual(recorded, [b2.slot])
-                for _ in range(34):  # every other slot filled, b's reused
-                    nb = next(it)
-                    nb_sum = nb.x.sum()
-                    g.release(nb)
+                take_and_release(g, it, 34)  # every other slot filled, b's reused
                 stream.synchronize()
                 self.assertTrue(torch.equal(result, before), f"round {round_}: slot {b.slot} overwritten under a reading kernel")
-                del nb_sum
             for b in it:
                 g.release(b)
 
