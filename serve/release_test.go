@@ -62,3 +62,45 @@ func TestDeferredReleasesWaitForCover(t *testing.T) {
 	c.send(&ipc.Release{Slot: third, Epoch: 0, Index: 3, Deferred: true})
 	c.expectError(ipc.CodeBadRequest, "not held by the trainer")
 }
+
+// Hostile deferrals: a Release whose deferred byte is neither 0 nor 1 is a
+// bad message (the connection ends, the daemon carries on); a trainer that
+// defers every release and leaves without a covering one costs the daemon
+// nothing once it is gone (its slots and budget come back, the next trainer
+// gets whole epochs).
+func TestHostileDeferredReleases(t *testing.T) {
+	srv, src := testServer(t, Config{Slots: 3})
+	c := dial(t, srv)
+	c.handshake(openReq())
+	c.send(&ipc.StartEpoch{})
+	b := c.recv().(*ipc.BatchReady)
+	frame, err := ipc.Marshal(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index, Deferred: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame[len(frame)-1] = 2
+	if _, err := c.conn.UnixConn().Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	c.expectError(ipc.CodeBadMessage, "")
+
+	d := dial(t, srv)
+	o := openReq()
+	o.BatchSize = 100
+	d.handshake(o)
+	d.send(&ipc.StartEpoch{})
+	for range 3 {
+		b := d.recv().(*ipc.BatchReady)
+		d.send(&ipc.Release{Slot: b.Slot, Epoch: b.Epoch, Index: b.Index, Deferred: true})
+	}
+	d.conn.Close() // no covering release, no Goodbye
+	waitFor(t, func() bool { return srv.Trainers() == 0 && srv.SlotBytes() == 0 && srv.BudgetUsed() == 0 })
+
+	e := dial(t, srv)
+	e.handshake(o)
+	for epoch := range uint32(2) {
+		if seeds := e.epoch(src, epoch); len(seeds) != 813 {
+			t.Fatalf("epoch %d after a trainer that deferred every release: %d seeds, want the 813 of the train split", epoch, len(seeds))
+		}
+	}
+}
