@@ -109,7 +109,7 @@ from bench_train_feeds import (BusyConsumer, CPUGatherFeed, HeldSlotsFeed, Loade
 from bench_train_mixed import MixedFeed  # noqa: E402
 from bench_train_measure import (ClockSampler, Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free, host_cpu, host_cpu_share,  # noqa: E402,F401
                                  host_register, host_unregister, pcie_bound, proc_mem, scrape, sync)
-from bench_train_model import SAGE, SAGEConv, _run_epoch, evaluate, run_epoch, train_variant  # noqa: E402,F401
+from bench_train_model import SAGE, SAGEConv, _run_epoch, allocator_counts, evaluate, run_epoch, train_variant  # noqa: E402,F401
 from bench_train_render import render, variant_kind  # noqa: E402
 from bench_train_sync import SYNC_MODES, _event_fn  # noqa: E402,F401
 
@@ -226,6 +226,7 @@ def main():
         before = scrape(args.metrics_url)
         cpu0 = host_cpu()
         free0 = gpu_free(dev)
+        alloc0 = allocator_counts(dev)
         clocks = ClockSampler(dev)
         mem = {}
         try:
@@ -352,6 +353,8 @@ def main():
         r["host_cpu"] = host_cpu_share(cpu0, host_cpu())
         r["daemon_mem"] = proc_mem(args.daemon_pid)
         if dev.type == "cuda":
+            a = allocator_counts(dev)  # what the variant took from the driver, not from torch's cache
+            r["allocator"] = {k: a[k] - alloc0[k] for k in a if k != "reserved_bytes"} | {"reserved_bytes": a["reserved_bytes"]}
             r["trainer_gpu_peak_bytes"] = torch.cuda.max_memory_allocated(dev)
             torch.cuda.reset_peak_memory_stats(dev)
         res["variants"][out(v)] = r

@@ -41,6 +41,11 @@ class MixedFeed:
                     yield item
             left -= self.block
 
+    @property
+    def client_times(self):
+        """loaderd's feed's client_times (GNNLOADER_BENCH_CLIENT_TIMES)."""
+        return getattr(self.loaderd, "client_times", None)
+
     def close(self):
         try:
             self.loaderd.close()
@@ -71,7 +76,7 @@ def timed_steps(steps, sources, block, skip):
         yield i, src, k
 
 
-def mixed_figures(starts, sources, block, skip):
+def mixed_figures(starts, sources, block, skip, cpus=None, ends=None):
     """train_mixed's figures: each step's wall time (from its start to the
     next step's) by the feed it came from, leaving out the first `skip` steps
     of every block (the switch from one feed to the other: the GPU's queue of
@@ -82,11 +87,24 @@ def mixed_figures(starts, sources, block, skip):
     the second half of each block alone (late_ms_mean, ratio_late), which
     shows whether the skip was enough: loaderd's slots refilled while the
     other feed ran, or its fills still running when that feed's turn came,
-    would make the early steps differ from the late ones."""
-    per, late = {}, {}
+    would make the early steps differ from the late ones. cpus (the
+    trainer's thread's CPU time at each start, as starts) adds each feed's
+    CPU ms a step (cpu_ms_mean): the thread's own work, against the wall
+    time that also holds its waits (the GPU, the autograd thread; a driver
+    that spins while it waits counts as CPU too). ends (each step's end of
+    issue) splits each feed's wall time into issuing its steps
+    (issue_ms_mean) and the time before the next one (between_ms_mean: the
+    feed's own work on the thread, e.g. loaderd's client)."""
+    per, late, cpu, split = {}, {}, {}, {}
     for i, src, k in timed_steps(len(starts) - 1, sources, block, skip):
         ms = 1e3 * (starts[i + 1] - starts[i])
         per.setdefault(src, []).append(ms)
+        if cpus:
+            cpu.setdefault(src, []).append(1e3 * (cpus[i + 1] - cpus[i]))
+        if ends:
+            sp = split.setdefault(src, [0.0, 0.0])
+            sp[0] += 1e3 * (ends[i] - starts[i])
+            sp[1] += 1e3 * (starts[i + 1] - ends[i])
         if k >= block // 2:
             late.setdefault(src, []).append(ms)
     out = {"block": block, "skip": skip}
@@ -94,6 +112,10 @@ def mixed_figures(starts, sources, block, skip):
         ms.sort()
         out[src] = {"steps": len(ms), "ms_median": ms[len(ms) // 2], "ms_mean": sum(ms) / len(ms),
                     "ms_p90": ms[(9 * len(ms)) // 10], "ms_p99": ms[(99 * len(ms)) // 100]}
+        if cpu.get(src):
+            out[src]["cpu_ms_mean"] = sum(cpu[src]) / len(cpu[src])
+        if src in split:
+            out[src]["issue_ms_mean"], out[src]["between_ms_mean"] = (v / len(ms) for v in split[src])
         if late.get(src):  # the second half of each block alone: what the switch could still reach is over
             out[src]["late_ms_mean"] = sum(late[src]) / len(late[src])
     a, b = out.get("loaderd"), out.get("train_only")

@@ -59,6 +59,18 @@ class SAGE(torch.nn.Module):
         return x
 
 
+def allocator_counts(dev):
+    """torch's caching allocator on dev: segments taken from the driver
+    (cudaMalloc) and given back, retries after a failed cudaMalloc, and the
+    bytes it holds. A variant that still takes segments mid-run pays a
+    driver call inside its steps."""
+    if dev.type != "cuda":
+        return {}
+    st = torch.cuda.memory_stats(dev)
+    return {"segments_allocated": st.get("segment.all.allocated", 0), "segments_freed": st.get("segment.all.freed", 0),
+            "alloc_retries": st.get("num_alloc_retries", 0), "reserved_bytes": st.get("reserved_bytes.all.current", 0)}
+
+
 # -- one run -------------------------------------------------------------------
 
 def run_epoch(args, feed, dev, model=None, opt=None, touch_only=False, max_batches=0):
@@ -125,6 +137,7 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     partial = False
     issue = issue_cpu = between = between_cpu = 0.0  # the trainer's thread: issuing steps, and from a step's end to the next's start
     sw0 = thread_switches()
+    alloc0 = allocator_counts(dev)
     p0 = time.process_time()
     t0, wall0 = time.perf_counter(), time.time_ns()  # wall0: t0 on the wall clock (--step-trace)
     last = lastc = None
@@ -133,6 +146,10 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     # apart) and --step-trace (the steps on the wall clock: wall0 + start - t0).
     trace = getattr(args, "step_trace", False)
     starts = [] if hasattr(feed, "sources") or trace else None
+    # train_mixed: the thread's CPU time at each start, and each step's end
+    # of issue (perf_counter): each feed's time issuing its steps and between them.
+    cpus = [] if hasattr(feed, "sources") else None
+    ends = [] if cpus is not None else None
     for x, ei, y, bs, nodes, edges, nn in feed:
         prof.before(batches)
         h, c = time.perf_counter(), time.thread_time()
@@ -140,6 +157,8 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
             first = h - t0
         if starts is not None:
             starts.append(h)
+        if cpus is not None:
+            cpus.append(c)
         if last is not None:
             between += h - last
             between_cpu += c - lastc
@@ -157,6 +176,8 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
             loss_sum += loss.detach()
         timer.stop(s)
         last, lastc = time.perf_counter(), time.thread_time()
+        if ends is not None:
+            ends.append(last)
         issue += last - h
         issue_cpu += lastc - c
         prof.after(batches)
@@ -169,6 +190,7 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
             break
     sw1 = thread_switches()
     p1 = time.process_time()
+    alloc1 = allocator_counts(dev)
     prof.finish()
     sync(dev)
     wall = time.perf_counter() - t0
@@ -193,10 +215,14 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
          # Wall time to the first batch (an epoch's start-up), and the GPU
          # time between steps (gap_figures).
          "first_ms": 1e3 * (first or 0.0), **gaps}
+    if alloc1:  # segments torch's allocator took from the driver during the steps (a cudaMalloc inside a step)
+        r["allocator_steps"] = {k: alloc1[k] - alloc0[k] for k in alloc1 if k != "reserved_bytes"}
     if starts is not None:
         starts.append(time.perf_counter())  # after the sync: the last step's end
+    if cpus is not None:
+        cpus.append(time.thread_time())
     if hasattr(feed, "sources"):
-        r["mixed"] = mixed_figures(starts, feed.sources, feed.block, args.mixed_skip)
+        r["mixed"] = mixed_figures(starts, feed.sources, feed.block, args.mixed_skip, cpus, ends)
     if trace:
         # A run's steps on the wall clock (the last entry its end, after the
         # sync), and each step's feed in train_mixed: the render lines them

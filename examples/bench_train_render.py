@@ -141,6 +141,13 @@ def render(paths):
               f"{m['ratio_mean']:.3f} (medians {m['ratio_median']:.3f}"
               + (f"; second half of each block {a['late_ms_mean']:.3f} / {b['late_ms_mean']:.3f} = {m['ratio_late']:.3f}"
                  if m.get("ratio_late") else "") + "; target <= 1.10)")
+        if "cpu_ms_mean" in a and "cpu_ms_mean" in b:  # the trainer's thread: its own work, the rest of a step waits
+            segs = runs[name].get("allocator_steps", {}).get("segments_allocated")
+            print(f"  - the trainer's thread, CPU ms a step: loaderd {a['cpu_ms_mean']:.3f}, training only "
+                  f"{b['cpu_ms_mean']:.3f}" + (f"; segments from cudaMalloc during the steps: {segs}" if segs is not None else ""))
+        if "issue_ms_mean" in a and "issue_ms_mean" in b:
+            print(f"  - wall ms a step, issuing it + before the next: loaderd {a['issue_ms_mean']:.3f} + "
+                  f"{a['between_ms_mean']:.3f}, training only {b['issue_ms_mean']:.3f} + {b['between_ms_mean']:.3f}")
     by_phase = {}  # each phase's runs apart: its daemon may differ (EXTRA's flags, its build)
     for n, m in mixed:
         if m.get("ratio_mean"):

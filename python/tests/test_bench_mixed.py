@@ -90,6 +90,25 @@ class MixedFiguresTest(unittest.TestCase):
         self.assertAlmostEqual(m["ratio_late"], 2.0, places=6)
         # Without the skip the switches' 50 ms land in the figures.
         self.assertGreater(mixed_figures(starts, sources, 5, 0)["train_only"]["ms_mean"], 10)
+        self.assertNotIn("cpu_ms_mean", m["loaderd"])
+        # The thread's CPU clock: loaderd's steps take 0.5 ms of it, training
+        # only's 0.25, the switches 9 ms (left out like their wall time).
+        cpus, c = [], 0.0
+        for i, side in enumerate(sources):
+            cpus.append(c)
+            c += 0.009 if i % 5 == 0 else 0.0005 if side == "loaderd" else 0.00025
+        cpus.append(c)
+        m = mixed_figures(starts, sources, 5, 1, cpus)
+        self.assertAlmostEqual(m["loaderd"]["cpu_ms_mean"], 0.5, places=6)
+        self.assertAlmostEqual(m["train_only"]["cpu_ms_mean"], 0.25, places=6)
+        self.assertNotIn("issue_ms_mean", m["loaderd"])
+        # Each step issued in its first 0.4 of a millisecond: the rest of
+        # its wall time is before the next one.
+        ends = [t + 0.0004 for t in starts[:-1]]
+        m = mixed_figures(starts, sources, 5, 1, None, ends)
+        self.assertAlmostEqual(m["loaderd"]["issue_ms_mean"], 0.4, places=6)
+        self.assertAlmostEqual(m["loaderd"]["between_ms_mean"], 1.6, places=6)
+        self.assertAlmostEqual(m["train_only"]["between_ms_mean"], 0.6, places=6)
 
     def test_one_side_only(self):
         # The run's last step is left out too: its end is the GPU's drain.
