@@ -181,7 +181,10 @@ class _Connection:
     def _recv(self):
         if self._ahead:
             return self._take_ahead()
-        if self._releases and (self._rx is not None or not p.frame_kept(self._sock)):
+        # Held releases go out before a receive that may wait (the daemon
+        # may need their slots for the message waited for), not before one
+        # that is already here.
+        if self._releases and not (self._rx.ready() if self._rx is not None else p.frame_kept(self._sock)):
             self._send_releases()
         if self._rx is not None:
             msg, batch = self._rx.get(self._timeout)

@@ -78,9 +78,14 @@ class Receiver:
             if not self._cond.wait_for(lambda: self._items or self.error is not None, timeout):
                 raise LoaderError("connection to loaderd lost: timed out", code="closed")
             if self._items:
-                self._cond.notify_all()  # room for the thread again
+                if len(self._items) >= self._limit:
+                    self._cond.notify_all()  # room for the thread again (it waits only when full)
                 return self._items.popleft()
             raise self.error
+
+    def ready(self) -> bool:
+        """Whether get would return at once (a message or the loop's end)."""
+        return bool(self._items) or self.error is not None
 
     def final_error(self, wait: float) -> Optional[BaseException]:
         """The exception that ended the loop, waiting up to `wait` seconds

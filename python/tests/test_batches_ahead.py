@@ -152,7 +152,7 @@ class RealEpochTest(test_release_hold.ReleaseHoldTest):
     ahead, and batches really built ahead."""
 
     def test_same_batches_as_one_at_a_time(self):
-        with self.loader(64) as ld:
+        with self.loader(64, receive_thread=False) as ld:  # the read ahead of the iterating thread
             built = []
             take = ld._take_kept_batches
 

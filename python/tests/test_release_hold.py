@@ -44,7 +44,7 @@ class ReleaseHoldTest(CoraDaemonCase):
         return got, writes, held_at_read
 
     def test_releases_sent_together(self):
-        with self.loader(64) as ld:
+        with self.loader(64, receive_thread=False) as ld:
             self.assertEqual(ld._release_hold, 8)
             got, writes, held_at_read = self.epochs(ld)
         batches = sum(len(e) for e in got)
@@ -57,13 +57,42 @@ class ReleaseHoldTest(CoraDaemonCase):
         # Never a read (which may wait for the daemon) with releases held back.
         self.assertEqual(set(held_at_read), {0})
         # The same batches as a loader that sends each release at once.
-        with self.loader(8) as ref:
+        with self.loader(8, receive_thread=False) as ref:
             self.assertEqual(ref._release_hold, 0)
             want, ref_writes, _ = self.epochs(ref)
         self.assertEqual(ref_writes, [])
         self.assertEqual(len(got), len(want))
         for e, w in zip(got, want):
             self.assertEqual(len(e), len(w))
+            for a, b in zip(e, w):
+                self.assertTrue(torch.equal(a, b))
+
+    def test_releases_sent_together_with_the_receive_thread(self):
+        # The receiver's queue says whether a take will wait: the releases
+        # stay held while batches are queued, and all go out before a take
+        # from an empty queue.
+        with self.loader(64, receive_thread=True) as ld:
+            self.assertIsNotNone(ld._rx)
+            waits_held = []
+            real_get = ld._rx.get
+
+            def get(timeout):
+                if not ld._rx.ready():
+                    waits_held.append(len(ld._releases))
+                return real_get(timeout)
+            ld._rx.get = get
+            got, writes, _ = self.epochs(ld)
+        batches = sum(len(e) for e in got)
+        self.assertEqual(sum(writes), batches)
+        self.assertGreater(max(writes), 1)
+        self.assertLessEqual(max(writes), 8)
+        self.assertLess(len(writes), batches)
+        self.assertTrue(waits_held)
+        self.assertEqual(set(waits_held), {0})
+        with self.loader(8) as ref:
+            want, _, _ = self.epochs(ref)
+        self.assertEqual([len(e) for e in got], [len(e) for e in want])
+        for e, w in zip(got, want):
             for a, b in zip(e, w):
                 self.assertTrue(torch.equal(a, b))
 
