@@ -104,10 +104,12 @@ from gnnloader.table import open_table  # noqa: E402
 # The parts of this benchmark, sibling modules of this script (its directory
 # is sys.path[0] when it runs as `python3 examples/bench_train.py`). Every
 # name the script held before they were split off is still bench_train.NAME.
-from bench_train_feeds import (BusyConsumer, CPUGatherFeed, HeldSlotsFeed, LoaderdFeed,  # noqa: E402,F401
+from bench_train_busy import BusyConsumer  # noqa: E402
+from bench_train_clocks import ClockSampler  # noqa: E402
+from bench_train_feeds import (CPUGatherFeed, HeldSlotsFeed, LoaderdFeed,  # noqa: E402,F401
                                PreloadedFeed, ResidentFeed, SpinFeed, _StructFeed, copy_table_to_gpu)
 from bench_train_mixed import MixedFeed  # noqa: E402
-from bench_train_measure import (ClockSampler, Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free, host_cpu, host_cpu_share,  # noqa: E402,F401
+from bench_train_measure import (Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free, host_cpu, host_cpu_share,  # noqa: E402,F401
                                  host_register, host_unregister, pcie_bound, proc_mem, scrape, sync)
 from bench_train_model import SAGE, SAGEConv, _run_epoch, allocator_counts, evaluate, run_epoch, train_variant  # noqa: E402,F401
 from bench_train_render import render, variant_kind  # noqa: E402

@@ -9,7 +9,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 
-from bench_train_measure import ClockSampler, summarize_clocks  # noqa: E402
+from bench_train_clocks import ClockSampler, summarize_clocks  # noqa: E402
 
 
 class ClockSummaryTest(unittest.TestCase):

@@ -13,7 +13,7 @@ from test_loader import CoraDaemonCase
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 
-from bench_train_feeds import BusyConsumer  # noqa: E402
+from bench_train_busy import BusyConsumer  # noqa: E402
 
 
 class PacedConsumerTest(CoraDaemonCase):
