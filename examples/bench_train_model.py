@@ -268,7 +268,9 @@ def train_variant(args, name, make_feed, dev, info, evaluate_after=True, max_bat
         r = run_epoch(args, feed, dev, model, opt, max_batches=args.max_batches if max_batches is None else max_batches)
         ct = getattr(feed, "client_times", None)
         if ct:  # GNNLOADER_BENCH_CLIENT_TIMES: the client's calls, us a batch (wall, CPU) and calls a batch
-            n = max(r["batches"], 1)
+            # (a batch of loaderd's: in train_mixed, about half the steps are training only's)
+            sources = getattr(feed, "sources", None)
+            n = max(sources.count("loaderd") if sources is not None else r["batches"], 1)
             r["client_us"] = {k: [round(1e6 * w / n, 1), round(1e6 * c / n, 1), round(k_n / n, 2)]
                               for k, (w, c, k_n) in ct.items()}
         if hasattr(feed, "gather_ms") and feed.gather_ms:

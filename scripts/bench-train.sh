@@ -202,7 +202,7 @@ bench() {
 }
 
 {
-	echo "command: scripts/bench-train.sh $SCALE $SEED (BUDGET_S=$BUDGET_S PHASE_BATCHES=$PHASE_BATCHES SLOTS=$SLOTS MAIN_VARIANTS=$MAIN_VARIANTS DAEMON_FLAGS=${DAEMON_FLAGS[*]:-} MPS_ALL=${MPS_ALL:-} EXTRA=${EXTRA:-} PRIO=${PRIO:-} DTYPE=${DTYPE:-})"
+	echo "command: scripts/bench-train.sh $SCALE $SEED (BUDGET_S=$BUDGET_S PHASE_BATCHES=$PHASE_BATCHES SLOTS=$SLOTS MAIN_VARIANTS=$MAIN_VARIANTS DAEMON_FLAGS=${DAEMON_FLAGS[*]:-} MPS_ALL=${MPS_ALL:-} EXTRA=${EXTRA:-} PRIO=${PRIO:-} DTYPE=${DTYPE:-} GNNLOADER_RECEIVE_THREAD=${GNNLOADER_RECEIVE_THREAD:-})"
 	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo "host: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM"
 	# Which CPUs share a core (for cpus.train= / cpus.daemon=).

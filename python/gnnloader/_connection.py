@@ -184,10 +184,11 @@ class _Connection:
         # Held releases go out before a receive that may wait (the daemon
         # may need their slots for the message waited for), not before one
         # that is already here.
-        if self._releases and not (self._rx.ready() if self._rx is not None else p.frame_kept(self._sock)):
+        rx = self._rx  # read once: a close on another thread sets it to None
+        if self._releases and not (rx.ready() if rx is not None else p.frame_kept(self._sock)):
             self._send_releases()
-        if self._rx is not None:
-            msg, batch = self._rx.get(self._timeout)
+        if rx is not None:
+            msg, batch = rx.get(self._timeout)
             if batch is not None:  # built by the receiver: _view takes it
                 self._built[msg.slot] = (msg.epoch, msg.index, batch)
             return msg

@@ -184,6 +184,8 @@ class RealEpochTest(test_release_hold.ReleaseHoldTest):
     # The base class's tests run here too; once is enough.
     test_releases_sent_together = None
     test_manual_release_never_starves_the_daemon = None
+    test_manual_release_never_starves_the_daemon_with_the_receive_thread = None
+    test_releases_sent_together_with_the_receive_thread = None
 
 
 class StalledDaemonTest(unittest.TestCase):

@@ -97,12 +97,20 @@ class ReleaseHoldTest(CoraDaemonCase):
                 self.assertTrue(torch.equal(a, b))
 
     def test_manual_release_never_starves_the_daemon(self):
+        self.manual_release_never_starves(receive_thread=False)
+
+    def test_manual_release_never_starves_the_daemon_with_the_receive_thread(self):
+        self.manual_release_never_starves(receive_thread=True)
+
+    def manual_release_never_starves(self, receive_thread):
         # 32 slots, four held: the trainer keeps every slot but one and gives
         # one back before each next batch. That release is held, so only
-        # sending it before a read that would wait keeps the daemon going
-        # (a timeout rather than a hang if it does not).
-        with self.loader(32, release="manual", timeout=10) as ld:
+        # sending it before a read (or a take from the receive thread's
+        # queue) that would wait keeps the daemon going (a timeout rather
+        # than a hang if it does not).
+        with self.loader(32, release="manual", timeout=10, receive_thread=receive_thread) as ld:
             self.assertEqual(ld._release_hold, 4)
+            self.assertEqual(ld._rx is not None, receive_thread)
             held, n = [], 0
             for b in ld:
                 held.append(b)
