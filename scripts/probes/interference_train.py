@@ -17,19 +17,25 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples
 from bench_train_model import SAGE  # noqa: E402
 
 
-def batch(dev, nodes, fanouts, dim, classes, g):
-    """x, edge_index (each hop's edges grouped by destination, as loaderd
-    delivers them: destination i's fanout edges together), labels."""
+def edge_index(nodes, fanouts, g, dev):
+    """edge_index of a batch with these hop sizes on dev (each hop's edges
+    grouped by destination, as loaderd delivers them: destination i's fanout
+    edges together), drawn with generator g on its own device, and the edges
+    of each hop."""
     starts = [sum(nodes[:i]) for i in range(len(nodes) + 1)]
     src, dst = [], []
     for h, f in enumerate(fanouts):
-        d = torch.arange(starts[h], starts[h + 1]).repeat_interleave(f)
-        s = torch.randint(starts[h + 1], starts[h + 2], (d.numel(),), generator=g)
+        d = torch.arange(starts[h], starts[h + 1], device=g.device).repeat_interleave(f)
+        s = torch.randint(starts[h + 1], starts[h + 2], (d.numel(),), generator=g, device=g.device)
         src.append(s)
         dst.append(d)
-    ei = torch.stack([torch.cat(src), torch.cat(dst)]).to(dev)
-    edges = [len(s) for s in src]
-    x = torch.randn(starts[-1], dim, generator=g).to(dev)
+    return torch.stack([torch.cat(src), torch.cat(dst)]).to(dev), [len(s) for s in src]
+
+
+def batch(dev, nodes, fanouts, dim, classes, g):
+    """x, edge_index (edge_index above), the edges of each hop, labels."""
+    ei, edges = edge_index(nodes, fanouts, g, dev)
+    x = torch.randn(sum(nodes), dim, generator=g).to(dev)
     y = torch.randint(0, classes, (nodes[0],), generator=g).to(dev)
     return x, ei, edges, y
 

@@ -32,6 +32,9 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 from bench_train_model import SAGE  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(__file__))
+from interference_train import edge_index  # noqa: E402
+
 FANOUTS = [15, 10, 5]
 
 
@@ -44,19 +47,6 @@ def shapes(n, g):
         h3 = int(torch.randint(200000, 260001, (1,), generator=g))
         out.append([1024, h1, h2, h3])
     return out
-
-
-def edges_for(nodes, dev, g):
-    """edge_index of a batch with these hop sizes (each hop's edges grouped
-    by destination, as loaderd delivers them) and its edges per hop."""
-    starts = [sum(nodes[:i]) for i in range(len(nodes) + 1)]
-    src, dst = [], []
-    for h, f in enumerate(FANOUTS):
-        d = torch.arange(starts[h], starts[h + 1], device=dev).repeat_interleave(f)
-        s = torch.randint(starts[h + 1], starts[h + 2], (d.numel(),), device=dev, generator=g)
-        src.append(s)
-        dst.append(d)
-    return torch.stack([torch.cat(src), torch.cat(dst)]), [len(s) for s in src]
 
 
 def main():
@@ -77,7 +67,7 @@ def main():
     y = torch.randint(0, 172, (1024,), device=dev)
     batches = {}
     for s in rep + novel:
-        batches[tuple(s)] = edges_for(s, dev, gd)
+        batches[tuple(s)] = edge_index(s, FANOUTS, gd, dev)
     torch.manual_seed(0)
     model = SAGE(a.dim, a.hidden, 172, layers=3).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
