@@ -94,11 +94,18 @@ def mixed_figures(starts, sources, block, skip, cpus=None, ends=None):
     that spins while it waits counts as CPU too). ends (each step's end of
     issue) splits each feed's wall time into issuing its steps
     (issue_ms_mean) and the time before the next one (between_ms_mean: the
-    feed's own work on the thread, e.g. loaderd's client)."""
+    feed's own work on the thread, e.g. loaderd's client). block_ratios:
+    loaderd's mean over training only's for each block of training only
+    and the block of loaderd's after it, in order (how the ratio moves
+    over a run: a slow start, a drift, one block off)."""
     per, late, cpu, split = {}, {}, {}, {}
+    pairs = {}  # the index of a block pair -> {feed: [ms sum, steps]}
     for i, src, k in timed_steps(len(starts) - 1, sources, block, skip):
         ms = 1e3 * (starts[i + 1] - starts[i])
         per.setdefault(src, []).append(ms)
+        acc = pairs.setdefault(i // (2 * block), {}).setdefault(src, [0.0, 0])
+        acc[0] += ms
+        acc[1] += 1
         if cpus:
             cpu.setdefault(src, []).append(1e3 * (cpus[i + 1] - cpus[i]))
         if ends:
@@ -124,6 +131,8 @@ def mixed_figures(starts, sources, block, skip, cpus=None, ends=None):
         out["ratio_median"] = a["ms_median"] / b["ms_median"]
         if a.get("late_ms_mean") and b.get("late_ms_mean"):
             out["ratio_late"] = a["late_ms_mean"] / b["late_ms_mean"]
+        out["block_ratios"] = [(p["loaderd"][0] / p["loaderd"][1]) / (p["train_only"][0] / p["train_only"][1])
+                               for _, p in sorted(pairs.items()) if "loaderd" in p and "train_only" in p]
     return out
 
 

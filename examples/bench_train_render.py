@@ -148,6 +148,8 @@ def render(paths):
         if "issue_ms_mean" in a and "issue_ms_mean" in b:
             print(f"  - wall ms a step, issuing it + before the next: loaderd {a['issue_ms_mean']:.3f} + "
                   f"{a['between_ms_mean']:.3f}, training only {b['issue_ms_mean']:.3f} + {b['between_ms_mean']:.3f}")
+        if m.get("block_ratios"):
+            print("  - each block pair's ratio, in order: " + " ".join(f"{r:.2f}" for r in m["block_ratios"]))
     by_phase = {}  # each phase's runs apart: its daemon may differ (EXTRA's flags, its build)
     for n, m in mixed:
         if m.get("ratio_mean"):

@@ -88,6 +88,10 @@ class MixedFiguresTest(unittest.TestCase):
         # The second halves (steps 2-3 of each block of 5).
         self.assertAlmostEqual(m["train_only"]["late_ms_mean"], 1.0, places=6)
         self.assertAlmostEqual(m["ratio_late"], 2.0, places=6)
+        # Six blocks: three pairs of training only's and loaderd's.
+        self.assertEqual(len(m["block_ratios"]), 3)
+        for r in m["block_ratios"]:
+            self.assertAlmostEqual(r, 2.0, places=6)
         # Without the skip the switches' 50 ms land in the figures.
         self.assertGreater(mixed_figures(starts, sources, 5, 0)["train_only"]["ms_mean"], 10)
         self.assertNotIn("cpu_ms_mean", m["loaderd"])
@@ -109,6 +113,22 @@ class MixedFiguresTest(unittest.TestCase):
         self.assertAlmostEqual(m["loaderd"]["issue_ms_mean"], 0.4, places=6)
         self.assertAlmostEqual(m["loaderd"]["between_ms_mean"], 1.6, places=6)
         self.assertAlmostEqual(m["train_only"]["between_ms_mean"], 0.6, places=6)
+
+    def test_block_ratios_in_order(self):
+        # Blocks of 4, skip 1: each block's steps 1-2 count. Training only
+        # takes 1 ms a step throughout; loaderd 1.5 ms in the first pair, 1
+        # in the second, 3 in the third.
+        sources, starts, t = [], [], 0.0
+        for blk, ld_ms in enumerate((1.5, 1.0, 3.0)):
+            for side, ms in (("train_only", 1.0), ("loaderd", ld_ms)):
+                for k in range(4):
+                    sources.append(side)
+                    starts.append(t)
+                    t += (0.020 if k == 0 else ms / 1e3)
+        starts.append(t)
+        m = mixed_figures(starts, sources, 4, 1)
+        self.assertEqual([round(r, 6) for r in m["block_ratios"]], [1.5, 1.0, 3.0])
+        self.assertAlmostEqual(m["ratio_mean"], (1.5 + 1.0 + 3.0) / 3, places=6)
 
     def test_one_side_only(self):
         # The run's last step is left out too: its end is the GPU's drain.
