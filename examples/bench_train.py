@@ -75,6 +75,12 @@ the results say "profiled").
 GNNLOADER_BENCH_GC=freeze (or off) calls gc.freeze() (gc.disable()) after
 the setup: whether the collector's passes weigh on the trainer's thread.
 
+GNNLOADER_BENCH_EMPTY_CACHE=1 gives torch's allocator's cached blocks back
+to the driver (gc.collect(), torch.cuda.empty_cache()) before each variant,
+so every run allocates its tensors afresh as a process's first run does
+(train_mixed's first run of a process is the highest of its phase: is it
+the allocator's state?).
+
 The trainer's torch CPU threads are as many as the CPUs it may run on (its
 affinity, e.g. under taskset), not all the host's.
 
@@ -224,6 +230,9 @@ def main():
             print(f"[{out(v)}] skipped: past the deadline", flush=True)
             continue
         args.variant_name = out(v)  # names the profile window's file (GNNLOADER_BENCH_PROFILE)
+        if os.environ.get("GNNLOADER_BENCH_EMPTY_CACHE", "") not in ("", "0") and dev.type == "cuda":
+            gc.collect()
+            torch.cuda.empty_cache()
         kind = variant_kind(v)  # "train_only@2": train_only again, reported under its own name
         before = scrape(args.metrics_url)
         cpu0 = host_cpu()
