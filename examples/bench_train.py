@@ -117,7 +117,8 @@ from bench_train_feeds import (CPUGatherFeed, HeldSlotsFeed, LoaderdFeed,  # noq
 from bench_train_mixed import MixedFeed  # noqa: E402
 from bench_train_measure import (Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free, host_cpu, host_cpu_share,  # noqa: E402,F401
                                  host_register, host_unregister, pcie_bound, proc_mem, scrape, sync)
-from bench_train_model import SAGE, SAGEConv, _run_epoch, allocator_counts, evaluate, run_epoch, train_variant  # noqa: E402,F401
+from bench_train_model import (SAGE, SAGEConv, _run_epoch, allocator_counts, allocator_taken, evaluate, run_epoch,  # noqa: E402,F401
+                               train_variant)
 from bench_train_render import render, variant_kind  # noqa: E402
 from bench_train_sync import SYNC_MODES, _event_fn  # noqa: E402,F401
 
@@ -223,6 +224,7 @@ def main():
     elif gc_mode == "off":
         gc.disable()
     res["gc"] = gc_mode or "on"
+    empty_cache = dev.type == "cuda" and os.environ.get("GNNLOADER_BENCH_EMPTY_CACHE", "") not in ("", "0")
 
     for v in names:
         if args.deadline and time.time() > args.deadline:
@@ -230,7 +232,7 @@ def main():
             print(f"[{out(v)}] skipped: past the deadline", flush=True)
             continue
         args.variant_name = out(v)  # names the profile window's file (GNNLOADER_BENCH_PROFILE)
-        if os.environ.get("GNNLOADER_BENCH_EMPTY_CACHE", "") not in ("", "0") and dev.type == "cuda":
+        if empty_cache:
             gc.collect()
             torch.cuda.empty_cache()
         kind = variant_kind(v)  # "train_only@2": train_only again, reported under its own name
@@ -365,7 +367,7 @@ def main():
         r["daemon_mem"] = proc_mem(args.daemon_pid)
         if dev.type == "cuda":
             a = allocator_counts(dev)  # what the variant took from the driver, not from torch's cache
-            r["allocator"] = {k: a[k] - alloc0[k] for k in a if k != "reserved_bytes"} | {"reserved_bytes": a["reserved_bytes"]}
+            r["allocator"] = allocator_taken(alloc0, a) | {"reserved_bytes": a["reserved_bytes"]}
             r["trainer_gpu_peak_bytes"] = torch.cuda.max_memory_allocated(dev)
             torch.cuda.reset_peak_memory_stats(dev)
         res["variants"][out(v)] = r

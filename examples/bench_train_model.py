@@ -71,6 +71,12 @@ def allocator_counts(dev):
             "alloc_retries": st.get("num_alloc_retries", 0), "reserved_bytes": st.get("reserved_bytes.all.current", 0)}
 
 
+def allocator_taken(before, after):
+    """What the allocator's counters (allocator_counts) rose by from before
+    to after: segments taken and given back, retries; not the bytes held."""
+    return {k: after[k] - before[k] for k in after if k != "reserved_bytes"}
+
+
 # -- one run -------------------------------------------------------------------
 
 def run_epoch(args, feed, dev, model=None, opt=None, touch_only=False, max_batches=0):
@@ -216,7 +222,7 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
          # time between steps (gap_figures).
          "first_ms": 1e3 * (first or 0.0), **gaps}
     if alloc1:  # segments torch's allocator took from the driver during the steps (a cudaMalloc inside a step)
-        r["allocator_steps"] = {k: alloc1[k] - alloc0[k] for k in alloc1 if k != "reserved_bytes"}
+        r["allocator_steps"] = allocator_taken(alloc0, alloc1)
     if starts is not None:
         starts.append(time.perf_counter())  # after the sync: the last step's end
     if cpus is not None:

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from bench_train_measure import gap_figures  # noqa: E402
 from bench_train_render import median  # noqa: E402
-from bench_train_model import run_epoch  # noqa: E402
+from bench_train_model import allocator_counts, allocator_taken, run_epoch  # noqa: E402
 from bench_train_feeds import SpinFeed  # noqa: E402
 
 
@@ -114,6 +114,18 @@ class ProcessAndSpinTest(unittest.TestCase):
         # quarter of it is asked for.
         self.assertGreaterEqual(r["between_ms"], 20)
         self.assertGreaterEqual(r["between_cpu_ms"], 5)
+
+
+class AllocatorTest(unittest.TestCase):
+    def test_counters_risen_not_bytes_held(self):
+        before = {"segments_allocated": 3, "segments_freed": 1, "alloc_retries": 0, "reserved_bytes": 1 << 30}
+        after = {"segments_allocated": 11, "segments_freed": 1, "alloc_retries": 2, "reserved_bytes": 1 << 31}
+        self.assertEqual(allocator_taken(before, after),
+                         {"segments_allocated": 8, "segments_freed": 0, "alloc_retries": 2})
+        # No CUDA: no counters, nothing taken.
+        cpu = allocator_counts(torch.device("cpu"))
+        self.assertEqual(cpu, {})
+        self.assertEqual(allocator_taken(cpu, cpu), {})
 
 
 class GapFiguresTest(unittest.TestCase):
