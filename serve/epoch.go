@@ -233,12 +233,15 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 	srv.stats.GatherNanos.Add(int64(took))
 	srv.stats.Fills.Add(1)
 	srv.metrics.fills.Inc()
-	if m > 1 {
-		srv.stats.SweptBatches.Add(int64(m))
-		srv.metrics.swept.Add(float64(m))
-	}
 	for j, b := range bs {
+		// Counted a batch at a time, as the gather's observations are: a
+		// scrape between two of a fill's batches sees the same batches in
+		// both (the sweep's count once read ahead of the observations).
 		srv.metrics.gather.Observe(seconds(took) / float64(m))
+		if m > 1 {
+			srv.stats.SweptBatches.Add(1)
+			srv.metrics.swept.Inc()
+		}
 		b.Meta(&p.meta)
 		if db, ok := b.(batch.DeviceBatch); ok && db.Err() != nil {
 			return fmt.Errorf("sampling batch %d of epoch %d on the GPU: %w", i+j, p.epoch, db.Err())
