@@ -54,6 +54,10 @@ def daemon_stage_ms(before, after):
             "rows_looked_up": d("gnnloader_gpu_rows_looked_up_total"),
             "cache_hit_bytes": d("gnnloader_gpu_cache_hit_bytes_total"),
             "pcie_read_bytes": d("gnnloader_gpu_pcie_read_bytes_total"),
+            # the daemon process's CPU a batch and its collections (the Go
+            # collector's and the process collector's series)
+            "cpu_ms": 1e3 * d("process_cpu_seconds_total") / g,
+            "gc_cycles": d("go_gc_duration_seconds_count"),
             # GPU ms a batch of each fill phase (zeros unless loaderd runs with --gpu-timing)
             "gpu_fill_ms": {ph: round(1e3 * d("gnnloader_gpu_fill_seconds_total:" + ph) / g, 3)
                             for ph in ("plan", "read", "assemble", "sample", "sample_wait", "host_wait")}}

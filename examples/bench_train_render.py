@@ -145,6 +145,10 @@ def render(paths):
             segs = runs[name].get("allocator_steps", {}).get("segments_allocated")
             print(f"  - the trainer's thread, CPU ms a step: loaderd {a['cpu_ms_mean']:.3f}, training only "
                   f"{b['cpu_ms_mean']:.3f}" + (f"; segments from cudaMalloc during the steps: {segs}" if segs is not None else ""))
+        if "proc_cpu_ms_mean" in a and "proc_cpu_ms_mean" in b:
+            print(f"  - the trainer process's CPU ms a step (the autograd thread's included): loaderd "
+                  f"{a['proc_cpu_ms_mean']:.3f}, training only {b['proc_cpu_ms_mean']:.3f}; minor page faults a step: "
+                  f"loaderd {a.get('minflt_mean', 0):.1f}, training only {b.get('minflt_mean', 0):.1f}")
         if "issue_ms_mean" in a and "issue_ms_mean" in b:
             print(f"  - wall ms a step, issuing it + before the next: loaderd {a['issue_ms_mean']:.3f} + "
                   f"{a['between_ms_mean']:.3f}, training only {b['issue_ms_mean']:.3f} + {b['between_ms_mean']:.3f}")
@@ -199,7 +203,9 @@ def render(paths):
             ph = d.get("gpu_fill_ms") or {}
             hc = r.get("host_cpu") or {}
             if hc:
-                print(f"  - host CPUs: {100 * hc['busy']:.0f}% busy, {100 * hc['steal']:.1f}% stolen by the hypervisor")
+                print(f"  - host CPUs: {100 * hc['busy']:.0f}% busy, {100 * hc['steal']:.1f}% stolen by the hypervisor"
+                      + (f"; the daemon's CPU {d['cpu_ms']:.2f} ms a batch, {d.get('gc_cycles', 0):.0f} collections"
+                         if d.get("cpu_ms") is not None else ""))
             if any(ph.values()):  # the daemon ran with --gpu-timing
                 print(f"  - GPU ms a batch: " + ", ".join(f"{k} {v:.2f}" for k, v in ph.items()))
         if isinstance(r, dict) and r.get("issue_ms") is not None and r.get("mean_loss") is not None:

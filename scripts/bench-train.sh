@@ -275,6 +275,8 @@ fi
 # variants=LIST runs those variants instead of loader,loaderd, and
 # train.NAME=value sets the trainer's environment (e.g.
 # "part:train.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=88 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=12"),
+# procs=N runs the variants in N trainer processes one after another
+# (labels LAB, LAB2, ..., LABN) against that one daemon,
 # loaderd=PATH runs that loaderd build (an absolute path to an executable)
 # instead of LOADERD (two builds side by side in one run),
 # cpus.train=LIST and cpus.daemon=LIST run the trainer or that loaderd on
@@ -285,11 +287,12 @@ fi
 if [ -n "${PRIO:-}" ]; then EXTRA="prio:;${EXTRA:-}"; fi
 IFS=';' read -r -a extras <<< "${EXTRA:-}"
 port=9480
+procs_json=()
 for ex in "${extras[@]}"; do
 	[ -z "$ex" ] && continue
 	lab=${ex%%:*}
 	read -r -a exflags <<< "${ex#*:}"
-	exslots=$SLOTS exvariants=loader,loaderd excpus_train="" excpus_daemon="" exbin=""
+	exslots=$SLOTS exvariants=loader,loaderd excpus_train="" excpus_daemon="" exbin="" exprocs=1
 	trainenv=()
 	while [ ${#exflags[@]} -gt 0 ]; do
 		if [[ ${exflags[0]} =~ ^slots=([0-9]+)$ ]]; then
@@ -302,6 +305,8 @@ for ex in "${extras[@]}"; do
 			excpus_daemon=${BASH_REMATCH[1]}
 		elif [[ ${exflags[0]} =~ ^loaderd=(/.+)$ ]] && [ -x "${BASH_REMATCH[1]}" ]; then
 			exbin=${BASH_REMATCH[1]}
+		elif [[ ${exflags[0]} =~ ^procs=([1-9][0-9]?)$ ]]; then
+			exprocs=${BASH_REMATCH[1]}
 		elif [[ ${exflags[0]} =~ ^train\.([A-Z_][A-Z0-9_]*=.*)$ ]]; then
 			trainenv+=("${BASH_REMATCH[1]}")
 		else
@@ -314,6 +319,13 @@ for ex in "${extras[@]}"; do
 	port=$((port + 1))
 	if [ "$(left)" -gt "$need" ] && DAEMON_BIN=$exbin DAEMON_CPUS=$excpus_daemon start_daemon "$lab" "$port" "${exflags[@]}"; then
 		TRAIN_CPUS=$excpus_train JSON_AS=$lab TRAIN_ENV="${trainenv[*]}" bench "$lab" "$port" --label "$lab" --variants "$exvariants" --max-batches "$PHASE_BATCHES" --no-eval --slots "$exslots" "${trainflags[@]}"
+		# procs=N: the same variants again in trainer processes 2..N, one
+		# after another, against the same daemon (labels LAB2, LAB3, ...):
+		# a trainer's first run told apart from the daemon's first.
+		for ((k = 2; k <= exprocs; k++)); do
+			TRAIN_CPUS=$excpus_train JSON_AS=$lab$k TRAIN_ENV="${trainenv[*]}" bench "$lab" "$port" --label "$lab$k" --variants "$exvariants" --max-batches "$PHASE_BATCHES" --no-eval --slots "$exslots" "${trainflags[@]}"
+			procs_json+=("$OUT/$lab$k.json")
+		done
 		stop_daemon
 		cat "$work/$lab.log" >> "$logs"
 	else
@@ -349,5 +361,5 @@ fi
 log "done"
 extra_json=()
 for ex in "${extras[@]}"; do [ -n "$ex" ] && extra_json+=("$OUT/${ex%%:*}.json"); done
-$PY examples/bench_train.py --render "$OUT/meta.json" "$OUT/main.json" "$OUT/cache.json" "${extra_json[@]}" "$OUT/slots2.json" "$OUT/mps.json" "$OUT/allsms.json" 2>&1 |
+$PY examples/bench_train.py --render "$OUT/meta.json" "$OUT/main.json" "$OUT/cache.json" "${extra_json[@]}" "${procs_json[@]}" "$OUT/slots2.json" "$OUT/mps.json" "$OUT/allsms.json" 2>&1 |
 	tee "$OUT/table.md"
