@@ -76,7 +76,7 @@ def timed_steps(steps, sources, block, skip):
         yield i, src, k
 
 
-def mixed_figures(starts, sources, block, skip, cpus=None, ends=None):
+def mixed_figures(starts, sources, block, skip, cpus=None, ends=None, counters=None):
     """train_mixed's figures: each step's wall time (from its start to the
     next step's) by the feed it came from, leaving out the first `skip` steps
     of every block (the switch from one feed to the other: the GPU's queue of
@@ -97,8 +97,12 @@ def mixed_figures(starts, sources, block, skip, cpus=None, ends=None):
     feed's own work on the thread, e.g. loaderd's client). block_ratios:
     loaderd's mean over training only's for each block of training only
     and the block of loaderd's after it, in order (how the ratio moves
-    over a run: a slow start, a drift, one block off)."""
+    over a run: a slow start, a drift, one block off). counters: more
+    readings at each start, {name: values as starts}, each feed's mean rise
+    a step as NAME_mean (e.g. the process's CPU, the autograd thread's
+    included, and its minor page faults)."""
     per, late, cpu, split = {}, {}, {}, {}
+    rises = {}  # (feed, counter name) -> each step's rise
     pairs = {}  # the index of a block pair -> {feed: [ms sum, steps]}
     for i, src, k in timed_steps(len(starts) - 1, sources, block, skip):
         ms = 1e3 * (starts[i + 1] - starts[i])
@@ -108,6 +112,8 @@ def mixed_figures(starts, sources, block, skip, cpus=None, ends=None):
         acc[1] += 1
         if cpus:
             cpu.setdefault(src, []).append(1e3 * (cpus[i + 1] - cpus[i]))
+        for name, v in (counters or {}).items():
+            rises.setdefault((src, name), []).append(v[i + 1] - v[i])
         if ends:
             sp = split.setdefault(src, [0.0, 0.0])
             sp[0] += 1e3 * (ends[i] - starts[i])
@@ -123,6 +129,9 @@ def mixed_figures(starts, sources, block, skip, cpus=None, ends=None):
             out[src]["cpu_ms_mean"] = sum(cpu[src]) / len(cpu[src])
         if src in split:
             out[src]["issue_ms_mean"], out[src]["between_ms_mean"] = (v / len(ms) for v in split[src])
+        for (f, name), v in rises.items():
+            if f == src:
+                out[src][name + "_mean"] = sum(v) / len(v)
         if late.get(src):  # the second half of each block alone: what the switch could still reach is over
             out[src]["late_ms_mean"] = sum(late[src]) / len(late[src])
     a, b = out.get("loaderd"), out.get("train_only")

@@ -4,6 +4,7 @@ feed, then accuracy on the valid split."""
 from __future__ import annotations
 
 import gc
+import resource
 import time
 
 import torch
@@ -135,6 +136,15 @@ class GCWatch:
             gc.callbacks.remove(self._cb)
 
 
+def process_counters(into):
+    """Appends the process's CPU ms so far (all its threads) and its minor
+    page faults so far to into["proc_cpu_ms"] and into["minflt"] (one
+    getrusage)."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    into["proc_cpu_ms"].append(1e3 * (ru.ru_utime + ru.ru_stime))
+    into["minflt"].append(ru.ru_minflt)
+
+
 def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     timer = Timer(dev)
     acc = torch.zeros((), device=dev)
@@ -156,6 +166,9 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     # of issue (perf_counter): each feed's time issuing its steps and between them.
     cpus = [] if hasattr(feed, "sources") else None
     ends = [] if cpus is not None else None
+    # train_mixed: the process's CPU ms (the autograd thread's included) and
+    # its minor page faults at each start, each feed's rise a step.
+    procs = {"proc_cpu_ms": [], "minflt": []} if cpus is not None else None
     for x, ei, y, bs, nodes, edges, nn in feed:
         prof.before(batches)
         h, c = time.perf_counter(), time.thread_time()
@@ -165,6 +178,7 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
             starts.append(h)
         if cpus is not None:
             cpus.append(c)
+            process_counters(procs)
         if last is not None:
             between += h - last
             between_cpu += c - lastc
@@ -227,8 +241,9 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
         starts.append(time.perf_counter())  # after the sync: the last step's end
     if cpus is not None:
         cpus.append(time.thread_time())
+        process_counters(procs)
     if hasattr(feed, "sources"):
-        r["mixed"] = mixed_figures(starts, feed.sources, feed.block, args.mixed_skip, cpus, ends)
+        r["mixed"] = mixed_figures(starts, feed.sources, feed.block, args.mixed_skip, cpus, ends, procs)
     if trace:
         # A run's steps on the wall clock (the last entry its end, after the
         # sync), and each step's feed in train_mixed: the render lines them

@@ -113,6 +113,17 @@ class MixedFiguresTest(unittest.TestCase):
         self.assertAlmostEqual(m["loaderd"]["issue_ms_mean"], 0.4, places=6)
         self.assertAlmostEqual(m["loaderd"]["between_ms_mean"], 1.6, places=6)
         self.assertAlmostEqual(m["train_only"]["between_ms_mean"], 0.6, places=6)
+        # Counters read at each start: loaderd's steps fault 3 pages each,
+        # training only's none, each switch 100 (left out like its time).
+        faults, f = [], 0
+        for i, side in enumerate(sources):
+            faults.append(f)
+            f += 100 if i % 5 == 0 else 3 if side == "loaderd" else 0
+        faults.append(f)
+        m = mixed_figures(starts, sources, 5, 1, counters={"minflt": faults, "proc_cpu_ms": [2 * c for c in cpus]})
+        self.assertAlmostEqual(m["loaderd"]["minflt_mean"], 3)
+        self.assertAlmostEqual(m["train_only"]["minflt_mean"], 0)
+        self.assertAlmostEqual(m["loaderd"]["proc_cpu_ms_mean"], 0.001, places=9)
 
     def test_block_ratios_in_order(self):
         # Blocks of 4, skip 1: each block's steps 1-2 count. Training only
@@ -259,6 +270,11 @@ class MixedRunTest(CoraDaemonCase):
                                   env=env, capture_output=True, text=True, timeout=60)
         self.assertIn("train_mixed: blocks of 10 steps in turn", rendered.stdout)
         self.assertIn("p90", rendered.stdout)
+        # The process's counters a step, each side: CPU and minor faults.
+        for side in ("loaderd", "train_only"):
+            self.assertGreater(m[side]["proc_cpu_ms_mean"], 0)
+            self.assertGreaterEqual(m[side]["minflt_mean"], 0)
+        self.assertIn("the trainer process's CPU ms a step", rendered.stdout)
 
 
 if __name__ == "__main__":
