@@ -55,6 +55,13 @@ Variants (same model, seeds and sampler; only the feature path differs):
             --mixed-skip of each block) and their ratio: loaderd against
             training only in the same seconds, which the drift of the
             baseline between whole epochs (10% and more) does not reach
+  train_mixed_fresh  train_mixed with training only on another epoch's
+            batches (the loaderd side's seed + 1000), each stepped once
+            (their edge_index, labels and hop sizes kept on the GPU, x the
+            first rows of one buffer): steps with new shapes on both sides,
+            as a real epoch's are, where train_mixed's 32 cycled batches
+            repeat theirs (a GEMM shape's first step pays cuBLAS's
+            heuristics; FreshShapesFeed)
   train_spin   train_only with the trainer's thread kept busy --spin-us
             microseconds before each step (default 200, about what the
             client's per-batch calls take): what host time between steps
@@ -80,6 +87,11 @@ to the driver (gc.collect(), torch.cuda.empty_cache()) before each variant,
 so every run allocates its tensors afresh as a process's first run does
 (train_mixed's first run of a process is the highest of its phase: is it
 the allocator's state?).
+
+GNNLOADER_BENCH_RUN_SEEDS=1 gives train_mixed's loaderd side of NAME@K the
+sampling seed --seed + K - 1: each run of a process a new epoch's batches,
+as a training's next epoch has, rather than the same batches (and the same
+tensor shapes, whose GEMM choices the libraries keep) again.
 
 The trainer's torch CPU threads are as many as the CPUs it may run on (its
 affinity, e.g. under taskset), not all the host's.
@@ -112,14 +124,17 @@ from gnnloader.table import open_table  # noqa: E402
 # name the script held before they were split off is still bench_train.NAME.
 from bench_train_busy import BusyConsumer  # noqa: E402
 from bench_train_clocks import ClockSampler  # noqa: E402
-from bench_train_feeds import (CPUGatherFeed, HeldSlotsFeed, LoaderdFeed,  # noqa: E402,F401
+from bench_train_feeds import (CPUGatherFeed, FreshShapesFeed, HeldSlotsFeed, LoaderdFeed,  # noqa: E402,F401
                                PreloadedFeed, ResidentFeed, SpinFeed, _StructFeed, copy_table_to_gpu)
 from bench_train_mixed import MixedFeed  # noqa: E402
+
+# train_mixed_fresh's training-only epoch: the loaderd side's seed plus this.
+FRESH_SEED_OFFSET = 1000
 from bench_train_measure import (Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free, host_cpu, host_cpu_share,  # noqa: E402,F401
                                  host_register, host_unregister, pcie_bound, proc_mem, scrape, sync)
 from bench_train_model import (SAGE, SAGEConv, _run_epoch, allocator_counts, allocator_taken, evaluate, run_epoch,  # noqa: E402,F401
                                train_variant)
-from bench_train_render import render, variant_kind  # noqa: E402
+from bench_train_render import render, run_index, variant_kind  # noqa: E402
 from bench_train_sync import SYNC_MODES, _event_fn  # noqa: E402,F401
 
 
@@ -225,6 +240,7 @@ def main():
         gc.disable()
     res["gc"] = gc_mode or "on"
     empty_cache = dev.type == "cuda" and os.environ.get("GNNLOADER_BENCH_EMPTY_CACHE", "") not in ("", "0")
+    run_seeds = os.environ.get("GNNLOADER_BENCH_RUN_SEEDS", "") not in ("", "0")
 
     for v in names:
         if args.deadline and time.time() > args.deadline:
@@ -298,20 +314,29 @@ def main():
                 # No accuracy: it trains on `keep` batches over and over.
                 r = train_variant(args, out(v), lambda s, sh, sd: PreloadedFeed(args, s, sh, sd, dev), dev, info,
                                   evaluate_after=False)
-            elif kind == "train_mixed":
+            elif kind in ("train_mixed", "train_mixed_fresh"):
                 # The preloaded batches first: their loader closes before loaderd's opens.
                 if args.mixed_block < 1 or args.mixed_skip < 0:
                     raise ValueError(f"train_mixed: --mixed-block {args.mixed_block} (want >= 1), "
                                      f"--mixed-skip {args.mixed_skip} (want >= 0)")
 
+                loaderd_seed = args.seed + (run_index(v) - 1 if run_seeds else 0)
+
                 def mixed(s, sh, sd):
-                    pre = PreloadedFeed(args, s, sh, sd, dev)
+                    if kind == "train_mixed_fresh":  # training only on another epoch's shapes, each new
+                        pre = FreshShapesFeed(args, s, loaderd_seed + FRESH_SEED_OFFSET, dev)
+                    else:
+                        pre = PreloadedFeed(args, s, sh, sd, dev)
                     try:
-                        return MixedFeed(LoaderdFeed(args, s, sh, sd, dev), pre, args.mixed_block)
+                        return MixedFeed(LoaderdFeed(args, s, sh, loaderd_seed if s == "train" else sd, dev), pre,
+                                         args.mixed_block)
                     except BaseException:
                         pre.close()
                         raise
                 r = train_variant(args, out(v), mixed, dev, info, evaluate_after=False)
+                r["loaderd_seed"] = loaderd_seed
+                if kind == "train_mixed_fresh":
+                    r["train_only_seed"] = loaderd_seed + FRESH_SEED_OFFSET
             elif kind == "train_spin":
                 r = train_variant(args, out(v), lambda s, sh, sd: SpinFeed(PreloadedFeed(args, s, sh, sd, dev), args.spin_us),
                                   dev, info, evaluate_after=False)

@@ -27,6 +27,12 @@ def variant_kind(name):
     return name.split("@", 1)[0]
 
 
+def run_index(name):
+    """K of a run named NAME@K (1 for NAME alone)."""
+    _, _, k = name.partition("@")
+    return int(k) if k.isdigit() else 1
+
+
 def render(paths):
     """The issue-6 table (markdown) from bench JSON files and meta.json."""
     runs, meta, source = {}, {}, {}
@@ -154,10 +160,14 @@ def render(paths):
                   f"{a['between_ms_mean']:.3f}, training only {b['issue_ms_mean']:.3f} + {b['between_ms_mean']:.3f}")
         if m.get("block_ratios"):
             print("  - each block pair's ratio, in order: " + " ".join(f"{r:.2f}" for r in m["block_ratios"]))
-    by_phase = {}  # each phase's runs apart: its daemon may differ (EXTRA's flags, its build)
+    by_phase = {}  # each phase's runs apart (its daemon may differ: EXTRA's flags, its build), and each baseline
     for n, m in mixed:
         if m.get("ratio_mean"):
-            by_phase.setdefault(n.split(":", 1)[0] if ":" in n else "", []).append(m["ratio_mean"])
+            lab, _, run = n.rpartition(":")
+            kind = variant_kind(run)
+            if kind != "train_mixed":
+                lab = f"{kind} in {lab}" if lab else kind
+            by_phase.setdefault(lab, []).append(m["ratio_mean"])
     for lab, ratios in by_phase.items():
         if len(ratios) > 1:
             ratios.sort()

@@ -9,9 +9,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 import unittest
 
 from test_loader import ROOT, CoraDaemonCase, Daemon, import_cora
+
+import gnnloader  # noqa: E402 (test_loader puts the client on the path)
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 
@@ -225,7 +229,8 @@ class MixedRenderTest(unittest.TestCase):
             return {"mixed": {"block": 100, "skip": 16, "loaderd": dict(side, ms_mean=ratio), "train_only": side,
                               "ratio_mean": ratio, "ratio_median": ratio}}
         variants = {"train_mixed": run(1.02), "train_mixed@2": run(1.04), "ng:train_mixed": run(1.20),
-                    "ng:train_mixed@2": run(1.30)}
+                    "ng:train_mixed@2": run(1.30), "ng:train_mixed_fresh": run(1.06),
+                    "ng:train_mixed_fresh@2": run(1.10)}
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "runs.json")
             with open(path, "w") as f:
@@ -235,6 +240,8 @@ class MixedRenderTest(unittest.TestCase):
                                  text=True, timeout=60).stdout
         self.assertIn("over 2 interleaved runs: median 1.030", out)
         self.assertIn("over 2 interleaved runs of ng: median 1.250", out)
+        # Each baseline apart: train_mixed_fresh's runs are not train_mixed's.
+        self.assertIn("over 2 interleaved runs of train_mixed_fresh in ng: median 1.080", out)
 
 
 class MixedRunTest(CoraDaemonCase):
@@ -275,6 +282,76 @@ class MixedRunTest(CoraDaemonCase):
             self.assertGreater(m[side]["proc_cpu_ms_mean"], 0)
             self.assertGreaterEqual(m[side]["minflt_mean"], 0)
         self.assertIn("the trainer process's CPU ms a step", rendered.stdout)
+
+    def test_run_seeds(self):
+        # GNNLOADER_BENCH_RUN_SEEDS=1: train_mixed@K's loaderd side samples
+        # with --seed + K - 1 (a new epoch's batches each run); unset, every
+        # run samples with --seed.
+        for env_value, want in (("1", [7, 8]), ("", [7, 7])):
+            out = os.path.join(self.tmp, f"seeds{env_value}.json")
+            env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), GNNLOADER_BENCH_RUN_SEEDS=env_value)
+            r = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--socket",
+                                self.daemon.socket, "--device", "cpu", "--variants", "train_mixed,train_mixed@2",
+                                "--batch-size", "16", "--fanouts", "5,3", "--slots", "8", "--mixed-block", "10",
+                                "--mixed-skip", "2", "--no-eval", "--warmup-steps", "0", "--seed", "7",
+                                "--max-batches", "30", "--json-out", out], env=env, capture_output=True, text=True,
+                               timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            with open(out) as f:
+                v = json.load(f)["variants"]
+            self.assertEqual([v["train_mixed"]["loaderd_seed"], v["train_mixed@2"]["loaderd_seed"]], want)
+
+    def test_fresh_shapes_feed(self):
+        # Another epoch's batches, each once in order, with their own
+        # edge_index, labels and hop sizes; x the first rows of one buffer,
+        # as many as the batch has nodes.
+        from bench_train_feeds import FreshShapesFeed
+        args = types.SimpleNamespace(socket=self.daemon.socket, batch_size=16, fanouts=[5, 3], slots=8,
+                                     wait_timeout=60.0)
+        feed = FreshShapesFeed(args, "train", 1007, torch.device("cpu"))
+        want = []
+        with gnnloader.Loader(self.daemon.socket, split="train", batch_size=16, fanouts=[5, 3], shuffle=True,
+                              seed=1007, pyg=False) as ld:
+            for b in ld:
+                want.append((b.n_id.numel(), b.edge_index.clone(), b.y.clone(), list(b.num_sampled_nodes)))
+        self.assertEqual(len(feed), len(want))
+        got = list(feed)
+        self.assertEqual(len(got), len(want))
+        for (x, ei, y, bs, nodes, edges, nn), (wn, wei, wy, wnodes) in zip(got, want):
+            self.assertEqual((nn, x.size(0), x.size(1)), (wn, wn, self.x.shape[1]))
+            self.assertTrue(torch.equal(ei, wei))
+            self.assertTrue(torch.equal(y, wy))
+            self.assertEqual((bs, nodes), (wnodes[0], wnodes))
+            self.assertEqual(x.data_ptr(), got[0][0].data_ptr())  # one buffer
+        # Another seed's epoch has other shapes: what makes them new to the
+        # steps beside loaderd's.
+        with gnnloader.Loader(self.daemon.socket, split="train", batch_size=16, fanouts=[5, 3], shuffle=True,
+                              seed=7, pyg=False) as ld:
+            other = [b.n_id.numel() for b in ld]
+        self.assertNotEqual(other, [w[0] for w in want])
+        feed.close()
+
+    def test_train_mixed_fresh(self):
+        out = os.path.join(self.tmp, "fresh.json")
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+        r = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--socket", self.daemon.socket,
+                            "--device", "cpu", "--variants", "train_mixed_fresh", "--batch-size", "16", "--fanouts",
+                            "5,3", "--slots", "8", "--mixed-block", "10", "--mixed-skip", "2", "--no-eval",
+                            "--warmup-steps", "0", "--seed", "3", "--json-out", out], env=env, capture_output=True,
+                           text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        with open(out) as f:
+            res = json.load(f)
+        v = res["variants"]["train_mixed_fresh"]
+        self.assertEqual((v["loaderd_seed"], v["train_only_seed"]), (3, 1003))
+        epoch = res["dataset"]["batches"]
+        self.assertEqual(v["batches"], epoch + 10 * (-(-epoch // 10)))
+        self.assertEqual(v["mixed"]["train_only"]["steps"], 7 * (-(-epoch // 10)))
+
+    def test_run_index(self):
+        from bench_train_render import run_index
+        self.assertEqual([run_index("train_mixed"), run_index("train_mixed@3"), run_index("c100:train_mixed@12")],
+                         [1, 3, 12])
 
 
 if __name__ == "__main__":
