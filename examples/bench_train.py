@@ -55,6 +55,9 @@ Variants (same model, seeds and sampler; only the feature path differs):
             --mixed-skip of each block) and their ratio: loaderd against
             training only in the same seconds, which the drift of the
             baseline between whole epochs (10% and more) does not reach
+  train_fresh  train_only over another epoch's batches (--seed + 1000),
+            each stepped once (FreshShapesFeed, below): the same steps as
+            an epoch's, their shapes new as loaderd's are
   train_mixed_fresh  train_mixed with training only on another epoch's
             batches (the loaderd side's seed + 1000), each stepped once
             (their edge_index, labels and hop sizes kept on the GPU, x the
@@ -341,6 +344,12 @@ def main():
                 r = train_variant(args, out(v), lambda s, sh, sd: SpinFeed(PreloadedFeed(args, s, sh, sd, dev), args.spin_us),
                                   dev, info, evaluate_after=False)
                 r["spin_us"] = args.spin_us
+            elif kind == "train_fresh":
+                # Training only's whole epoch on another epoch's batches, each once:
+                # new shapes at a real epoch's rate (train_only's 32 repeat theirs).
+                r = train_variant(args, out(v), lambda s, sh, sd: FreshShapesFeed(args, s, sd + FRESH_SEED_OFFSET, dev),
+                                  dev, info, evaluate_after=False)
+                r["train_only_seed"] = args.seed + FRESH_SEED_OFFSET
             elif kind == "train_slots":
                 r = train_variant(args, out(v), lambda s, sh, sd: HeldSlotsFeed(args, s, sh, sd, dev), dev, info,
                                   evaluate_after=False)

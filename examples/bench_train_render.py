@@ -73,7 +73,8 @@ def render(paths):
         kind = variant_kind(name)
         if kind.endswith("cpu"):
             gat = r.get("cpu_gather_ms")
-        elif kind.endswith(("resident", "train_only", "train_slots", "train_busy", "train_paced", "train_spin")):
+        elif kind.endswith(("resident", "train_only", "train_fresh", "train_slots", "train_busy", "train_paced",
+                            "train_spin")):
             gat = None
         else:
             gat = d.get("gather_fill_ms")
@@ -108,6 +109,13 @@ def render(paths):
             print(f"  - its floor without a GPU cache: the sweeps read {read / lo['batches'] / 1e6:.1f} MB a batch, "
                   f"{ms:.2f} ms at the memcpy rate, {ms / ZERO_COPY_CEILING:.2f} ms at a zero-copy read's ceiling: "
                   f"{max(1, ms / ZERO_COPY_CEILING / tro['ms_per_batch']):.2f}x training only, with nothing slowing the read")
+    trf = runs.get("train_fresh", {})
+    if ld.get("wall_s") and trf.get("wall_s"):
+        # Against the same steps on another epoch's batches, each once: the
+        # shapes new at an epoch's rate, as loaderd's (train_only's 32 cycled
+        # batches repeat theirs, and a step on a new shape costs more).
+        print(f"- loaderd epoch / training-only epoch on another epoch's batches (train_fresh) = "
+              f"{ld['wall_s'] / trf['wall_s']:.2f} (target <= 1.10); training only {trf['ms_per_batch']:.2f} ms a batch")
     # Repeated runs (name@k): each loaderd@k against train_only@k when both
     # ran, and the baseline's spread, so a machine whose steps drift during
     # the run shows it next to the ratio.

@@ -15,7 +15,9 @@
 # and says so (BUDGET_S, default 525 s, counts from the start, build included):
 #   main    loaderd (default 16-SM gather cap, no MPS) with --table-socket:
 #           pcie, loader only, training only (batches pre-loaded on the
-#           GPU), loaderd training, resident (c), CPU gather (b);
+#           GPU), loaderd training, training only again, training only
+#           over another epoch's batches each once (train_fresh: new
+#           shapes, as loaderd's epoch has), resident (c), CPU gather (b);
 #           trainers ask for SLOTS slots (default 6: GPU fills sweep up to 3
 #           batches); MAIN_VARIANTS picks the runs, in order; NAME@K runs
 #           NAME again (e.g. pcie,train_only,loaderd,train_only@2,loaderd@2:
@@ -51,7 +53,7 @@ SEED=${2:-0}
 BUDGET_S=${BUDGET_S:-525}
 PHASE_BATCHES=${PHASE_BATCHES:-300}
 SLOTS=${SLOTS:-6}
-MAIN_VARIANTS=${MAIN_VARIANTS:-pcie,loader,train_only,loaderd,train_only@2,resident,cpu}
+MAIN_VARIANTS=${MAIN_VARIANTS:-pcie,loader,train_only,loaderd,train_only@2,train_fresh,resident,cpu}
 read -r -a DAEMON_FLAGS <<< "${DAEMON_FLAGS:-}" # extra loaderd serve flags, e.g. "--prefetch 4"
 OUT=${OUT:-/tmp/bench-train}
 PY=${PYTHON:-python3}

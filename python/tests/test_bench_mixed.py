@@ -348,6 +348,27 @@ class MixedRunTest(CoraDaemonCase):
         self.assertEqual(v["batches"], epoch + 10 * (-(-epoch // 10)))
         self.assertEqual(v["mixed"]["train_only"]["steps"], 7 * (-(-epoch // 10)))
 
+    def test_train_fresh(self):
+        # A whole epoch of training only on another epoch's batches, then
+        # loaderd's: the table prints loaderd's epoch against it.
+        out = os.path.join(self.tmp, "trainfresh.json")
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+        r = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--socket", self.daemon.socket,
+                            "--device", "cpu", "--variants", "train_fresh,loaderd", "--batch-size", "16", "--fanouts",
+                            "5,3", "--slots", "8", "--no-eval", "--warmup-steps", "0", "--seed", "4", "--json-out", out],
+                           env=env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        with open(out) as f:
+            res = json.load(f)
+        v = res["variants"]["train_fresh"]
+        self.assertEqual(v["train_only_seed"], 1004)
+        self.assertEqual(v["batches"], res["dataset"]["batches"])  # an epoch, each batch once
+        rendered = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", out],
+                                  env=env, capture_output=True, text=True, timeout=60).stdout
+        ratio = res["variants"]["loaderd"]["wall_s"] / v["wall_s"]
+        self.assertIn(f"loaderd epoch / training-only epoch on another epoch's batches (train_fresh) = {ratio:.2f}",
+                      rendered)
+
     def test_run_index(self):
         from bench_train_render import run_index
         self.assertEqual([run_index("train_mixed"), run_index("train_mixed@3"), run_index("c100:train_mixed@12")],
