@@ -130,9 +130,6 @@ from bench_train_clocks import ClockSampler  # noqa: E402
 from bench_train_feeds import (CPUGatherFeed, FreshShapesFeed, HeldSlotsFeed, LoaderdFeed,  # noqa: E402,F401
                                PreloadedFeed, ResidentFeed, SpinFeed, _StructFeed, copy_table_to_gpu)
 from bench_train_mixed import MixedFeed  # noqa: E402
-
-# train_mixed_fresh's training-only epoch: the loaderd side's seed plus this.
-FRESH_SEED_OFFSET = 1000
 from bench_train_measure import (Timer, _cudart, daemon_stage_ms, gpu_apps, gpu_free, host_cpu, host_cpu_share,  # noqa: E402,F401
                                  host_register, host_unregister, pcie_bound, proc_mem, scrape, sync)
 from bench_train_model import (SAGE, SAGEConv, _run_epoch, allocator_counts, allocator_taken, evaluate, run_epoch,  # noqa: E402,F401
@@ -140,6 +137,9 @@ from bench_train_model import (SAGE, SAGEConv, _run_epoch, allocator_counts, all
 from bench_train_render import render, run_index, variant_kind  # noqa: E402
 from bench_train_sync import SYNC_MODES, _event_fn  # noqa: E402,F401
 
+# train_fresh's and train_mixed_fresh's training-only epoch: the seed of
+# loaderd's side plus this.
+FRESH_SEED_OFFSET = 1000
 
 # The variants that run no training step (the warm-up is for the others).
 UNTRAINED = {"pcie", "loader", "loader_bare", *SYNC_MODES}

@@ -242,12 +242,12 @@ class PreloadedFeed(_CycledFeed):
 
 
 class FreshShapesFeed:
-    """train_mixed_fresh's training only: the steps of another epoch's
-    batches (sampling seed `seed`; its first `n` when n > 0), each once,
-    taken from loaderd before the clock starts. Each keeps its own edge_index, labels and hop sizes; its x
-    is the first rows of one buffer as large as the largest batch (the
-    features of the batches last copied in: a step's time does not depend
-    on the values). So its steps have the shapes a real epoch's have, new
+    """train_fresh's and train_mixed_fresh's training only: the steps of
+    another epoch's batches (sampling seed `seed`; its first `n` when
+    n > 0), each once, taken from loaderd before the clock starts. Each
+    keeps its own edge_index, labels and hop sizes; its x is the first rows
+    of one buffer as large as the largest batch can be (the features of the
+    batches last copied in: a step's time does not depend on the values). So its steps have the shapes a real epoch's have, new
     ones as loaderd's batches do, where training only's 32 cycled batches
     repeat theirs: the libraries' choices for each GEMM shape (cuBLAS's
     heuristics) cost a step that meets a new shape, and loaderd's side
