@@ -239,6 +239,14 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	} else {
 		srv.DisableGPU(noGPU)
 	}
+	// The dataset is loaded (and copied to the GPUs): garbage from here on
+	// is each Open's and each epoch's, collected at a fixed allowance.
+	if percent, live, set := serve.PaceCollector(); set {
+		log.Info("collector paced for the dataset's heap", "live_heap_bytes", live, "gc_percent", percent,
+			"garbage_allowance_bytes", serve.GarbageAllowance)
+	} else {
+		log.Info("collector left at GOGC from the environment", "GOGC", os.Getenv("GOGC"))
+	}
 	if a.metricsAddr != "" { // before Listen: a bad address leaves no socket behind
 		stop, err := serveMetrics(a.metricsAddr, srv.Registry(), log)
 		if err != nil {
