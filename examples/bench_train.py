@@ -326,8 +326,13 @@ def main():
                 loaderd_seed = args.seed + (run_index(v) - 1 if run_seeds else 0)
 
                 def mixed(s, sh, sd):
+                    nonlocal before, cpu0
                     if kind == "train_mixed_fresh":  # training only on another epoch's shapes, each new
-                        pre = FreshShapesFeed(args, s, loaderd_seed + FRESH_SEED_OFFSET, dev)
+                        # As many as its side steps: about half the run, and a block.
+                        n = args.max_batches // 2 + args.mixed_block if args.max_batches else 0
+                        pre = FreshShapesFeed(args, s, loaderd_seed + FRESH_SEED_OFFSET, dev, n)
+                        # The daemon's figures from here: not the epoch it filled for the preload.
+                        before, cpu0 = scrape(args.metrics_url), host_cpu()
                     else:
                         pre = PreloadedFeed(args, s, sh, sd, dev)
                     try:
@@ -347,8 +352,12 @@ def main():
             elif kind == "train_fresh":
                 # Training only's whole epoch on another epoch's batches, each once:
                 # new shapes at a real epoch's rate (train_only's 32 repeat theirs).
-                r = train_variant(args, out(v), lambda s, sh, sd: FreshShapesFeed(args, s, sd + FRESH_SEED_OFFSET, dev),
-                                  dev, info, evaluate_after=False)
+                def fresh(s, sh, sd):
+                    nonlocal before, cpu0
+                    f = FreshShapesFeed(args, s, sd + FRESH_SEED_OFFSET, dev, args.max_batches)
+                    before, cpu0 = scrape(args.metrics_url), host_cpu()  # not the preload's fills
+                    return f
+                r = train_variant(args, out(v), fresh, dev, info, evaluate_after=False)
                 r["train_only_seed"] = args.seed + FRESH_SEED_OFFSET
             elif kind == "train_slots":
                 r = train_variant(args, out(v), lambda s, sh, sd: HeldSlotsFeed(args, s, sh, sd, dev), dev, info,

@@ -278,7 +278,8 @@ fi
 # train.NAME=value sets the trainer's environment (e.g.
 # "part:train.CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=88 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=12"),
 # procs=N runs the variants in N trainer processes one after another
-# (labels LAB, LAB2, ..., LABN) against that one daemon,
+# (labels LAB, LAB-p2, ..., LAB-pN) against that one daemon, each after the
+# first while a minute of the budget is left,
 # loaderd=PATH runs that loaderd build (an absolute path to an executable)
 # instead of LOADERD (two builds side by side in one run),
 # cpus.train=LIST and cpus.daemon=LIST run the trainer or that loaderd on
@@ -322,11 +323,15 @@ for ex in "${extras[@]}"; do
 	if [ "$(left)" -gt "$need" ] && DAEMON_BIN=$exbin DAEMON_CPUS=$excpus_daemon start_daemon "$lab" "$port" "${exflags[@]}"; then
 		TRAIN_CPUS=$excpus_train JSON_AS=$lab TRAIN_ENV="${trainenv[*]}" bench "$lab" "$port" --label "$lab" --variants "$exvariants" --max-batches "$PHASE_BATCHES" --no-eval --slots "$exslots" "${trainflags[@]}"
 		# procs=N: the same variants again in trainer processes 2..N, one
-		# after another, against the same daemon (labels LAB2, LAB3, ...):
-		# a trainer's first run told apart from the daemon's first.
+		# after another, against the same daemon (labels LAB-p2, LAB-p3,
+		# ...): a trainer's first run told apart from the daemon's first.
 		for ((k = 2; k <= exprocs; k++)); do
-			TRAIN_CPUS=$excpus_train JSON_AS=$lab$k TRAIN_ENV="${trainenv[*]}" bench "$lab" "$port" --label "$lab$k" --variants "$exvariants" --max-batches "$PHASE_BATCHES" --no-eval --slots "$exslots" "${trainflags[@]}"
-			procs_json+=("$OUT/$lab$k.json")
+			if [ "$(left)" -lt 60 ]; then
+				log "$lab: trainer processes $k-$exprocs skipped: $(left) s left"
+				break
+			fi
+			TRAIN_CPUS=$excpus_train JSON_AS=$lab-p$k TRAIN_ENV="${trainenv[*]}" bench "$lab" "$port" --label "$lab-p$k" --variants "$exvariants" --max-batches "$PHASE_BATCHES" --no-eval --slots "$exslots" "${trainflags[@]}"
+			procs_json+=("$OUT/$lab-p$k.json")
 		done
 		stop_daemon
 		cat "$work/$lab.log" >> "$logs"

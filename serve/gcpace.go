@@ -36,14 +36,15 @@ func gcPercent(live, allowance uint64) int {
 
 // PaceCollector collects, then sets the collector's percent for the heap
 // left live (gcPercent with GarbageAllowance), and returns both; set is
-// false, and nothing is changed, when GOGC is in the environment (the
-// user's choice stands). Call it once the dataset is loaded.
+// false, and nothing is changed, when GOGC is set in the environment (the
+// user's choice stands). Call it once the dataset is loaded. Above 10 GiB
+// of live heap the allowance is a tenth of it (gcPercent's floor).
 func PaceCollector() (percent int, live uint64, set bool) {
 	return paceCollector(GarbageAllowance)
 }
 
 func paceCollector(allowance uint64) (percent int, live uint64, set bool) {
-	if _, ok := os.LookupEnv("GOGC"); ok {
+	if os.Getenv("GOGC") != "" { // set but empty is the default, for the runtime too
 		return 0, 0, false
 	}
 	runtime.GC()

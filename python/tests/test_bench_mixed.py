@@ -6,6 +6,7 @@ and its last."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -300,6 +301,11 @@ class MixedRunTest(CoraDaemonCase):
             with open(out) as f:
                 v = json.load(f)["variants"]
             self.assertEqual([v["train_mixed"]["loaderd_seed"], v["train_mixed@2"]["loaderd_seed"]], want)
+            # The training-only side is the same 32 batches in both runs, so
+            # the runs' nodes a batch differ exactly when loaderd's side
+            # sampled another epoch.
+            same = v["train_mixed"]["nodes_per_batch"] == v["train_mixed@2"]["nodes_per_batch"]
+            self.assertEqual(same, env_value == "", v["train_mixed"]["nodes_per_batch"])
 
     def test_fresh_shapes_feed(self):
         # Another epoch's batches, each once in order, with their own
@@ -334,19 +340,36 @@ class MixedRunTest(CoraDaemonCase):
     def test_train_mixed_fresh(self):
         out = os.path.join(self.tmp, "fresh.json")
         env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
-        r = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--socket", self.daemon.socket,
-                            "--device", "cpu", "--variants", "train_mixed_fresh", "--batch-size", "16", "--fanouts",
-                            "5,3", "--slots", "8", "--mixed-block", "10", "--mixed-skip", "2", "--no-eval",
-                            "--warmup-steps", "0", "--seed", "3", "--json-out", out], env=env, capture_output=True,
-                           text=True, timeout=300)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        daemon = Daemon(self.cora, "--gpu=false", "--metrics-addr", f"127.0.0.1:{port}")
+        try:
+            r = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--socket", daemon.socket,
+                                "--metrics-url", f"http://127.0.0.1:{port}/metrics", "--device", "cpu", "--variants",
+                                "train_mixed_fresh,train_mixed", "--batch-size", "16", "--fanouts", "5,3", "--slots", "8",
+                                "--mixed-block", "10", "--mixed-skip", "2", "--no-eval", "--warmup-steps", "0", "--seed",
+                                "3", "--json-out", out], env=env, capture_output=True, text=True, timeout=300)
+        finally:
+            code = daemon.stop()
+        self.assertEqual(code, 0)
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         with open(out) as f:
             res = json.load(f)
-        v = res["variants"]["train_mixed_fresh"]
+        v, cyc = res["variants"]["train_mixed_fresh"], res["variants"]["train_mixed"]
         self.assertEqual((v["loaderd_seed"], v["train_only_seed"]), (3, 1003))
         epoch = res["dataset"]["batches"]
         self.assertEqual(v["batches"], epoch + 10 * (-(-epoch // 10)))
         self.assertEqual(v["mixed"]["train_only"]["steps"], 7 * (-(-epoch // 10)))
+        # The same loaderd side (seed 3) in both; the training-only sides
+        # differ (another epoch's batches against 32 of seed 3's, cycled).
+        self.assertEqual(v["batches"], cyc["batches"])
+        self.assertNotEqual(v["nodes_per_batch"], cyc["nodes_per_batch"])
+        # The daemon's figures leave out the epoch filled for the preload:
+        # loaderd's epoch and what its slots held ahead, not two epochs.
+        self.assertGreaterEqual(v["daemon"]["filled_batches"], epoch)
+        self.assertLess(v["daemon"]["filled_batches"], epoch + 16)
 
     def test_train_fresh(self):
         # A whole epoch of training only on another epoch's batches, then
