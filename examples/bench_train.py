@@ -324,6 +324,7 @@ def main():
                                      f"--mixed-skip {args.mixed_skip} (want >= 0)")
 
                 loaderd_seed = args.seed + (run_index(v) - 1 if run_seeds else 0)
+                stored = []  # the fresh feed's stored batches
 
                 def mixed(s, sh, sd):
                     nonlocal before, cpu0
@@ -331,6 +332,7 @@ def main():
                         # As many as its side steps: about half the run, and a block.
                         n = args.max_batches // 2 + args.mixed_block if args.max_batches else 0
                         pre = FreshShapesFeed(args, s, loaderd_seed + FRESH_SEED_OFFSET, dev, n)
+                        stored.append(pre.stored)
                         # The daemon's figures from here: not the epoch it filled for the preload.
                         before, cpu0 = scrape(args.metrics_url), host_cpu()
                     else:
@@ -345,6 +347,7 @@ def main():
                 r["loaderd_seed"] = loaderd_seed
                 if kind == "train_mixed_fresh":
                     r["train_only_seed"] = loaderd_seed + FRESH_SEED_OFFSET
+                    r["fresh_batches_stored"] = stored[-1] if stored else None
             elif kind == "train_spin":
                 r = train_variant(args, out(v), lambda s, sh, sd: SpinFeed(PreloadedFeed(args, s, sh, sd, dev), args.spin_us),
                                   dev, info, evaluate_after=False)
@@ -352,13 +355,17 @@ def main():
             elif kind == "train_fresh":
                 # Training only's whole epoch on another epoch's batches, each once:
                 # new shapes at a real epoch's rate (train_only's 32 repeat theirs).
+                stored = []
+
                 def fresh(s, sh, sd):
                     nonlocal before, cpu0
                     f = FreshShapesFeed(args, s, sd + FRESH_SEED_OFFSET, dev, args.max_batches)
                     before, cpu0 = scrape(args.metrics_url), host_cpu()  # not the preload's fills
+                    stored.append(f.stored)
                     return f
                 r = train_variant(args, out(v), fresh, dev, info, evaluate_after=False)
                 r["train_only_seed"] = args.seed + FRESH_SEED_OFFSET
+                r["fresh_batches_stored"] = stored[-1] if stored else None
             elif kind == "train_slots":
                 r = train_variant(args, out(v), lambda s, sh, sd: HeldSlotsFeed(args, s, sh, sd, dev), dev, info,
                                   evaluate_after=False)

@@ -247,13 +247,18 @@ class FreshShapesFeed:
     n > 0), each once, taken from loaderd before the clock starts. Each
     keeps its own edge_index, labels and hop sizes; its x is the first rows
     of one buffer as large as the largest batch can be (the features of the
-    batches last copied in: a step's time does not depend on the values). So its steps have the shapes a real epoch's have, new
-    ones as loaderd's batches do, where training only's 32 cycled batches
-    repeat theirs: the libraries' choices for each GEMM shape (cuBLAS's
-    heuristics) cost a step that meets a new shape, and loaderd's side
-    alone paid that. About 15 MB of GPU memory a papers100M batch."""
+    batches last copied in: a step's time does not depend on the values).
+    So its steps have the shapes a real epoch's have, new ones as loaderd's
+    batches do, where training only's 32 cycled batches repeat theirs: the
+    libraries' choices for each GEMM shape (cuBLAS's heuristics) cost a
+    step that meets a new shape, and loaderd's side alone paid that.
 
-    def __init__(self, args, split, seed, dev, n=0):
+    About 15 MB of GPU memory a papers100M batch (18 GB an epoch): it stops
+    storing batches while the device has less than `reserve` bytes free
+    (the trainer's steps need theirs; a full GPU cache beside it may leave
+    little), and then cycles those it has (`stored` says how many)."""
+
+    def __init__(self, args, split, seed, dev, n=0, reserve=8 << 30):
         ld = gnnloader.Loader(args.socket, split=split, batch_size=args.batch_size, fanouts=args.fanouts,
                               shuffle=True, seed=seed, device=str(dev), slots=args.slots, pyg=False,
                               timeout=args.wait_timeout)
@@ -271,9 +276,12 @@ class FreshShapesFeed:
                 self.batches.append(step_inputs(b, self.xbuf[:x.size(0)], b.edge_index.clone(), b.y.clone()))
                 if n and len(self.batches) >= n:
                     break
+                if dev.type == "cuda" and len(self.batches) % 16 == 0 and torch.cuda.mem_get_info(dev)[0] < reserve:
+                    break
         finally:
             ld.close()
         sync(dev)
+        self.stored = len(self.batches)
 
     def __len__(self):
         return self.n

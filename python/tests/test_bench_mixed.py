@@ -321,6 +321,7 @@ class MixedRunTest(CoraDaemonCase):
             for b in ld:
                 want.append((b.n_id.numel(), b.edge_index.clone(), b.y.clone(), list(b.num_sampled_nodes)))
         self.assertEqual(len(feed), len(want))
+        self.assertEqual(feed.stored, len(want))  # a whole epoch: no GPU whose memory could run short
         got = list(feed)
         self.assertEqual(len(got), len(want))
         for (x, ei, y, bs, nodes, edges, nn), (wn, wei, wy, wnodes) in zip(got, want):
@@ -336,6 +337,11 @@ class MixedRunTest(CoraDaemonCase):
             other = [b.n_id.numel() for b in ld]
         self.assertNotEqual(other, [w[0] for w in want])
         feed.close()
+        # The first n only, then those again in turn for the epoch's steps.
+        few = FreshShapesFeed(args, "train", 1007, torch.device("cpu"), n=3)
+        self.assertEqual((few.stored, len(few)), (3, len(want)))
+        self.assertEqual([item[6] for item in few], [want[i % 3][0] for i in range(len(want))])
+        few.close()
 
     def test_train_mixed_fresh(self):
         out = os.path.join(self.tmp, "fresh.json")
@@ -359,6 +365,7 @@ class MixedRunTest(CoraDaemonCase):
             res = json.load(f)
         v, cyc = res["variants"]["train_mixed_fresh"], res["variants"]["train_mixed"]
         self.assertEqual((v["loaderd_seed"], v["train_only_seed"]), (3, 1003))
+        self.assertEqual(v["fresh_batches_stored"], res["dataset"]["batches"])  # no --max-batches: the epoch
         epoch = res["dataset"]["batches"]
         self.assertEqual(v["batches"], epoch + 10 * (-(-epoch // 10)))
         self.assertEqual(v["mixed"]["train_only"]["steps"], 7 * (-(-epoch // 10)))
@@ -385,6 +392,7 @@ class MixedRunTest(CoraDaemonCase):
             res = json.load(f)
         v = res["variants"]["train_fresh"]
         self.assertEqual(v["train_only_seed"], 1004)
+        self.assertEqual(v["fresh_batches_stored"], res["dataset"]["batches"])
         self.assertEqual(v["batches"], res["dataset"]["batches"])  # an epoch, each batch once
         rendered = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", out],
                                   env=env, capture_output=True, text=True, timeout=60).stdout
