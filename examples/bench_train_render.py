@@ -115,7 +115,9 @@ def render(paths):
         # shapes new at an epoch's rate, as loaderd's (train_only's 32 cycled
         # batches repeat theirs, and a step on a new shape costs more).
         print(f"- loaderd epoch / training-only epoch on another epoch's batches (train_fresh) = "
-              f"{ld['wall_s'] / trf['wall_s']:.2f} (target <= 1.10); training only {trf['ms_per_batch']:.2f} ms a batch")
+              f"{ld['wall_s'] / trf['wall_s']:.2f} (target <= 1.10); training only {trf['ms_per_batch']:.2f} ms a batch"
+              + (f", {trf['fresh_batches_stored']} batches stored for its {trf['batches']} steps"
+                 if trf.get("fresh_batches_stored") is not None else ""))
     # Repeated runs (name@k): each loaderd@k against train_only@k when both
     # ran, and the baseline's spread, so a machine whose steps drift during
     # the run shows it next to the ratio.
@@ -155,6 +157,10 @@ def render(paths):
               f"{m['ratio_mean']:.3f} (medians {m['ratio_median']:.3f}"
               + (f"; second half of each block {a['late_ms_mean']:.3f} / {b['late_ms_mean']:.3f} = {m['ratio_late']:.3f}"
                  if m.get("ratio_late") else "") + "; target <= 1.10)")
+        fresh = runs[name].get("fresh_batches_stored")
+        if fresh is not None:  # train_mixed_fresh: its training only's batches, each new until they run out
+            print(f"  - training only over {fresh} batches of another epoch (seed {runs[name].get('train_only_seed')}), "
+                  f"each once before any repeats; {b['steps']} of its steps timed")
         if "cpu_ms_mean" in a and "cpu_ms_mean" in b:  # the trainer's thread: its own work, the rest of a step waits
             segs = runs[name].get("allocator_steps", {}).get("segments_allocated")
             print(f"  - the trainer's thread, CPU ms a step: loaderd {a['cpu_ms_mean']:.3f}, training only "

@@ -366,6 +366,9 @@ class MixedRunTest(CoraDaemonCase):
         v, cyc = res["variants"]["train_mixed_fresh"], res["variants"]["train_mixed"]
         self.assertEqual((v["loaderd_seed"], v["train_only_seed"]), (3, 1003))
         self.assertEqual(v["fresh_batches_stored"], res["dataset"]["batches"])  # no --max-batches: the epoch
+        rendered = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", out],
+                                  env=env, capture_output=True, text=True, timeout=60).stdout
+        self.assertIn(f"training only over {res['dataset']['batches']} batches of another epoch (seed 1003)", rendered)
         epoch = res["dataset"]["batches"]
         self.assertEqual(v["batches"], epoch + 10 * (-(-epoch // 10)))
         self.assertEqual(v["mixed"]["train_only"]["steps"], 7 * (-(-epoch // 10)))
@@ -399,6 +402,7 @@ class MixedRunTest(CoraDaemonCase):
         ratio = res["variants"]["loaderd"]["wall_s"] / v["wall_s"]
         self.assertIn(f"loaderd epoch / training-only epoch on another epoch's batches (train_fresh) = {ratio:.2f}",
                       rendered)
+        self.assertIn(f"{v['batches']} batches stored for its {v['batches']} steps", rendered)
 
     def test_run_index(self):
         from bench_train_render import run_index
