@@ -257,6 +257,16 @@ def main():
         kind = variant_kind(v)  # "train_only@2": train_only again, reported under its own name
         before = scrape(args.metrics_url)
         cpu0 = host_cpu()
+        fresh_stored = None  # a FreshShapesFeed's stored batches (fresh_feed)
+
+        def fresh_feed(split, seed, n):
+            """train_fresh's and train_mixed_fresh's training-only feed; the
+            daemon's figures and the host's CPU counted from after its
+            preload (an epoch filled with no training beside it)."""
+            nonlocal before, cpu0, fresh_stored
+            f = FreshShapesFeed(args, split, seed, dev, n)
+            before, cpu0, fresh_stored = scrape(args.metrics_url), host_cpu(), f.stored
+            return f
         free0 = gpu_free(dev)
         alloc0 = allocator_counts(dev)
         clocks = ClockSampler(dev)
@@ -324,17 +334,12 @@ def main():
                                      f"--mixed-skip {args.mixed_skip} (want >= 0)")
 
                 loaderd_seed = args.seed + (run_index(v) - 1 if run_seeds else 0)
-                stored = []  # the fresh feed's stored batches
 
                 def mixed(s, sh, sd):
-                    nonlocal before, cpu0
                     if kind == "train_mixed_fresh":  # training only on another epoch's shapes, each new
                         # As many as its side steps: about half the run, and a block.
                         n = args.max_batches // 2 + args.mixed_block if args.max_batches else 0
-                        pre = FreshShapesFeed(args, s, loaderd_seed + FRESH_SEED_OFFSET, dev, n)
-                        stored.append(pre.stored)
-                        # The daemon's figures from here: not the epoch it filled for the preload.
-                        before, cpu0 = scrape(args.metrics_url), host_cpu()
+                        pre = fresh_feed(s, loaderd_seed + FRESH_SEED_OFFSET, n)
                     else:
                         pre = PreloadedFeed(args, s, sh, sd, dev)
                     try:
@@ -347,7 +352,7 @@ def main():
                 r["loaderd_seed"] = loaderd_seed
                 if kind == "train_mixed_fresh":
                     r["train_only_seed"] = loaderd_seed + FRESH_SEED_OFFSET
-                    r["fresh_batches_stored"] = stored[-1] if stored else None
+                    r["fresh_batches_stored"] = fresh_stored
             elif kind == "train_spin":
                 r = train_variant(args, out(v), lambda s, sh, sd: SpinFeed(PreloadedFeed(args, s, sh, sd, dev), args.spin_us),
                                   dev, info, evaluate_after=False)
@@ -355,17 +360,10 @@ def main():
             elif kind == "train_fresh":
                 # Training only's whole epoch on another epoch's batches, each once:
                 # new shapes at a real epoch's rate (train_only's 32 repeat theirs).
-                stored = []
-
-                def fresh(s, sh, sd):
-                    nonlocal before, cpu0
-                    f = FreshShapesFeed(args, s, sd + FRESH_SEED_OFFSET, dev, args.max_batches)
-                    before, cpu0 = scrape(args.metrics_url), host_cpu()  # not the preload's fills
-                    stored.append(f.stored)
-                    return f
-                r = train_variant(args, out(v), fresh, dev, info, evaluate_after=False)
+                r = train_variant(args, out(v), lambda s, sh, sd: fresh_feed(s, sd + FRESH_SEED_OFFSET, args.max_batches),
+                                  dev, info, evaluate_after=False)
                 r["train_only_seed"] = args.seed + FRESH_SEED_OFFSET
-                r["fresh_batches_stored"] = stored[-1] if stored else None
+                r["fresh_batches_stored"] = fresh_stored
             elif kind == "train_slots":
                 r = train_variant(args, out(v), lambda s, sh, sd: HeldSlotsFeed(args, s, sh, sd, dev), dev, info,
                                   evaluate_after=False)

@@ -102,7 +102,7 @@ def mixed_figures(starts, sources, block, skip, cpus=None, ends=None, counters=N
     a step as NAME_mean (e.g. the process's CPU, the autograd thread's
     included, and its minor page faults)."""
     per, late, cpu, split = {}, {}, {}, {}
-    rises = {}  # (feed, counter name) -> each step's rise
+    rises = {}  # feed -> counter name -> each step's rise
     pairs = {}  # the index of a block pair -> {feed: [ms sum, steps]}
     for i, src, k in timed_steps(len(starts) - 1, sources, block, skip):
         ms = 1e3 * (starts[i + 1] - starts[i])
@@ -113,7 +113,7 @@ def mixed_figures(starts, sources, block, skip, cpus=None, ends=None, counters=N
         if cpus:
             cpu.setdefault(src, []).append(1e3 * (cpus[i + 1] - cpus[i]))
         for name, v in (counters or {}).items():
-            rises.setdefault((src, name), []).append(v[i + 1] - v[i])
+            rises.setdefault(src, {}).setdefault(name, []).append(v[i + 1] - v[i])
         if ends:
             sp = split.setdefault(src, [0.0, 0.0])
             sp[0] += 1e3 * (ends[i] - starts[i])
@@ -129,9 +129,8 @@ def mixed_figures(starts, sources, block, skip, cpus=None, ends=None, counters=N
             out[src]["cpu_ms_mean"] = sum(cpu[src]) / len(cpu[src])
         if src in split:
             out[src]["issue_ms_mean"], out[src]["between_ms_mean"] = (v / len(ms) for v in split[src])
-        for (f, name), v in rises.items():
-            if f == src:
-                out[src][name + "_mean"] = sum(v) / len(v)
+        for name, v in rises.get(src, {}).items():
+            out[src][name + "_mean"] = sum(v) / len(v)
         if late.get(src):  # the second half of each block alone: what the switch could still reach is over
             out[src]["late_ms_mean"] = sum(late[src]) / len(late[src])
     a, b = out.get("loaderd"), out.get("train_only")

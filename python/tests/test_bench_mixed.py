@@ -6,7 +6,6 @@ and its last."""
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -346,14 +345,10 @@ class MixedRunTest(CoraDaemonCase):
     def test_train_mixed_fresh(self):
         out = os.path.join(self.tmp, "fresh.json")
         env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        sock.close()
-        daemon = Daemon(self.cora, "--gpu=false", "--metrics-addr", f"127.0.0.1:{port}")
+        daemon = Daemon(self.cora, "--gpu=false", metrics=True)
         try:
             r = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--socket", daemon.socket,
-                                "--metrics-url", f"http://127.0.0.1:{port}/metrics", "--device", "cpu", "--variants",
+                                "--metrics-url", daemon.metrics_url, "--device", "cpu", "--variants",
                                 "train_mixed_fresh,train_mixed", "--batch-size", "16", "--fanouts", "5,3", "--slots", "8",
                                 "--mixed-block", "10", "--mixed-skip", "2", "--no-eval", "--warmup-steps", "0", "--seed",
                                 "3", "--json-out", out], env=env, capture_output=True, text=True, timeout=300)

@@ -4,7 +4,6 @@ fills them; paced (train_paced) it takes one every pace_ms, so that the
 daemon works at a training loop's pace beside the trainer under test. Run
 on a CPU loaderd serving Cora."""
 import os
-import socket
 import sys
 import time
 import types
@@ -62,12 +61,8 @@ class DaemonFiguresTest(unittest.TestCase):
     def test_cpu_and_collections(self):
         if not os.path.exists(LOADERD):
             self.skipTest(f"{LOADERD} not built")
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        url = f"http://127.0.0.1:{port}/metrics"
-        d = Daemon("synthetic:cora:1:0", "--gpu=false", "--metrics-addr", f"127.0.0.1:{port}")
+        d = Daemon("synthetic:cora:1:0", "--gpu=false", metrics=True)
+        url = d.metrics_url
         try:
             before = scrape(url)
             with gnnloader.Loader(d.socket, batch_size=16, fanouts=[10, 10]) as ld:

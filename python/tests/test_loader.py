@@ -45,11 +45,21 @@ def load_cora_npz():
 
 
 class Daemon:
-    """A loaderd serving a dataset on a socket in a temporary directory."""
+    """A loaderd serving a dataset on a socket in a temporary directory;
+    with metrics=True also its metrics on a free loopback port, at
+    self.metrics_url."""
 
-    def __init__(self, dataset, *flags, socket_path=None):
+    def __init__(self, dataset, *flags, socket_path=None, metrics=False):
         self.dir = tempfile.mkdtemp(prefix="gnnloader-test-")
         self.socket = socket_path or os.path.join(self.dir, "loaderd.sock")
+        self.metrics_url = None
+        if metrics:
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            s.close()
+            flags = (*flags, "--metrics-addr", f"127.0.0.1:{port}")
+            self.metrics_url = f"http://127.0.0.1:{port}/metrics"
         self.log = open(os.path.join(self.dir, "loaderd.log"), "w+")
         self.proc = subprocess.Popen([LOADERD, "serve", "--dataset", dataset, "--socket", self.socket, *flags],
                                      stdout=self.log, stderr=subprocess.STDOUT)
@@ -317,17 +327,13 @@ class MetricsTest(unittest.TestCase):
             self.skipTest(f"{LOADERD} not built")
         import re
         import urllib.request
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        d = Daemon("synthetic:cora:1:0", "--metrics-addr", f"127.0.0.1:{port}")
+        d = Daemon("synthetic:cora:1:0", metrics=True)
         try:
             with gnnloader.Loader(d.socket, batch_size=64, fanouts=[5, 5]) as ld:
                 batches = sum(1 for _ in ld)
                 it = iter(ld)
                 next(it)  # hold one batch while scraping
-                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+                text = urllib.request.urlopen(d.metrics_url, timeout=10).read().decode()
         finally:
             self.assertEqual(d.stop(), 0)
 
