@@ -6,6 +6,7 @@ package serve
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -361,4 +362,49 @@ func TestRefusedOpensHoldNothing(t *testing.T) {
 	a.conn.Close()
 	waitFor(t, func() bool { return srv.Trainers() == 0 && srv.BudgetUsed() == 0 })
 	dial(t, srv).handshake(openReq())
+}
+
+// TestConnectionChurnKeepsNothing: a client that opens, starts an epoch
+// and hangs up without a Goodbye, over and over, leaves the daemon nothing
+// per connection: no trainer, no budget, no goroutine, no heap that the
+// collector cannot take back (the daemon's RSS after 400 connections on
+// arxiv stayed where it was after 100: docs/benchmarks.md, session 28).
+func TestConnectionChurnKeepsNothing(t *testing.T) {
+	srv, _ := testServer(t, Config{})
+	// Each run of cycles is a subtest: the test clients' connections and
+	// mappings (their cleanups) are gone before the heap is read.
+	cycles := func(name string, n int) {
+		t.Run(name, func(t *testing.T) {
+			for range n {
+				c := dial(t, srv)
+				c.handshake(openReq())
+				c.send(&ipc.StartEpoch{})
+				c.recv()
+				c.conn.Close() // no Goodbye
+				waitFor(t, func() bool { return srv.Trainers() == 0 && srv.BudgetUsed() == 0 })
+			}
+		})
+	}
+	settled := func() (uint64, int) {
+		var ms runtime.MemStats
+		for range 3 { // the sessions' goroutines end just after the daemon lets them go
+			runtime.GC()
+			time.Sleep(20 * time.Millisecond)
+		}
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc, runtime.NumGoroutine()
+	}
+	cycles("warm", 20) // pools and buffers reach their size
+	heap0, g0 := settled()
+	const n = 200
+	cycles("churn", n)
+	heap1, g1 := settled()
+	t.Logf("heap %d -> %d bytes, goroutines %d -> %d over %d connections", heap0, heap1, g0, g1, n)
+	if g1 > g0+2 {
+		t.Errorf("%d goroutines after %d more connections, %d before", g1, n, g0)
+	}
+	// 1 MiB over 200 connections: 5 KiB a connection would show.
+	if heap1 > heap0+1<<20 {
+		t.Errorf("live heap %d bytes after %d more connections, %d before", heap1, n, heap0)
+	}
 }
