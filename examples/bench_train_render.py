@@ -201,11 +201,36 @@ def render(paths):
             if o.get("ms_per_batch") and base.get("ms_per_batch"):
                 line = (f"- (d) {lab} {v}: {o['ms_per_batch']:.1f} ms/batch over {o['batches']} batches, against "
                         f"{base['ms_per_batch']:.1f} in the main run ({o['ms_per_batch'] / base['ms_per_batch']:.2f}x)")
-                own = runs.get(f"{lab}:train_only", {})
-                for tb, whose in ((tro, "the main run's"), (own, "this phase's")):
+                # Against each whole-epoch baseline there is: training only
+                # on 32 cycled batches, and on another epoch's batches each
+                # once (train_fresh: new shapes at an epoch's rate), the main
+                # run's and this phase's own.
+                for tb, whose in ((tro, "the main run's training only"), (trf, "the main run's train_fresh"),
+                                  (runs.get(f"{lab}:train_only", {}), "this phase's training only"),
+                                  (runs.get(f"{lab}:train_fresh", {}), "this phase's train_fresh")):
                     if v == "loaderd" and tb.get("ms_per_batch"):
-                        line += f"; {o['ms_per_batch'] / tb['ms_per_batch']:.2f}x {whose} training only ({tb['ms_per_batch']:.2f} ms)"
+                        line += f"; {o['ms_per_batch'] / tb['ms_per_batch']:.2f}x {whose} ({tb['ms_per_batch']:.2f} ms)"
                 print(line)
+    # Within each EXTRA phase, each whole loaderd epoch against the baseline
+    # epoch of the same index (loaderd@k with train_fresh@k, else
+    # train_only@k), and the median over the pairs: one daemon, one trainer
+    # process, its runs in turn, so the baseline's drift shows beside the ratio.
+    for lab in [""] + labels:  # "": the main phase, its runs unprefixed
+        pre = f"{lab}:" if lab else ""
+        pairs = []
+        for n in sorted((n for n in runs if variant_kind(n) == f"{pre}loaderd"), key=run_index):
+            suffix = n[len(f"{pre}loaderd"):]
+            a = runs[n]
+            for base in ("train_fresh", "train_only"):
+                b = runs.get(f"{pre}{base}{suffix}", {})
+                if a.get("wall_s") and b.get("wall_s"):
+                    pairs.append((n[len(pre):], f"{base}{suffix}", a["ms_per_batch"], b["ms_per_batch"]))
+                    break
+        if len(pairs) > 1:
+            ratios = [x / y for _, _, x, y in pairs]
+            print(f"- {lab or 'main'}: whole epochs in turn, " + "; ".join(f"{a} {x:.2f} / {b} {y:.2f} ms = {x / y:.3f}"
+                                                                 for a, b, x, y in pairs)
+                  + f"; median {median(ratios):.3f} (target <= 1.10), {min(ratios):.3f}-{max(ratios):.3f}")
     ca = runs.get("cache:loader", {})
     cd = ca.get("daemon", {})
     if ca.get("feature_GBps") and cd.get("rows_looked_up"):

@@ -244,6 +244,53 @@ class MixedRenderTest(unittest.TestCase):
         self.assertIn("over 2 interleaved runs of train_mixed_fresh in ng: median 1.080", out)
 
 
+class PhaseRenderTest(unittest.TestCase):
+    def test_phase_loaderd_against_each_baseline(self):
+        # An EXTRA phase's whole loaderd epoch is set against every
+        # whole-epoch baseline run: the main run's and the phase's own,
+        # training only on cycled batches and on another epoch's (train_fresh).
+        def run(ms):
+            return {"batches": 100, "ms_per_batch": ms, "wall_s": ms / 10, "batches_per_s": 1000 / ms, "step_ms": ms}
+        variants = {"loaderd": run(5.0), "train_only": run(4.0), "train_fresh": run(4.2),
+                    "c100:loaderd": run(4.41), "c100:train_fresh": run(4.2), "c100:train_only": run(4.0)}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "runs.json")
+            with open(path, "w") as f:
+                json.dump({"variants": variants}, f)
+            out = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", path],
+                                 env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True,
+                                 text=True, timeout=60).stdout
+        line = next((ln for ln in out.splitlines() if ln.startswith("- (d) c100 loaderd")), "")
+        self.assertIn("1.10x the main run's training only (4.00 ms)", line)
+        self.assertIn("1.05x the main run's train_fresh (4.20 ms)", line)
+        self.assertIn("1.05x this phase's train_fresh (4.20 ms)", line)
+        self.assertIn("1.10x this phase's training only (4.00 ms)", line)
+        self.assertIn("- loaderd epoch / training-only epoch on another epoch's batches (train_fresh) = 1.19", out)
+
+    def test_phase_pairs_in_turn(self):
+        # loaderd@k against the same phase's train_fresh@k (train_only@k
+        # where no train_fresh ran), and their median.
+        def run(ms):
+            return {"batches": 100, "ms_per_batch": ms, "wall_s": ms / 10, "batches_per_s": 1000 / ms, "step_ms": ms}
+        variants = {"c100:train_fresh": run(3.2), "c100:loaderd": run(3.52), "c100:train_fresh@2": run(3.7),
+                    "c100:loaderd@2": run(3.7), "c100:train_only@3": run(3.0), "c100:loaderd@3": run(3.15),
+                    "c50:loaderd": run(4.0), "train_fresh": run(3.5), "loaderd": run(4.2), "train_only@2": run(3.0),
+                    "loaderd@2": run(4.5)}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "runs.json")
+            with open(path, "w") as f:
+                json.dump({"variants": variants}, f)
+            out = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", path],
+                                 env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True,
+                                 text=True, timeout=60).stdout
+        self.assertIn("- c100: whole epochs in turn, loaderd 3.52 / train_fresh 3.20 ms = 1.100; loaderd@2 3.70 / "
+                      "train_fresh@2 3.70 ms = 1.000; loaderd@3 3.15 / train_only@3 3.00 ms = 1.050; median 1.050 "
+                      "(target <= 1.10), 1.000-1.100", out)
+        self.assertIn("- main: whole epochs in turn, loaderd 4.20 / train_fresh 3.50 ms = 1.200; loaderd@2 4.50 / "
+                      "train_only@2 3.00 ms = 1.500; median 1.350", out)
+        self.assertNotIn("- c50: whole epochs", out)  # one loaderd run and no baseline: no pairs
+
+
 class MixedRunTest(CoraDaemonCase):
     """train_mixed end to end, as bench-train.sh runs it, on a CPU loaderd
     serving Cora: one epoch of loaderd's batches in blocks, the preloaded
