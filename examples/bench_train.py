@@ -127,6 +127,7 @@ from gnnloader.table import open_table  # noqa: E402
 # name the script held before they were split off is still bench_train.NAME.
 from bench_train_busy import BusyConsumer  # noqa: E402
 from bench_train_clocks import ClockSampler  # noqa: E402
+from bench_train_probe import probe as host_probe  # noqa: E402
 from bench_train_feeds import (CPUGatherFeed, FreshShapesFeed, HeldSlotsFeed, LoaderdFeed,  # noqa: E402,F401
                                PreloadedFeed, ResidentFeed, SpinFeed, _StructFeed, copy_table_to_gpu)
 from bench_train_mixed import MixedFeed  # noqa: E402
@@ -269,6 +270,7 @@ def main():
             return f
         free0 = gpu_free(dev)
         alloc0 = allocator_counts(dev)
+        probe0 = host_probe(dev)
         clocks = ClockSampler(dev)
         mem = {}
         try:
@@ -405,6 +407,7 @@ def main():
             traceback.print_exc()
             r = {"error": f"{type(e).__name__}: {e}"}
         r["gpu_clocks"] = clocks.stop()
+        r["host_probe"] = {"before": probe0, "after": host_probe(dev)}
         after = scrape(args.metrics_url)
         if before and kind != "pcie":
             r["daemon"] = daemon_stage_ms(before, after)

@@ -188,6 +188,7 @@ def render(paths):
             print(f"  - over {len(ratios)} interleaved runs{' of ' + lab if lab else ''}: median {median(ratios):.3f} "
                   f"(target <= 1.10), {ratios[0]:.3f}-{ratios[-1]:.3f}")
     print_fill_overlap(runs, source)
+    print_host_probe(runs)
     if ld.get("wall_s") and cpu.get("wall_s"):
         print(f"- CPU-gather epoch / loaderd epoch = {cpu['wall_s'] / ld['wall_s']:.2f} (target >= 3)")
     if ld.get("valid_acc") is not None and res.get("valid_acc") is not None:
@@ -319,3 +320,46 @@ def print_fill_overlap(runs, source):
             parts.append(f"{src} beside {f(d.get('beside'))}, clear {f(d.get('clear'))}")
         print(f"- {name}: steps beside a fill (its host time and {o['gpu_ms_a_batch']} ms of GPU a batch after "
               f"its start; {len(fills)} fills traced): " + "; ".join(parts))
+
+
+def pearson(xs, ys):
+    """The correlation of two equal-length lists (None for fewer than 3 or
+    no spread)."""
+    n = len(xs)
+    if n < 3 or n != len(ys):
+        return None
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    if sxx == 0 or syy == 0:
+        return None
+    return sxy / (sxx * syy) ** 0.5
+
+
+def print_host_probe(runs):
+    """The host probe beside each training run (bench_train_probe: the
+    trainer's thread timing a pure-Python loop and a burst of tiny launches
+    before and after the run), and how the baselines' ms a batch move with
+    it: a baseline that drifts with the probe drifts with the host."""
+    rows = []
+    for name, r in runs.items():
+        hp = r.get("host_probe") if isinstance(r, dict) else None
+        if not hp or not r.get("ms_per_batch") or r.get("step_ms") is None or variant_kind(name).endswith("loader"):
+            continue
+        sides = [hp.get("before") or {}, hp.get("after") or {}]
+        py = [s["py_ms"] for s in sides if "py_ms" in s]
+        la = [s["launch_us"] for s in sides if "launch_us" in s]
+        if py:
+            rows.append((name, r["ms_per_batch"], sum(py) / len(py), sum(la) / len(la) if la else None))
+    if not rows:
+        return
+    print("- host probe (the trainer's thread, mean of before and after each run: a pure-Python loop's ms, "
+          "µs a tiny launch) beside ms a batch: " + "; ".join(
+              f"{n} {ms:.2f} ({py:.2f} ms" + (f", {la:.2f} µs)" if la is not None else ")") for n, ms, py, la in rows))
+    base = [x for x in rows if variant_kind(x[0].rpartition(":")[2]) in ("train_only", "train_fresh")]
+    for what, col in (("the Python loop", 2), ("a launch", 3)):
+        pts = [(x[1], x[col]) for x in base if x[col] is not None]
+        c = pearson([a for a, _ in pts], [b for _, b in pts])
+        if c is not None:
+            print(f"  - training only's {len(pts)} runs: ms a batch against {what}, correlation {c:+.2f}")

@@ -291,6 +291,36 @@ class PhaseRenderTest(unittest.TestCase):
         self.assertNotIn("- c50: whole epochs", out)  # one loaderd run and no baseline: no pairs
 
 
+class HostProbeTest(unittest.TestCase):
+    def test_probe_on_cpu(self):
+        sys.path.insert(0, str(ROOT / "examples"))
+        import torch
+        from bench_train_probe import probe
+        p = probe(torch.device("cpu"), reps=2)
+        self.assertGreater(p["py_ms"], 0)
+        self.assertNotIn("launch_us", p)  # no CUDA device: no launch burst
+
+    def test_render_correlates_the_baselines(self):
+        # Three baseline runs whose ms a batch follow the launch probe
+        # exactly, and a loaderd run that is not a baseline.
+        def run(ms, launch, py):
+            p = {"py_ms": py, "launch_us": launch}
+            return {"batches": 100, "ms_per_batch": ms, "wall_s": ms / 10, "batches_per_s": 1000 / ms, "step_ms": ms,
+                    "host_probe": {"before": p, "after": p}}
+        variants = {"c100:train_fresh": run(3.2, 4.0, 1.0), "c100:loaderd": run(3.5, 9.0, 3.0),
+                    "c100:train_fresh@2": run(3.7, 5.0, 1.0), "c100:train_fresh@3": run(4.2, 6.0, 1.5)}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "runs.json")
+            with open(path, "w") as f:
+                json.dump({"variants": variants}, f)
+            out = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", path],
+                                 env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True,
+                                 text=True, timeout=60).stdout
+        self.assertIn("c100:loaderd 3.50 (3.00 ms, 9.00 µs)", out)
+        self.assertIn("training only's 3 runs: ms a batch against a launch, correlation +1.00", out)
+        self.assertIn("training only's 3 runs: ms a batch against the Python loop, correlation +0.87", out)
+
+
 class MixedRunTest(CoraDaemonCase):
     """train_mixed end to end, as bench-train.sh runs it, on a CPU loaderd
     serving Cora: one epoch of loaderd's batches in blocks, the preloaded
@@ -445,6 +475,13 @@ class MixedRunTest(CoraDaemonCase):
         self.assertIn(f"loaderd epoch / training-only epoch on another epoch's batches (train_fresh) = {ratio:.2f}",
                       rendered)
         self.assertIn(f"{v['batches']} batches stored for its {v['batches']} steps", rendered)
+        # The host probe beside each run: taken before and after it, on the
+        # CPU the Python loop only.
+        for name in ("train_fresh", "loaderd"):
+            hp = res["variants"][name]["host_probe"]
+            self.assertGreater(hp["before"]["py_ms"], 0)
+            self.assertGreater(hp["after"]["py_ms"], 0)
+        self.assertIn(f"train_fresh {v['ms_per_batch']:.2f} (", rendered)
 
     def test_run_index(self):
         from bench_train_render import run_index
