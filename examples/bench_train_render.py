@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 
 from bench_train_mixed import fill_overlap, read_fills
 
@@ -322,20 +323,16 @@ def print_fill_overlap(runs, source):
               f"its start; {len(fills)} fills traced): " + "; ".join(parts))
 
 
-def pearson(xs, ys):
-    """The correlation of two equal-length lists (None for fewer than 3 or
-    no spread)."""
-    n = len(xs)
-    if n < 3 or n != len(ys):
-        return None
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    sxx = sum((x - mx) ** 2 for x in xs)
-    syy = sum((y - my) ** 2 for y in ys)
-    if sxx == 0 or syy == 0:
-        return None
-    return sxy / (sxx * syy) ** 0.5
 
+def correlation(xs, ys):
+    """statistics.correlation, or None where it is undefined (fewer than
+    three points, or no spread)."""
+    if len(xs) < 3:
+        return None
+    try:
+        return statistics.correlation(xs, ys)
+    except statistics.StatisticsError:
+        return None
 
 def print_host_probe(runs):
     """The host probe beside each training run (bench_train_probe: the
@@ -360,6 +357,6 @@ def print_host_probe(runs):
     base = [x for x in rows if variant_kind(x[0].rpartition(":")[2]) in ("train_only", "train_fresh")]
     for what, col in (("the Python loop", 2), ("a launch", 3)):
         pts = [(x[1], x[col]) for x in base if x[col] is not None]
-        c = pearson([a for a, _ in pts], [b for _, b in pts])
+        c = correlation([a for a, _ in pts], [b for _, b in pts])
         if c is not None:
             print(f"  - training only's {len(pts)} runs: ms a batch against {what}, correlation {c:+.2f}")

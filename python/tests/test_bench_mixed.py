@@ -220,6 +220,23 @@ class FillTraceRunTest(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def render_variants(variants):
+    """What bench_train.py --render prints for these runs (one JSON file)."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "runs.json")
+        with open(path, "w") as f:
+            json.dump({"variants": variants}, f)
+        return subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", path],
+                              env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True,
+                              text=True, timeout=60).stdout
+
+
+def epoch_run(ms, **more):
+    """A whole-epoch training run of 100 batches at ms a batch, as the bench
+    writes it."""
+    return {"batches": 100, "ms_per_batch": ms, "wall_s": ms / 10, "batches_per_s": 1000 / ms, "step_ms": ms, **more}
+
+
 class MixedRenderTest(unittest.TestCase):
     def test_runs_grouped_by_phase(self):
         # Each phase's interleaved runs get their own median: another
@@ -231,13 +248,7 @@ class MixedRenderTest(unittest.TestCase):
         variants = {"train_mixed": run(1.02), "train_mixed@2": run(1.04), "ng:train_mixed": run(1.20),
                     "ng:train_mixed@2": run(1.30), "ng:train_mixed_fresh": run(1.06),
                     "ng:train_mixed_fresh@2": run(1.10)}
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "runs.json")
-            with open(path, "w") as f:
-                json.dump({"variants": variants}, f)
-            out = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", path],
-                                 env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True,
-                                 text=True, timeout=60).stdout
+        out = render_variants(variants)
         self.assertIn("over 2 interleaved runs: median 1.030", out)
         self.assertIn("over 2 interleaved runs of ng: median 1.250", out)
         # Each baseline apart: train_mixed_fresh's runs are not train_mixed's.
@@ -249,17 +260,9 @@ class PhaseRenderTest(unittest.TestCase):
         # An EXTRA phase's whole loaderd epoch is set against every
         # whole-epoch baseline run: the main run's and the phase's own,
         # training only on cycled batches and on another epoch's (train_fresh).
-        def run(ms):
-            return {"batches": 100, "ms_per_batch": ms, "wall_s": ms / 10, "batches_per_s": 1000 / ms, "step_ms": ms}
-        variants = {"loaderd": run(5.0), "train_only": run(4.0), "train_fresh": run(4.2),
-                    "c100:loaderd": run(4.41), "c100:train_fresh": run(4.2), "c100:train_only": run(4.0)}
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "runs.json")
-            with open(path, "w") as f:
-                json.dump({"variants": variants}, f)
-            out = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", path],
-                                 env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True,
-                                 text=True, timeout=60).stdout
+        ms = {"loaderd": 5.0, "train_only": 4.0, "train_fresh": 4.2, "c100:loaderd": 4.41, "c100:train_fresh": 4.2,
+              "c100:train_only": 4.0}
+        out = render_variants({n: epoch_run(v) for n, v in ms.items()})
         line = next((ln for ln in out.splitlines() if ln.startswith("- (d) c100 loaderd")), "")
         self.assertIn("1.10x the main run's training only (4.00 ms)", line)
         self.assertIn("1.05x the main run's train_fresh (4.20 ms)", line)
@@ -270,19 +273,10 @@ class PhaseRenderTest(unittest.TestCase):
     def test_phase_pairs_in_turn(self):
         # loaderd@k against the same phase's train_fresh@k (train_only@k
         # where no train_fresh ran), and their median.
-        def run(ms):
-            return {"batches": 100, "ms_per_batch": ms, "wall_s": ms / 10, "batches_per_s": 1000 / ms, "step_ms": ms}
-        variants = {"c100:train_fresh": run(3.2), "c100:loaderd": run(3.52), "c100:train_fresh@2": run(3.7),
-                    "c100:loaderd@2": run(3.7), "c100:train_only@3": run(3.0), "c100:loaderd@3": run(3.15),
-                    "c50:loaderd": run(4.0), "train_fresh": run(3.5), "loaderd": run(4.2), "train_only@2": run(3.0),
-                    "loaderd@2": run(4.5)}
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "runs.json")
-            with open(path, "w") as f:
-                json.dump({"variants": variants}, f)
-            out = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", path],
-                                 env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True,
-                                 text=True, timeout=60).stdout
+        ms = {"c100:train_fresh": 3.2, "c100:loaderd": 3.52, "c100:train_fresh@2": 3.7, "c100:loaderd@2": 3.7,
+              "c100:train_only@3": 3.0, "c100:loaderd@3": 3.15, "c50:loaderd": 4.0, "train_fresh": 3.5, "loaderd": 4.2,
+              "train_only@2": 3.0, "loaderd@2": 4.5}
+        out = render_variants({n: epoch_run(v) for n, v in ms.items()})
         self.assertIn("- c100: whole epochs in turn, loaderd 3.52 / train_fresh 3.20 ms = 1.100; loaderd@2 3.70 / "
                       "train_fresh@2 3.70 ms = 1.000; loaderd@3 3.15 / train_only@3 3.00 ms = 1.050; median 1.050 "
                       "(target <= 1.10), 1.000-1.100", out)
@@ -305,17 +299,10 @@ class HostProbeTest(unittest.TestCase):
         # exactly, and a loaderd run that is not a baseline.
         def run(ms, launch, py):
             p = {"py_ms": py, "launch_us": launch}
-            return {"batches": 100, "ms_per_batch": ms, "wall_s": ms / 10, "batches_per_s": 1000 / ms, "step_ms": ms,
-                    "host_probe": {"before": p, "after": p}}
+            return epoch_run(ms, host_probe={"before": p, "after": p})
         variants = {"c100:train_fresh": run(3.2, 4.0, 1.0), "c100:loaderd": run(3.5, 9.0, 3.0),
                     "c100:train_fresh@2": run(3.7, 5.0, 1.0), "c100:train_fresh@3": run(4.2, 6.0, 1.5)}
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "runs.json")
-            with open(path, "w") as f:
-                json.dump({"variants": variants}, f)
-            out = subprocess.run([sys.executable, str(ROOT / "examples" / "bench_train.py"), "--render", path],
-                                 env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True,
-                                 text=True, timeout=60).stdout
+        out = render_variants(variants)
         self.assertIn("c100:loaderd 3.50 (3.00 ms, 9.00 µs)", out)
         self.assertIn("training only's 3 runs: ms a batch against a launch, correlation +1.00", out)
         self.assertIn("training only's 3 runs: ms a batch against the Python loop, correlation +0.87", out)
