@@ -335,7 +335,8 @@ func TestChaos(t *testing.T) {
 				t.Fatalf("rank %d record %d: batch %d/%d, want %d/%d (lost or repeated)", r, k, rec.Epoch, rec.Index, e, i)
 			}
 			if !slices.Equal(rec.Seeds, plan.Batch(i)) {
-				t.Fatalf("rank %d batch %d/%d: seeds differ from the plan", r, e, i)
+				t.Fatalf("rank %d batch %d/%d: seeds differ from the plan: logged %d %v, planned %d %v", r, e, i,
+					len(rec.Seeds), rec.Seeds[:min(8, len(rec.Seeds))], len(plan.Batch(i)), plan.Batch(i)[:min(8, len(plan.Batch(i)))])
 			}
 			i++
 			total++

@@ -32,13 +32,42 @@ type Record struct {
 // ReadLog parses a trainer's log. A torn last line (the process was killed
 // inside the write) is ignored: that batch was not delivered.
 func ReadLog(path string) ([]Record, error) {
+	recs, _, _, err := readLog(path)
+	return recs, err
+}
+
+// readLog is ReadLog, the length of the log's whole lines (what is left
+// when the torn last line is cut off) and the log's size.
+func readLog(path string) (recs []Record, whole, size int64, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, 0, 0, nil
 	}
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	recs, err = parseLog(path, b)
+	return recs, int64(strings.LastIndexByte(string(b), '\n') + 1), int64(len(b)), err
+}
+
+// resumeLog reads a trainer's log for its restart and cuts off a torn last
+// line: a write that a SIGKILL cut short (a write to a file may stop
+// between pages when a fatal signal is pending) must not run into the
+// next record appended after it.
+func resumeLog(path string) ([]Record, error) {
+	recs, whole, size, err := readLog(path)
 	if err != nil {
 		return nil, err
 	}
+	if size > whole {
+		if err := os.Truncate(path, whole); err != nil {
+			return nil, err
+		}
+	}
+	return recs, nil
+}
+
+func parseLog(path string, b []byte) ([]Record, error) {
 	var out []Record
 	lines := strings.Split(string(b), "\n")
 	for _, line := range lines[:len(lines)-1] { // the part after the last \n is torn or empty
@@ -66,7 +95,7 @@ func ReadLog(path string) ([]Record, error) {
 // exponential backoff while the daemon is away. A batch counts as delivered
 // once its record is written (one write call); only then is it released.
 func RunTrainer(cfg TrainerConfig) error {
-	recs, err := ReadLog(cfg.Log)
+	recs, err := resumeLog(cfg.Log)
 	if err != nil {
 		return err
 	}
