@@ -158,6 +158,43 @@ def read_fills(path):
     return fills
 
 
+def fill_waits(starts_ns, gaps_ms, batches, fills, big_ms=1.0):
+    """Where a whole-epoch run's GPU waits are (--step-trace's step_gaps_ms
+    against loaderd's --fill-trace): the run's fills are the last ones that
+    began before its last step and hold its `batches`; a gap over big_ms
+    before a fill's first batch is the trainer waiting for that fill (its
+    batches are ready together, after its whole sweep), split between the
+    epoch's ramp (the fills before the first of the widest) and later ones;
+    any other is elsewhere (the host, or the client's work). None when the
+    fills do not add up to the run's batches."""
+    mine, total = [], 0
+    for f in reversed([f for f in fills if f[0] < starts_ns[-1]]):
+        mine.append(f)
+        total += f[1]
+        if total >= batches:
+            break
+    if total != batches:
+        return None
+    mine.reverse()
+    widest = max(f[1] for f in mine)
+    firsts, ramp_end, at = set(), None, 0
+    for f in mine:
+        if ramp_end is None and f[1] == widest:
+            ramp_end = at
+        firsts.add(at)
+        at += f[1]
+    out = {"fills": len(mine), "ramp_fills": next(k for k, f in enumerate(mine) if f[1] == widest),
+           "ramp": [0, 0.0], "fill_start": [0, 0.0], "elsewhere": [0, 0.0]}
+    for i, g in enumerate(gaps_ms):
+        if g <= big_ms:
+            continue
+        b = i + 1  # the gap before step i + 1
+        key = "elsewhere" if b not in firsts else ("ramp" if b < ramp_end else "fill_start")
+        out[key][0] += 1
+        out[key][1] += g
+    return out
+
+
 def fill_overlap(starts_ns, sources, block, skip, fills, gpu_ms_a_batch=0.8):
     """Each step (start to the next step's start, on the wall clock) is
     beside a fill when it meets the fill's window: from the fill's start to

@@ -165,7 +165,7 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
     # train_mixed: the thread's CPU time at each start, and each step's end
     # of issue (perf_counter): each feed's time issuing its steps and between them.
     cpus = [] if hasattr(feed, "sources") else None
-    ends = [] if cpus is not None else None
+    ends = [] if cpus is not None or trace else None
     # train_mixed: the process's CPU ms (the autograd thread's included) and
     # its minor page faults at each start, each feed's rise a step.
     procs = {"proc_cpu_ms": [], "minflt": []} if cpus is not None else None
@@ -249,6 +249,14 @@ def _steps(args, feed, dev, model, opt, touch_only, max_batches, prof):
         # sync), and each step's feed in train_mixed: the render lines them
         # up with the daemon's --fill-trace (bench_train_mixed.fill_overlap).
         r["step_starts_ns"] = [wall0 + int((x - t0) * 1e9) for x in starts]
+        # Each step's GPU time and the GPU time before the next one (the
+        # stream's wait for a ready word, or idle for the host), ms: which
+        # steps the gaps are at, against the daemon's fills.
+        r["step_gpu_ms"] = [round(x, 3) for x in steps]
+        r["step_gaps_ms"] = [round(x, 3) for x in timer.gaps()]
+        # The trainer's thread from each step's end of issue to the next
+        # step's start (the feed's work: loaderd's client), ms.
+        r["step_between_ms"] = [round(1e3 * (b - a), 3) for a, b in zip(ends, starts[1:-1])]
         if hasattr(feed, "sources"):
             r["step_sources"] = list(feed.sources)
             r["step_block"] = feed.block

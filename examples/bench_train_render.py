@@ -6,7 +6,7 @@ import json
 import os
 import statistics
 
-from bench_train_mixed import fill_overlap, read_fills
+from bench_train_mixed import fill_overlap, fill_waits, read_fills
 
 # A zero-copy read's ceiling as a share of the pinned memcpy rate, measured
 # by scripts/probes/zcread.cu on H100s (docs/benchmarks.md, "What bounds a
@@ -321,6 +321,16 @@ def print_fill_overlap(runs, source):
             parts.append(f"{src} beside {f(d.get('beside'))}, clear {f(d.get('clear'))}")
         print(f"- {name}: steps beside a fill (its host time and {o['gpu_ms_a_batch']} ms of GPU a batch after "
               f"its start; {len(fills)} fills traced): " + "; ".join(parts))
+        w = None
+        if r.get("step_gaps_ms") and not sources and variant_kind(name.rpartition(":")[2]) == "loaderd":
+            w = fill_waits(starts, r["step_gaps_ms"], r["batches"], fills)
+        if w:
+            def part(k):
+                n, ms = w[k]
+                return f"{n} ({ms:.1f} ms)"
+            print(f"  - {name}: GPU waits over 1 ms before a step, over its {w['fills']} fills: at the first batch of "
+                  f"the epoch's {w['ramp_fills']} ramp fills {part('ramp')}, of a later fill {part('fill_start')}, "
+                  f"elsewhere {part('elsewhere')}")
 
 
 

@@ -226,7 +226,6 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 		return err
 	}
 	took := time.Since(filled)
-	srv.fillTrace.fill(filled, m, took, held, ss.id)
 	if i == p.first {
 		defer p.logStart(m, filled, awaited, took)
 	}
@@ -260,6 +259,7 @@ func (p *pipeline) fillAndAnnounce(ctx context.Context, i, m int) error {
 		srv.stats.BatchesServed.Add(1)
 		ss.batchesServed.Inc()
 	}
+	srv.fillTrace.fill(filled, m, took, time.Since(filled), held, ss.id)
 	p.group = append(p.group[:0], p.group[m:]...)
 	p.slots = append(p.slots[:0], p.slots[m:]...)
 	return nil

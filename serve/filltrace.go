@@ -17,9 +17,10 @@ type fillTrace struct {
 }
 
 // fill records one fill: its start, batches, host time, the batches the
-// trainer held as it began, and the trainer's connection (the logs' conn).
-// Nil-safe.
-func (t *fillTrace) fill(start time.Time, batches int, took time.Duration, held int, conn uint64) {
+// trainer held as it began, the trainer's connection (the logs' conn) and
+// the time from its start until its last batch was announced (on a GPU
+// that samples, after the sampling's counts came back). Nil-safe.
+func (t *fillTrace) fill(start time.Time, batches int, took, announced time.Duration, held int, conn uint64) {
 	if t == nil {
 		return
 	}
@@ -28,7 +29,7 @@ func (t *fillTrace) fill(start time.Time, batches int, took time.Duration, held 
 	if t.w == nil {
 		return
 	}
-	if _, err := fmt.Fprintf(t.w, "fill %d %d %d %d %d\n", start.UnixNano(), batches, took.Nanoseconds(), held, conn); err != nil {
+	if _, err := fmt.Fprintf(t.w, "fill %d %d %d %d %d %d\n", start.UnixNano(), batches, took.Nanoseconds(), held, conn, announced.Nanoseconds()); err != nil {
 		t.log.Warn("fill trace off: a write failed", "err", err)
 		t.w = nil
 	}

@@ -14,9 +14,10 @@ import (
 )
 
 // TestFillTrace: with Config.FillTrace, every fill of an epoch is a line
-// "fill UNIX_NS BATCHES HOST_NS HELD CONN": as many lines as fills, their batches
-// adding up to the batches served, starts in order and within the epoch,
-// the held counts within the trainer's slots.
+// "fill UNIX_NS BATCHES HOST_NS HELD CONN ANNOUNCED_NS": as many lines as
+// fills, their batches adding up to the batches served, starts in order and
+// within the epoch, the held counts within the trainer's slots, each
+// announced no sooner than it was filled and before the epoch ended.
 func TestFillTrace(t *testing.T) {
 	trace, err := os.Create(filepath.Join(t.TempDir(), "fills"))
 	if err != nil {
@@ -49,10 +50,10 @@ func TestFillTrace(t *testing.T) {
 	var batches, last int64
 	for i, l := range lines {
 		f := strings.Fields(l)
-		if len(f) != 6 || f[0] != "fill" {
+		if len(f) != 7 || f[0] != "fill" {
 			t.Fatalf("line %d: %q", i, l)
 		}
-		var v [5]int64
+		var v [6]int64
 		for k := range v {
 			n, err := strconv.ParseInt(f[k+1], 10, 64)
 			if err != nil {
@@ -65,6 +66,9 @@ func TestFillTrace(t *testing.T) {
 		}
 		if v[1] < 1 || v[2] < 0 || v[3] < 0 || v[3] > int64(op.Slots) {
 			t.Errorf("line %d: %d batches, %d ns, %d held (of %d slots)", i, v[1], v[2], v[3], op.Slots)
+		}
+		if v[5] < v[2] || v[0]+v[5] > after {
+			t.Errorf("line %d: announced %d ns after its start, filled in %d, the epoch ended %d ns after it", i, v[5], v[2], after-v[0])
 		}
 		if v[4] != conn {
 			t.Errorf("line %d: connection %d, the trainer's is %d", i, v[4], conn)

@@ -80,10 +80,12 @@ type Config struct {
 	GradTimeout time.Duration
 	// FillTrace, when set, gets a line per slot fill, for lining the
 	// daemon's work up with a trainer's steps (bench-train.sh FILL_TRACE=1):
-	// "fill UNIX_NS BATCHES HOST_NS HELD CONN" (the fill's start, wall
-	// clock in ns; its batches; the host time it took to fill and enqueue
-	// them; the batches the trainer held, announced and not released, as it
-	// began; the trainer's connection, as the logs' conn).
+	// "fill UNIX_NS BATCHES HOST_NS HELD CONN ANNOUNCED_NS" (the fill's
+	// start, wall clock in ns; its batches; the host time it took to fill
+	// and enqueue them; the batches the trainer held, announced and not
+	// released, as it began; the trainer's connection, as the logs' conn;
+	// the host time from its start until its last batch was announced: on
+	// a GPU that samples, after the sampling's counts came back).
 	// Writes are serialised; a failed write turns the trace off (logged).
 	FillTrace io.Writer
 }

@@ -19,7 +19,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 
-from bench_train_mixed import MixedFeed, fill_overlap, mixed_figures, read_fills  # noqa: E402
+from bench_train_mixed import MixedFeed, fill_overlap, fill_waits, mixed_figures, read_fills  # noqa: E402
 
 
 class _Feed:
@@ -175,6 +175,28 @@ class FillOverlapTest(unittest.TestCase):
         o = fill_overlap(starts, None, 1, 2, fills)
         self.assertEqual(o["all"]["beside"]["steps"] + o["all"]["clear"]["steps"], 16 - 2 - 1)
         self.assertEqual(o["all"]["beside"]["steps"], 3)  # steps 2, 6, 7
+
+    def test_fill_waits(self):
+        ms = 1_000_000
+        # A run of 10 batches in fills of 1, 2, 3 (the ramp) then 4 (the
+        # widest), after an earlier run's fill of 5 batches; steps 1 ms apart.
+        starts = [100 * ms + i * ms for i in range(11)]
+        fills = [(10 * ms, 5, 0, 0), (99 * ms, 1, 0, 0), (100 * ms, 2, 0, 0), (101 * ms, 3, 0, 0), (103 * ms, 4, 0, 0),
+                 (200 * ms, 9, 0, 0)]  # after the run's last step: another run's
+        gaps = [0.1] * 9
+        gaps[0] = 2.0  # before batch 1: the second ramp fill's first
+        gaps[2] = 3.0  # before batch 3: the third ramp fill's first
+        gaps[5] = 1.5  # before batch 6: the widest fill's first
+        gaps[7] = 1.2  # before batch 8: inside a fill
+        gaps[8] = 0.9  # under the threshold
+        w = fill_waits(starts, gaps, 10, fills)
+        self.assertEqual(w["fills"], 4)
+        self.assertEqual(w["ramp_fills"], 3)
+        self.assertEqual(w["ramp"], [2, 5.0])
+        self.assertEqual(w["fill_start"], [1, 1.5])
+        self.assertEqual(w["elsewhere"], [1, 1.2])
+        # Fills that do not add up to the run's batches: no answer.
+        self.assertIsNone(fill_waits(starts, gaps, 10, [(100 * ms, 3, 0, 0), (101 * ms, 4, 0, 0)]))
 
     def test_read_fills(self):
         with tempfile.TemporaryDirectory() as d:
