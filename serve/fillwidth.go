@@ -31,11 +31,18 @@ func stalledFill(slots, width, left int, waited bool, held, floor int) bool {
 }
 
 // rampWidth is the width of a fill whose first batch is the done'th of
-// the epoch's batches to fill: at most 2*done+1, so an epoch starts with
-// fills of 1, 3, 9, 27 ... batches. The trainer gets its first batches
-// after a one-batch fill instead of a whole sweep, and each fill takes
-// about as long as the trainer's steps on the batches before it.
-func rampWidth(width, done int) int { return min(width, 2*done+1) }
+// the epoch's batches to fill: at most done/2+1, so an epoch starts with
+// fills of 1, 1, 2, 3, 4, 6, 9, 14, 21, 31 ... batches, each about half of
+// what came before it. The trainer gets its first batch after a one-batch
+// fill instead of a whole sweep. A fill's batches are ready together, after
+// its whole sweep, and the fills of a ring go one after the other, so a
+// trainer waits at a fill's first batch unless the fill takes no longer
+// than its steps on the batches before it: growing by half keeps that true
+// for a loader 1.5 times as fast as the trainer (a cache of a fifth of the
+// rows on an H200), where growing threefold (1, 3, 9, 27 until session 30)
+// kept the trainer waiting 23-34 ms at each epoch's start
+// (docs/benchmarks.md, "The epoch's first fills").
+func rampWidth(width, done int) int { return min(width, done/2+1) }
 
 // trainerAhead reports whether the trainer holds more than the ring's
 // SweepAhead announced, unreleased batches and keeps releasing them: then

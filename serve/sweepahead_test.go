@@ -5,6 +5,7 @@ package serve
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -77,8 +78,9 @@ func sweepingTrainer(t *testing.T, srv *Server, slots int) *client {
 }
 
 // TestEpochStartsWithShortFills: on a ring that stays busy (a fill grows
-// to the whole width), an epoch's first fills ramp up, 1, 3, then 9 capped
-// at the width, so the trainer's first batch waits for one batch's fill.
+// to the whole width), an epoch's first fills ramp up by half of what came
+// before, 1, 1, 2, 3, 4, 6, then 8 capped at the width, so the trainer's
+// first batch waits for one batch's fill.
 func TestEpochStartsWithShortFills(t *testing.T) {
 	srv, rings := sweepingServer(t, 8, -1)
 	c := sweepingTrainer(t, srv, 16)
@@ -99,8 +101,9 @@ func TestEpochStartsWithShortFills(t *testing.T) {
 	if n != 51 || total != n {
 		t.Fatalf("fills %v cover %d batches, the trainer got %d, want 51", fills, total, n)
 	}
-	if len(fills) < 3 || fills[0] != 1 || fills[1] != 3 || fills[2] != 8 {
-		t.Errorf("the epoch's first fills are %v, want 1, 3, 8, ...", fills)
+	want := []int{1, 1, 2, 3, 4, 6, 8, 8}
+	if len(fills) < len(want) || !slices.Equal(fills[:len(want)], want) {
+		t.Errorf("the epoch's first fills are %v, want %v, ...", fills, want)
 	}
 }
 
@@ -350,7 +353,8 @@ func TestGrowSweep(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ width, done, want int }{
-		{32, 0, 1}, {32, 1, 3}, {32, 4, 9}, {32, 13, 27}, {32, 40, 32}, {32, 16, 32}, {4, 1, 3}, {4, 2, 4}, {1, 0, 1},
+		{32, 0, 1}, {32, 1, 1}, {32, 2, 2}, {32, 4, 3}, {32, 7, 4}, {32, 40, 21}, {32, 61, 31}, {32, 62, 32}, {32, 900, 32},
+		{4, 1, 1}, {4, 6, 4}, {1, 0, 1},
 	} {
 		if got := rampWidth(tc.width, tc.done); got != tc.want {
 			t.Errorf("rampWidth(%d, %d) = %d, want %d", tc.width, tc.done, got, tc.want)
@@ -365,8 +369,8 @@ func TestGrowSweep(t *testing.T) {
 		held, floor        int
 		want               bool
 	}{
-		{3, rampWidth(16, 1), 100, true, 9, 8, false},
-		{9, rampWidth(16, 4), 100, true, 12, 8, false},
+		{2, rampWidth(16, 2), 100, true, 9, 8, false},
+		{6, rampWidth(16, 11), 100, true, 12, 8, false},
 		{5, rampWidth(16, 40), 100, true, 12, 8, true},
 		{5, 16, 5, true, 12, 8, false},
 		{5, 16, 100, false, 12, 8, false},
