@@ -161,19 +161,21 @@ def read_fills(path):
 def fill_waits(starts_ns, gaps_ms, batches, fills, big_ms=1.0):
     """Where a whole-epoch run's GPU waits are (--step-trace's step_gaps_ms
     against loaderd's --fill-trace): the run's fills are the last ones that
-    began before its last step and hold its `batches`; a gap over big_ms
+    began before its last step and hold its `batches`, the first of them
+    an epoch's first (one batch: a run cut short leaves fills read ahead
+    that no step took, and those would be counted instead); a gap over big_ms
     before a fill's first batch is the trainer waiting for that fill (its
     batches are ready together, after its whole sweep), split between the
     epoch's ramp (the fills before the first of the widest) and later ones;
     any other is elsewhere (the host, or the client's work). None when the
-    fills do not add up to the run's batches."""
+    fills do not add up to the run's batches from an epoch's first."""
     mine, total = [], 0
     for f in reversed([f for f in fills if f[0] < starts_ns[-1]]):
         mine.append(f)
         total += f[1]
         if total >= batches:
             break
-    if total != batches:
+    if total != batches or not mine or mine[-1][1] != 1:
         return None
     mine.reverse()
     widest = max(f[1] for f in mine)

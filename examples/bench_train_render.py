@@ -322,7 +322,8 @@ def print_fill_overlap(runs, source):
         print(f"- {name}: steps beside a fill (its host time and {o['gpu_ms_a_batch']} ms of GPU a batch after "
               f"its start; {len(fills)} fills traced): " + "; ".join(parts))
         w = None
-        if r.get("step_gaps_ms") and not sources and variant_kind(name.rpartition(":")[2]) == "loaderd":
+        if (r.get("step_gaps_ms") and not sources and not r.get("partial")
+                and variant_kind(name.rpartition(":")[2]) == "loaderd"):
             w = fill_waits(starts, r["step_gaps_ms"], r["batches"], fills)
         if w:
             def part(k):

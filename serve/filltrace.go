@@ -19,7 +19,9 @@ type fillTrace struct {
 // fill records one fill: its start, batches, host time, the batches the
 // trainer held as it began, the trainer's connection (the logs' conn) and
 // the time from its start until its last batch was announced (on a GPU
-// that samples, after the sampling's counts came back). Nil-safe.
+// that samples, after the sampling's counts came back). Called once the
+// fill's batches are announced: a fill whose announcement failed (a
+// connection going down) leaves no line. Nil-safe.
 func (t *fillTrace) fill(start time.Time, batches int, took, announced time.Duration, held int, conn uint64) {
 	if t == nil {
 		return

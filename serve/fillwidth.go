@@ -33,14 +33,14 @@ func stalledFill(slots, width, left int, waited bool, held, floor int) bool {
 // rampWidth is the width of a fill whose first batch is the done'th of
 // the epoch's batches to fill: at most done/2+1, so an epoch starts with
 // fills of 1, 1, 2, 3, 4, 6, 9, 14, 21, 31 ... batches, each about half of
-// what came before it. The trainer gets its first batch after a one-batch
+// all the batches filled before it. The trainer gets its first batch after a one-batch
 // fill instead of a whole sweep. A fill's batches are ready together, after
 // its whole sweep, and the fills of a ring go one after the other, so a
 // trainer waits at a fill's first batch unless the fill takes no longer
 // than its steps on the batches before it: growing by half keeps that true
 // for a loader 1.5 times as fast as the trainer (a cache of a fifth of the
 // rows on an H200), where growing threefold (1, 3, 9, 27 until session 30)
-// kept the trainer waiting 23-34 ms at each epoch's start
+// kept the trainer waiting 31-33 ms at each epoch's start
 // (docs/benchmarks.md, "The epoch's first fills").
 func rampWidth(width, done int) int { return min(width, done/2+1) }
 

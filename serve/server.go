@@ -85,7 +85,8 @@ type Config struct {
 	// and enqueue them; the batches the trainer held, announced and not
 	// released, as it began; the trainer's connection, as the logs' conn;
 	// the host time from its start until its last batch was announced: on
-	// a GPU that samples, after the sampling's counts came back).
+	// a GPU that samples, after the sampling's counts came back). A fill
+	// whose announcement failed (a connection going down) leaves no line.
 	// Writes are serialised; a failed write turns the trace off (logged).
 	FillTrace io.Writer
 }

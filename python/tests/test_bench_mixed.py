@@ -197,6 +197,9 @@ class FillOverlapTest(unittest.TestCase):
         self.assertEqual(w["elsewhere"], [1, 1.2])
         # Fills that do not add up to the run's batches: no answer.
         self.assertIsNone(fill_waits(starts, gaps, 10, [(100 * ms, 3, 0, 0), (101 * ms, 4, 0, 0)]))
+        # Nor fills that add up but do not start at an epoch's first (one
+        # batch): a run cut short, its read-ahead fills never stepped.
+        self.assertIsNone(fill_waits(starts, gaps, 10, [(99 * ms, 1, 0, 0), (100 * ms, 3, 0, 0), (101 * ms, 7, 0, 0)]))
 
     def test_read_fills(self):
         with tempfile.TemporaryDirectory() as d:
