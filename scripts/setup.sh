@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian machine: Debian's
-# CPU PyTorch and NumPy for /usr/bin/python3, pip/setuptools/wheel, OpenBLAS.
+# CPU PyTorch and NumPy for /usr/bin/python3, pip/setuptools/wheel, OpenBLAS,
+# g++.
 # Go comes with the machine.
 set -euo pipefail
 need=()
@@ -10,6 +11,9 @@ need=()
 # Debian's torch links the generic reference BLAS unless a faster one is
 # installed: OpenBLAS makes the CPU training in the tests ~10x faster.
 [ -e /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3 ] || need+=(libopenblas0-pthread)
+# g++ runs the GPU sampler's kernels on the CPU (sampler's
+# TestKernelsEmulatedMatchCPU: their logic checked without nvcc or a GPU).
+command -v g++ >/dev/null || need+=(g++)
 if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
