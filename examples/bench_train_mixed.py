@@ -6,6 +6,8 @@ daemon's fills (read_fills, fill_overlap: --step-trace and loaderd's
 --fill-trace, bench-train.sh FILL_TRACE=1)."""
 from __future__ import annotations
 
+import itertools
+
 
 class MixedFeed:
     """train_mixed: training only's and loaderd's batches in one loop, in
@@ -178,20 +180,16 @@ def fill_waits(starts_ns, gaps_ms, batches, fills, big_ms=1.0):
     if total != batches or not mine or mine[-1][1] != 1:
         return None
     mine.reverse()
+    firsts = list(itertools.accumulate((f[1] for f in mine[:-1]), initial=0))  # each fill's first batch
     widest = max(f[1] for f in mine)
-    firsts, ramp_end, at = set(), None, 0
-    for f in mine:
-        if ramp_end is None and f[1] == widest:
-            ramp_end = at
-        firsts.add(at)
-        at += f[1]
-    out = {"fills": len(mine), "ramp_fills": next(k for k, f in enumerate(mine) if f[1] == widest),
-           "ramp": [0, 0.0], "fill_start": [0, 0.0], "elsewhere": [0, 0.0]}
+    ramp_fills = next(k for k, f in enumerate(mine) if f[1] == widest)
+    out = {"fills": len(mine), "ramp_fills": ramp_fills, "ramp": [0, 0.0], "fill_start": [0, 0.0], "elsewhere": [0, 0.0]}
+    first_set = set(firsts)
     for i, g in enumerate(gaps_ms):
         if g <= big_ms:
             continue
         b = i + 1  # the gap before step i + 1
-        key = "elsewhere" if b not in firsts else ("ramp" if b < ramp_end else "fill_start")
+        key = "elsewhere" if b not in first_set else ("ramp" if b < firsts[ramp_fills] else "fill_start")
         out[key][0] += 1
         out[key][1] += g
     return out

@@ -334,7 +334,6 @@ def print_fill_overlap(runs, source):
                   f"elsewhere {part('elsewhere')}")
 
 
-
 def correlation(xs, ys):
     """statistics.correlation, or None where it is undefined (fewer than
     three points, or no spread)."""
@@ -344,6 +343,7 @@ def correlation(xs, ys):
         return statistics.correlation(xs, ys)
     except statistics.StatisticsError:
         return None
+
 
 def print_host_probe(runs):
     """The host probe beside each training run (bench_train_probe: the

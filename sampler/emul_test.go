@@ -105,7 +105,11 @@ func compareEmulated(path string) (int, error) {
 	compared := 0
 	cases := next()
 	for c := int64(0); c < cases && rerr == nil; c++ {
-		fanouts := make([]int, next())
+		hops := next()
+		if hops < 1 || hops > MaxHops {
+			return compared, fmt.Errorf("%s: case %d has %d hops (1 to %d)", path, c, hops, MaxHops)
+		}
+		fanouts := make([]int, hops)
 		for i := range fanouts {
 			fanouts[i] = int(next())
 		}
@@ -116,7 +120,11 @@ func compareEmulated(path string) (int, error) {
 		batches := next()
 		for b := int64(0); b < batches && rerr == nil; b++ {
 			key := uint64(next())
-			seeds := make([]int64, next())
+			ns := next()
+			if ns < 0 || ns > n {
+				return compared, fmt.Errorf("%s: batch %d of case %d has %d seeds (a graph of %d nodes)", path, b, c, ns, n)
+			}
+			seeds := make([]int64, ns)
 			for i := range seeds {
 				seeds[i] = next()
 			}

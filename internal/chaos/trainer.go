@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -47,7 +48,7 @@ func readLog(path string) (recs []Record, whole, size int64, err error) {
 		return nil, 0, 0, err
 	}
 	recs, err = parseLog(path, b)
-	return recs, int64(strings.LastIndexByte(string(b), '\n') + 1), int64(len(b)), err
+	return recs, int64(bytes.LastIndexByte(b, '\n') + 1), int64(len(b)), err
 }
 
 // resumeLog reads a trainer's log for its restart and cuts off a torn last
