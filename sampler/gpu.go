@@ -15,7 +15,8 @@ import (
 // by every GPU sampler on that device; a GPU is one trainer's sampler, with
 // its working memory (room for a batch, and a hash table of the nodes a
 // batch has met: 16 bytes an entry, a power of two of at least twice the
-// batch's most nodes, and 8 bytes a node to empty it). For the usual
+// batch's most nodes, emptied whole after each batch where it is small, else
+// entry by entry with 8 bytes a node to find them). For the usual
 // fanouts that is far less than a graph's worth (41 MB against the 888 MB
 // of two int32 a node for papers100M batches of 1024 at [15,10,5]); where
 // a batch may reach most of the graph (-1 fanouts, small graphs) it can be
@@ -44,12 +45,13 @@ type GPU struct {
 	keys              cudaext.DevicePtr // the hash table's keys (int64 node ids, -1 when empty)
 	localid, firstpos cudaext.DevicePtr // int32 per table entry: -1 / NOT_SEEN when empty
 	tableMask         int64             // table entries - 1 (a power of two, >= 2 nodeCap)
-	slot              cudaext.DevicePtr // int64 per node of a batch: its table entry (gnn_reset_find)
+	clearWhole        bool              // the table emptied by memsets after a batch (clearsWhole), not by gnn_reset
+	slot              cudaext.DevicePtr // int64 per node of a batch: its table entry (gnn_reset_find), where !clearWhole
 	args              cudaext.DevicePtr // sample.cu SampleArgs: the batch's arguments
 	graph             *cudaext.Graph    // every kernel after gnn_seeds, captured once; nil: launched one by one
 	nbr, dst          cudaext.DevicePtr // per edge of the batch: neighbour id (int64), target (int32)
 	cnt, off          cudaext.DevicePtr // per frontier node (int32)
-	flag, newid       cudaext.DevicePtr // per edge of a hop (int32)
+	flag, newid, ent  cudaext.DevicePtr // per edge of a hop (int32; ent: the neighbour's table entry)
 	blockSums         cudaext.DevicePtr // per scan block (int64)
 	frontierCap       []int64           // per hop (1-based, index hop-1): most frontier nodes
 	hopEdgeCap        []int64           // per hop: most edges
@@ -59,8 +61,8 @@ type GPU struct {
 }
 
 // gpuKernels are sample.fatbin's entry points.
-var gpuKernels = []string{"gnn_seeds", "gnn_seed_ids", "gnn_degrees", "gnn_scan_block", "gnn_scan_carry",
-	"gnn_scan_add", "gnn_draw32", "gnn_draw64", "gnn_first", "gnn_flag_first", "gnn_assign", "gnn_resolve", "gnn_end_hop",
+var gpuKernels = []string{"gnn_seeds", "gnn_seed_ids", "gnn_degrees", "gnn_scan_block", "gnn_scan_sum_add",
+	"gnn_draw32", "gnn_draw64", "gnn_first", "gnn_flag_first", "gnn_assign", "gnn_resolve", "gnn_end_hop",
 	"gnn_pack", "gnn_reset_find", "gnn_reset"}
 
 const (
@@ -73,6 +75,20 @@ const (
 // one instead of as a captured CUDA graph (to compare the two; the batches
 // are the same).
 const SampleGraphEnv = "GNNLOADER_SAMPLE_GRAPH"
+
+// clearWholeBytes: a hash table of at most this many bytes is emptied after
+// each batch whole, by three memsets (a linear write: about 10 µs for
+// papers100M's 32 MiB), rather than entry by entry (gnn_reset_find and
+// gnn_reset: the batch's nodes looked up and written at random, 61 µs a
+// batch in docs/benchmarks.md's Nsight Compute run). A larger table (batches
+// that may reach most of a large graph) keeps the kernels, whose work
+// follows the batch rather than the table. A variable so that the tests
+// cover both.
+var clearWholeBytes int64 = 64 << 20
+
+// clearsWhole reports whether a table of entries entries (16 bytes each) is
+// emptied by memsets after each batch.
+func clearsWhole(entries int64) bool { return 16*entries <= clearWholeBytes }
 
 // CountsLen is the length of a GPU-sampled batch's counts for hops hops:
 // [0] nodes, [1] edges, [2 .. 2+hops] nodes added per hop (seeds first),
@@ -126,7 +142,15 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 		return nil, ErrTooLarge
 	}
 	entries := tableEntries(s.nodeCap)
+	if entries > 1<<31 { // gnn_first keeps each edge's entry as an int32
+		return nil, ErrTooLarge
+	}
 	s.tableMask = entries - 1
+	s.clearWhole = clearsWhole(entries)
+	slotBytes := 8 * s.nodeCap
+	if s.clearWhole {
+		slotBytes = 0
+	}
 	s.scanBlocks = (max(maxFront, maxHop) + scanBlock - 1) / scanBlock
 	img, err := cudaext.SampleImage()
 	if err != nil {
@@ -147,10 +171,10 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 		p *cudaext.DevicePtr
 		n int64
 	}{
-		{&s.keys, 8 * entries}, {&s.localid, 4 * entries}, {&s.firstpos, 4 * entries}, {&s.slot, 8 * s.nodeCap},
+		{&s.keys, 8 * entries}, {&s.localid, 4 * entries}, {&s.firstpos, 4 * entries}, {&s.slot, slotBytes},
 		{&s.nbr, 8 * s.edgeCap}, {&s.dst, 4 * s.edgeCap},
 		{&s.cnt, 4 * maxFront}, {&s.off, 4 * maxFront},
-		{&s.flag, 4 * maxHop}, {&s.newid, 4 * maxHop},
+		{&s.flag, 4 * maxHop}, {&s.newid, 4 * maxHop}, {&s.ent, 4 * maxHop},
 		{&s.blockSums, 8 * s.scanBlocks}, {&s.args, sampleArgsBytes},
 	} {
 		if *a.p, err = cudaext.MemAlloc(max(a.n, 16)); err != nil {
@@ -163,13 +187,7 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 		return nil, err
 	}
 	defer st.Destroy()
-	if err := cudaext.MemsetD32Async(s.keys, 0xffffffff, 2*entries, st); err != nil {
-		return nil, err
-	}
-	if err := cudaext.MemsetD32Async(s.localid, 0xffffffff, entries, st); err != nil {
-		return nil, err
-	}
-	if err := cudaext.MemsetD32Async(s.firstpos, notSeen, entries, st); err != nil {
+	if err := s.clearTable(st); err != nil {
 		return nil, err
 	}
 	if err := st.Synchronize(); err != nil {
@@ -226,7 +244,7 @@ func (s *GPU) MaxEdges() int64 { return s.edgeCap }
 // Close frees the sampler's device memory. Context current.
 func (s *GPU) Close() error {
 	errs := []error{s.UseGraph(false)}
-	for _, p := range []*cudaext.DevicePtr{&s.keys, &s.localid, &s.firstpos, &s.slot, &s.nbr, &s.dst, &s.cnt, &s.off, &s.flag, &s.newid, &s.blockSums, &s.args} {
+	for _, p := range []*cudaext.DevicePtr{&s.keys, &s.localid, &s.firstpos, &s.slot, &s.nbr, &s.dst, &s.cnt, &s.off, &s.flag, &s.newid, &s.ent, &s.blockSums, &s.args} {
 		if *p != 0 {
 			errs = append(errs, cudaext.MemFree(*p))
 			*p = 0
@@ -303,19 +321,19 @@ func (s *GPU) enqueueBatch(st *cudaext.Stream) error {
 		if err := launch(draw, s.grid(fc), threads, s.g.Indptr, s.g.Indices, s.args, hop, int32(k), s.off, s.nbr, s.dst); err != nil {
 			return err
 		}
-		if err := launch("gnn_first", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.keys, s.tableMask, s.localid, s.firstpos); err != nil {
+		if err := launch("gnn_first", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.keys, s.tableMask, s.localid, s.firstpos, s.ent); err != nil {
 			return err
 		}
-		if err := launch("gnn_flag_first", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.keys, s.tableMask, s.localid, s.firstpos, s.flag); err != nil {
+		if err := launch("gnn_flag_first", s.grid(ec), threads, s.args, hop, int32(H), s.ent, s.localid, s.firstpos, s.flag); err != nil {
 			return err
 		}
 		if err := s.scan(st, s.flag, s.newid, edgesAt, ec, scratch); err != nil {
 			return err
 		}
-		if err := launch("gnn_assign", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.flag, s.newid, s.keys, s.tableMask, s.localid); err != nil {
+		if err := launch("gnn_assign", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.flag, s.newid, s.ent, s.localid); err != nil {
 			return err
 		}
-		if err := launch("gnn_resolve", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.keys, s.tableMask, s.localid); err != nil {
+		if err := launch("gnn_resolve", s.grid(ec), threads, s.args, hop, int32(H), s.ent, s.localid); err != nil {
 			return err
 		}
 		if err := launch("gnn_end_hop", one, one, s.args, hop, int32(H), scratch); err != nil {
@@ -325,10 +343,29 @@ func (s *GPU) enqueueBatch(st *cudaext.Stream) error {
 	if err := launch("gnn_pack", s.grid(s.edgeCap), threads, s.args, s.dst); err != nil {
 		return err
 	}
+	if s.clearWhole {
+		return s.clearTable(st)
+	}
 	if err := launch("gnn_reset_find", s.grid(s.nodeCap), threads, s.args, s.keys, s.tableMask, s.slot); err != nil {
 		return err
 	}
 	return launch("gnn_reset", s.grid(s.nodeCap), threads, s.args, s.slot, s.keys, s.localid, s.firstpos)
+}
+
+// clearTable enqueues the emptying of the whole hash table on st: every key
+// -1, every local id -1, every first position NOT_SEEN.
+func (s *GPU) clearTable(st *cudaext.Stream) error {
+	entries := s.tableMask + 1
+	if err := cudaext.MemsetD32Async(s.keys, 0xffffffff, 2*entries, st); err != nil {
+		return fmt.Errorf("sampler: emptying the GPU sampler's table: %w", err)
+	}
+	if err := cudaext.MemsetD32Async(s.localid, 0xffffffff, entries, st); err != nil {
+		return fmt.Errorf("sampler: emptying the GPU sampler's table: %w", err)
+	}
+	if err := cudaext.MemsetD32Async(s.firstpos, notSeen, entries, st); err != nil {
+		return fmt.Errorf("sampler: emptying the GPU sampler's table: %w", err)
+	}
+	return nil
 }
 
 // tableEntries is the size of the hash table of a sampler whose batches hold
@@ -344,7 +381,7 @@ func tableEntries(nodes int64) int64 {
 
 // scan enqueues out = exclusive prefix of the int32 array a, of
 // counts[nAt] (at most capN) elements, with the total into counts[totalAt]
-// (the counts of the batch in s.args).
+// (the counts of the batch in s.args): two launches over the same grid.
 func (s *GPU) scan(st *cudaext.Stream, a, out cudaext.DevicePtr, nAt int32, capN int64, totalAt int32) error {
 	nb := max((capN+scanBlock-1)/scanBlock, 1)
 	if nb > s.scanBlocks {
@@ -354,8 +391,5 @@ func (s *GPU) scan(st *cudaext.Stream, a, out cudaext.DevicePtr, nAt int32, capN
 	if err := s.fn["gnn_scan_block"].Launch(cudaext.Dim3{X: uint32(nb)}, threads, 0, st, a, s.args, nAt, out, s.blockSums); err != nil {
 		return err
 	}
-	if err := s.fn["gnn_scan_carry"].Launch(cudaext.Dim3{X: 1}, cudaext.Dim3{X: 1024}, 0, st, s.blockSums, nb, s.args, totalAt); err != nil {
-		return err
-	}
-	return s.fn["gnn_scan_add"].Launch(cudaext.Dim3{X: uint32(nb)}, threads, 0, st, s.args, nAt, s.blockSums, out)
+	return s.fn["gnn_scan_sum_add"].Launch(cudaext.Dim3{X: uint32(nb)}, threads, 0, st, s.args, nAt, s.blockSums, out, totalAt)
 }

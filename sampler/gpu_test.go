@@ -18,7 +18,9 @@ import (
 // 32 draws, every neighbour (-1), repeated seeds, and several batches in a
 // row on one sampler (its working memory must come back clean), of full and
 // smaller sizes, one at a time and enqueued back to back, with the kernels
-// launched as the captured CUDA graph (the default) and one by one.
+// launched as the captured CUDA graph (the default) and one by one, and the
+// hash table emptied whole by memsets (small tables, the default) and entry
+// by entry by the reset kernels.
 func TestGPUMatchesCPU(t *testing.T) {
 	c := cudatest.Context(t)
 	t.Setenv(SampleGraphEnv, "") // new samplers take a graph where the driver has them
@@ -40,24 +42,41 @@ func TestGPUMatchesCPU(t *testing.T) {
 		}
 		for _, tc := range cases {
 			for _, graph := range []bool{true, false} {
-				t.Run(fmt.Sprintf("g%d/%v/graph=%v", gi, tc.fanouts, graph), func(t *testing.T) {
-					c.Do(func() error { // the context is current per thread: in the subtest's
-						checkGPUSampler(t, c, g, dg, tc.fanouts, tc.batch, maxDeg, graph)
-						return nil
+				for _, whole := range []bool{true, false} {
+					t.Run(fmt.Sprintf("g%d/%v/graph=%v/clearWhole=%v", gi, tc.fanouts, graph, whole), func(t *testing.T) {
+						setClearWhole(t, whole)
+						c.Do(func() error { // the context is current per thread: in the subtest's
+							checkGPUSampler(t, c, g, dg, tc.fanouts, tc.batch, maxDeg, graph, whole)
+							return nil
+						})
 					})
-				})
+				}
 			}
 		}
 		c.Do(dg.Close)
 	}
 }
 
-func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *DeviceGraph, fanouts []int, batch int, maxDeg int64, graph bool) {
+// setClearWhole makes the samplers the test makes empty their tables whole
+// (every table the tests make is small) or entry by entry.
+func setClearWhole(t *testing.T, whole bool) {
+	old := clearWholeBytes
+	t.Cleanup(func() { clearWholeBytes = old })
+	clearWholeBytes = 64 << 20
+	if !whole {
+		clearWholeBytes = 0
+	}
+}
+
+func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *DeviceGraph, fanouts []int, batch int, maxDeg int64, graph, whole bool) {
 	gs, err := NewGPU(c, dg, fanouts, batch+2, maxDeg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gs.Close()
+	if gs.clearWhole != whole {
+		t.Fatalf("a sampler of %d table entries empties it whole: %v, want %v", gs.tableMask+1, gs.clearWhole, whole)
+	}
 	if hasGraphs := driverHasGraphs(t); gs.Graph() != hasGraphs {
 		t.Fatalf("a new GPU sampler: Graph() = %v, the driver has graphs: %v", gs.Graph(), hasGraphs)
 	} else if graph && !hasGraphs {
@@ -226,6 +245,21 @@ func TestTableEntries(t *testing.T) {
 		got := tableEntries(tc.nodes)
 		if got != tc.want || got&(got-1) != 0 || got < 2*tc.nodes {
 			t.Errorf("tableEntries(%d) = %d, want %d", tc.nodes, got, tc.want)
+		}
+	}
+}
+
+// TestClearsWhole: a table of up to clearWholeBytes (16 bytes an entry) is
+// emptied whole after each batch, a larger one entry by entry; papers100M's
+// batches of 1024 at [15,10,5] (938 K nodes: 2^21 entries, 32 MiB) are
+// emptied whole.
+func TestClearsWhole(t *testing.T) {
+	for _, tc := range []struct {
+		entries int64
+		want    bool
+	}{{1024, true}, {tableEntries(938_000), true}, {1 << 22, true}, {1<<22 + 1, false}, {1 << 23, false}} {
+		if got := clearsWhole(tc.entries); got != tc.want {
+			t.Errorf("clearsWhole(%d) = %v, want %v", tc.entries, got, tc.want)
 		}
 	}
 }

@@ -24,16 +24,20 @@
 //                    firstpos stays: nothing reads it once they have ids)
 //   per hop h:
 //     gnn_degrees    cnt[p] = min(degree, fanout) of frontier node p
-//     scan           off = exclusive prefix of cnt (gnn_scan_block,
-//                    gnn_scan_carry, gnn_scan_add), its total the hop's
-//                    edge count
+//     scan           off = exclusive prefix of cnt (gnn_scan_block, then
+//                    gnn_scan_sum_add), its total the hop's edge count
 //     gnn_draw       the edges: neighbour id, edge id, target (local id)
-//     gnn_first      firstpos[v] = min edge position, for v not yet numbered
+//     gnn_first      every neighbour's table entry (ent[e], so the hop's
+//                    later kernels need not probe the table again);
+//                    firstpos[v] = min edge position, for v not yet numbered
 //     gnn_flag_first flag[e] = edge e is v's first appearance
 //     scan           new local ids of the flagged edges, the hop's new nodes
 //     gnn_assign     localid[v], n_id of the new nodes
 //     gnn_resolve    source local id of every edge of the hop
 //   gnn_pack         edge_index's targets row after its sources
+//   then the table emptied for the next batch: whole, by three memsets
+//   (sampler/gpu.go, for a table of up to clearWholeBytes), or entry by
+//   entry:
 //   gnn_reset_find   the table entry of every n_id (into a scratch array:
 //                    no entry is emptied while another is still looked up)
 //   gnn_reset        those entries emptied: key -1, localid -1, firstpos max
@@ -62,6 +66,8 @@ struct SampleArgs {
 #define SCAN_BLOCK 1024 // elements a block of the scans covers (256 threads x 4)
 #define NOT_SEEN 0x7fffffff
 #define EMPTY_KEY (-1LL)
+#define LOCAL_DRAWS 32 // fanouts up to this keep their drawn positions in registers / local memory
+#define LOADS_IN_FLIGHT 8 // neighbour loads a draw issues before it uses them
 
 __device__ __forceinline__ uint64_t mix64(uint64_t z) {
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -209,10 +215,12 @@ __device__ __forceinline__ int64_t block_scan(int64_t v, int64_t *tmp, int64_t *
 }
 
 // The scan of an int32 array a[0, n) (n = counts[n_at]) into the exclusive
-// int32 prefix out[], in three launches: gnn_scan_block (one block of 256
-// threads per SCAN_BLOCK elements, capacity-sized grid; blocks past n write a
-// zero sum), gnn_scan_carry (one block: the blocks' prefix, the total into
-// counts[total_at]), gnn_scan_add (adds each block's prefix).
+// int32 prefix out[], in two launches of one block of 256 threads per
+// SCAN_BLOCK elements (capacity-sized grids): gnn_scan_block (each block's
+// own prefix, its sum into block_sums; blocks past n write a zero sum), then
+// gnn_scan_sum_add (each block adds the sums of the blocks before it, which
+// it adds up itself: a few hundred int64 at most, from the L2; the last
+// block holding elements writes the total into counts[total_at]).
 extern "C" __global__ void __launch_bounds__(256)
 gnn_scan_block(const int32_t *__restrict__ a, const SampleArgs *__restrict__ args, int n_at,
                int32_t *__restrict__ out, int64_t *__restrict__ block_sums) {
@@ -235,39 +243,31 @@ gnn_scan_block(const int32_t *__restrict__ a, const SampleArgs *__restrict__ arg
 	if (threadIdx.x == 0) block_sums[blockIdx.x] = total;
 }
 
-extern "C" __global__ void __launch_bounds__(1024)
-gnn_scan_carry(int64_t *__restrict__ block_sums, int64_t nb, const SampleArgs *__restrict__ args, int total_at) {
-	__shared__ int64_t tmp[32];
-	const int64_t per = (nb + blockDim.x - 1) / blockDim.x;
-	const int64_t lo = (int64_t)threadIdx.x * per, hi = lo + per < nb ? lo + per : nb;
-	int64_t mine = 0;
-	for (int64_t i = lo; i < hi; i++) mine += block_sums[i];
-	int64_t total;
-	int64_t run = block_scan(mine, tmp, &total);
-	for (int64_t i = lo; i < hi; i++) {
-		const int64_t x = block_sums[i];
-		block_sums[i] = run;
-		run += x;
-	}
-	if (threadIdx.x == 0) args->counts[total_at] = total;
-}
-
 extern "C" __global__ void __launch_bounds__(256)
-gnn_scan_add(const SampleArgs *__restrict__ args, int n_at, const int64_t *__restrict__ block_sums,
-             int32_t *__restrict__ out) {
-	const int64_t n = args->counts[n_at];
-	const int64_t i0 = (int64_t)blockIdx.x * SCAN_BLOCK + (int64_t)threadIdx.x * 4;
-	const int64_t add = block_sums[blockIdx.x];
+gnn_scan_sum_add(const SampleArgs *__restrict__ args, int n_at, const int64_t *__restrict__ block_sums,
+                 int32_t *__restrict__ out, int total_at) {
+	__shared__ int64_t tmp[32];
+	int64_t *__restrict__ counts = args->counts;
+	const int64_t n = counts[n_at];
+	const int64_t b0 = (int64_t)blockIdx.x * SCAN_BLOCK;
+	if (b0 >= n && !(n == 0 && blockIdx.x == 0)) return; // the whole block returns: no barrier is left waiting
+	int64_t mine = 0;
+	for (int64_t b = threadIdx.x; b < blockIdx.x; b += blockDim.x) mine += block_sums[b];
+	int64_t before;
+	block_scan(mine, tmp, &before); // before: the sum of the blocks before this one
+	const int64_t i0 = b0 + (int64_t)threadIdx.x * 4;
 #pragma unroll
 	for (int k = 0; k < 4; k++)
-		if (i0 + k < n) out[i0 + k] += (int32_t)add;
+		if (i0 + k < n) out[i0 + k] += (int32_t)before;
+	if (threadIdx.x == 0 && b0 + SCAN_BLOCK >= n) counts[total_at] = before + (n > 0 ? block_sums[blockIdx.x] : 0);
 }
 
 // gnn_draw: frontier node p's edges, at positions eb + off[p] ...: the
 // sampled neighbour (nbr, global id), the edge id (its CSR position) and the
 // target (its local id, lo + p). Every neighbour when the degree is at most
 // the fanout, else Floyd's algorithm over row positions; a position already
-// drawn is found among the node's edge ids drawn so far.
+// drawn is found among the node's positions drawn so far (kept by the thread
+// for fanouts up to LOCAL_DRAWS, else read back from its edge ids).
 template <typename I>
 __device__ __forceinline__ void draw(const int64_t *__restrict__ indptr, const I *__restrict__ indices,
                                      const SampleArgs *__restrict__ args, int hop, int fanout,
@@ -286,6 +286,7 @@ __device__ __forceinline__ void draw(const int64_t *__restrict__ indptr, const I
 		const int64_t e0 = eb + off[p];
 		const int32_t target = (int32_t)(lo + p);
 		if (fanout < 0 || d <= fanout) {
+#pragma unroll 4
 			for (int64_t i = 0; i < d; i++) {
 				nbr[e0 + i] = (int64_t)indices[st + i];
 				eid[e0 + i] = st + i;
@@ -295,17 +296,48 @@ __device__ __forceinline__ void draw(const int64_t *__restrict__ indptr, const I
 		}
 		const int64_t m = fanout;
 		Rng r{node_seed(key, hop, p)};
+		if (m > LOCAL_DRAWS) {
+			for (int64_t i = 0, j = d - m; j < d; i++, j++) {
+				int64_t t = (int64_t)r.below((uint64_t)(j + 1));
+				for (int64_t q = 0; q < i; q++) {
+					if (eid[e0 + q] == st + t) {
+						t = j;
+						break;
+					}
+				}
+				nbr[e0 + i] = (int64_t)indices[st + t];
+				eid[e0 + i] = st + t;
+				dst[e0 + i] = target;
+			}
+			continue;
+		}
+		// The positions first (the RNG's chain, no memory but pos), then
+		// the neighbours LOADS_IN_FLIGHT at a time, their loads issued
+		// together rather than each after the draw before it.
+		int64_t pos[LOCAL_DRAWS];
 		for (int64_t i = 0, j = d - m; j < d; i++, j++) {
 			int64_t t = (int64_t)r.below((uint64_t)(j + 1));
 			for (int64_t q = 0; q < i; q++) {
-				if (eid[e0 + q] == st + t) {
+				if (pos[q] == t) {
 					t = j;
 					break;
 				}
 			}
-			nbr[e0 + i] = (int64_t)indices[st + t];
-			eid[e0 + i] = st + t;
-			dst[e0 + i] = target;
+			pos[i] = t;
+		}
+		for (int64_t i = 0; i < m; i += LOADS_IN_FLIGHT) {
+			int64_t u[LOADS_IN_FLIGHT];
+#pragma unroll
+			for (int k = 0; k < LOADS_IN_FLIGHT; k++)
+				if (i + k < m) u[k] = (int64_t)indices[st + pos[i + k]];
+#pragma unroll
+			for (int k = 0; k < LOADS_IN_FLIGHT; k++) {
+				if (i + k < m) {
+					nbr[e0 + i + k] = u[k];
+					eid[e0 + i + k] = st + pos[i + k];
+					dst[e0 + i + k] = target;
+				}
+			}
 		}
 	}
 }
@@ -324,16 +356,19 @@ gnn_draw64(const int64_t *__restrict__ indptr, const int64_t *__restrict__ indic
 	draw(indptr, indices, args, hop, fanout, off, nbr, dst);
 }
 
-// gnn_first: every neighbour of the hop into the table; for each edge e of
-// the hop whose neighbour has no local id yet, firstpos[v] = the smallest
-// such e (relative to the hop's first edge).
+// gnn_first: every neighbour of the hop into the table, its entry into
+// ent[e] (e relative to the hop's first edge; sampler/gpu.go keeps the
+// table under 2^31 entries); for each edge e whose neighbour has no local id
+// yet, firstpos[v] = the smallest such e.
 extern "C" __global__ void __launch_bounds__(256)
 gnn_first(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
-          int64_t *keys, int64_t mask, const int32_t *__restrict__ localid, int32_t *__restrict__ firstpos) {
+          int64_t *keys, int64_t mask, const int32_t *__restrict__ localid, int32_t *__restrict__ firstpos,
+          int32_t *__restrict__ ent) {
 	const int64_t *__restrict__ counts = args->counts;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
 	GRID_STRIDE(i, e) {
 		const int64_t t = table_insert(keys, mask, nbr[eb + i]);
+		ent[i] = (int32_t)t;
 		if (localid[t] < 0) atomicMin(&firstpos[t], (int32_t)i);
 	}
 }
@@ -341,14 +376,12 @@ gnn_first(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t 
 // gnn_flag_first: flag[i] = 1 when edge i of the hop is its neighbour's
 // first appearance (a new node), else 0.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_flag_first(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
-               const int64_t *__restrict__ keys, int64_t mask, const int32_t *__restrict__ localid,
-               const int32_t *__restrict__ firstpos, int32_t *__restrict__ flag) {
-	const int64_t *__restrict__ counts = args->counts;
-	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
+gnn_flag_first(const SampleArgs *__restrict__ args, int hop, int hops, const int32_t *__restrict__ ent,
+               const int32_t *__restrict__ localid, const int32_t *__restrict__ firstpos, int32_t *__restrict__ flag) {
+	const int64_t e = args->counts[2 + hops + 1 + hop - 1];
 	GRID_STRIDE(i, e) {
-		const int64_t t = table_find(keys, mask, nbr[eb + i]);
-		flag[i] = (t >= 0 && localid[t] < 0 && firstpos[t] == (int32_t)i) ? 1 : 0;
+		const int32_t t = ent[i];
+		flag[i] = (localid[t] < 0 && firstpos[t] == (int32_t)i) ? 1 : 0;
 	}
 }
 
@@ -356,8 +389,8 @@ gnn_flag_first(const SampleArgs *__restrict__ args, int hop, int hops, const int
 // flags' exclusive prefix, in newid), in edge order, and their n_id.
 extern "C" __global__ void __launch_bounds__(256)
 gnn_assign(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
-           const int32_t *__restrict__ flag, const int32_t *__restrict__ newid, const int64_t *__restrict__ keys,
-           int64_t mask, int32_t *__restrict__ localid) {
+           const int32_t *__restrict__ flag, const int32_t *__restrict__ newid, const int32_t *__restrict__ ent,
+           int32_t *__restrict__ localid) {
 	const int64_t *__restrict__ counts = args->counts;
 	int64_t *__restrict__ nid = args->nid;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1], base = counts[0];
@@ -365,7 +398,7 @@ gnn_assign(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t
 		if (flag[i]) {
 			const int64_t v = nbr[eb + i];
 			const int64_t l = base + newid[i];
-			localid[table_find(keys, mask, v)] = (int32_t)l; // flagged: in the table
+			localid[ent[i]] = (int32_t)l;
 			nid[l] = v;
 		}
 	}
@@ -374,15 +407,12 @@ gnn_assign(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t
 // gnn_resolve: the source local id of every edge of the hop, written as
 // int64 into edge_index's first row.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_resolve(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
-            const int64_t *__restrict__ keys, int64_t mask, const int32_t *__restrict__ localid) {
+gnn_resolve(const SampleArgs *__restrict__ args, int hop, int hops, const int32_t *__restrict__ ent,
+            const int32_t *__restrict__ localid) {
 	const int64_t *__restrict__ counts = args->counts;
 	int64_t *__restrict__ src = args->edge_index;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
-	GRID_STRIDE(i, e) {
-		const int64_t t = table_find(keys, mask, nbr[eb + i]);
-		src[eb + i] = t >= 0 ? (int64_t)localid[t] : -1;
-	}
+	GRID_STRIDE(i, e) src[eb + i] = (int64_t)localid[ent[i]];
 }
 
 // gnn_end_hop: the hop's new nodes (the flags' total, counts[scan_at]) and

@@ -33,7 +33,7 @@ struct Sampler {
 	int64_t maxBatch, nodeCap = 0, edgeCap = 0, maxFront = 0, maxHop = 0, scanBlocks = 0, mask = 0;
 	std::vector<int64_t> frontierCap, hopEdgeCap;
 	std::vector<int64_t> keys, slot, nbr, blockSums;
-	std::vector<int32_t> localid, firstpos, dst, cnt, off, flag, newid;
+	std::vector<int32_t> localid, firstpos, dst, cnt, off, flag, newid, ent;
 	SampleArgs args{};
 	unsigned sms = 2;
 	unsigned grid(int64_t n) const { return (unsigned)std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 8 * sms)); }
@@ -54,8 +54,8 @@ static void clear_table(Sampler &s) {
 static void scan(Sampler &s, int32_t *a, int32_t *out, int nAt, int64_t capN, int totalAt) {
 	const int64_t nb = std::max<int64_t>((capN + SCAN_BLOCK - 1) / SCAN_BLOCK, 1);
 	emul_launch((unsigned)nb, 256, true, gnn_scan_block, (const int32_t *)a, (const SampleArgs *)&s.args, nAt, out, s.blockSums.data());
-	emul_launch(1, 1024, true, gnn_scan_carry, s.blockSums.data(), nb, (const SampleArgs *)&s.args, totalAt);
-	emul_launch((unsigned)nb, 256, false, gnn_scan_add, (const SampleArgs *)&s.args, nAt, (const int64_t *)s.blockSums.data(), out);
+	emul_launch((unsigned)nb, 256, true, gnn_scan_sum_add, (const SampleArgs *)&s.args, nAt, (const int64_t *)s.blockSums.data(), out,
+	            totalAt);
 }
 
 static FILE *dump;
@@ -128,6 +128,7 @@ int main(int argc, char **argv) {
 		s.off.assign(std::max<int64_t>(s.maxFront, 2), 0);
 		s.flag.assign(std::max<int64_t>(s.maxHop, 2), 0);
 		s.newid.assign(std::max<int64_t>(s.maxHop, 2), 0);
+		s.ent.assign(std::max<int64_t>(s.maxHop, 2), 0);
 		s.blockSums.assign(std::max<int64_t>(s.scanBlocks, 2), 0);
 		std::vector<int64_t> nid(s.nodeCap), ei(2 * std::max<int64_t>(s.edgeCap, 1)), eid(std::max<int64_t>(s.edgeCap, 1)),
 			counts(2 * H + 4);
@@ -154,14 +155,14 @@ int main(int argc, char **argv) {
 				emul_launch(s.grid(fc), 256, false, gnn_draw32, (const int64_t *)indptr.data(), (const int32_t *)indices.data(), a, hop, k,
 				            (const int32_t *)s.off.data(), s.nbr.data(), s.dst.data());
 				emul_launch(s.grid(ec), 256, false, gnn_first, a, hop, H, (const int64_t *)s.nbr.data(), s.keys.data(), s.mask,
-				            (const int32_t *)s.localid.data(), s.firstpos.data());
-				emul_launch(s.grid(ec), 256, false, gnn_flag_first, a, hop, H, (const int64_t *)s.nbr.data(), (const int64_t *)s.keys.data(),
-				            s.mask, (const int32_t *)s.localid.data(), (const int32_t *)s.firstpos.data(), s.flag.data());
+				            (const int32_t *)s.localid.data(), s.firstpos.data(), s.ent.data());
+				emul_launch(s.grid(ec), 256, false, gnn_flag_first, a, hop, H, (const int32_t *)s.ent.data(),
+				            (const int32_t *)s.localid.data(), (const int32_t *)s.firstpos.data(), s.flag.data());
 				scan(s, s.flag.data(), s.newid.data(), edgesAt, ec, scratch);
 				emul_launch(s.grid(ec), 256, false, gnn_assign, a, hop, H, (const int64_t *)s.nbr.data(), (const int32_t *)s.flag.data(),
-				            (const int32_t *)s.newid.data(), (const int64_t *)s.keys.data(), s.mask, s.localid.data());
-				emul_launch(s.grid(ec), 256, false, gnn_resolve, a, hop, H, (const int64_t *)s.nbr.data(), (const int64_t *)s.keys.data(),
-				            s.mask, (const int32_t *)s.localid.data());
+				            (const int32_t *)s.newid.data(), (const int32_t *)s.ent.data(), s.localid.data());
+				emul_launch(s.grid(ec), 256, false, gnn_resolve, a, hop, H, (const int32_t *)s.ent.data(),
+				            (const int32_t *)s.localid.data());
 				emul_launch(1, 1, false, gnn_end_hop, a, hop, H, scratch);
 			}
 			emul_launch(s.grid(s.edgeCap), 256, false, gnn_pack, a, (const int32_t *)s.dst.data());
