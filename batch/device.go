@@ -9,7 +9,7 @@ import (
 
 // DeviceBatch is a batch sampled on a GPU, straight into its slot, when the
 // slot is filled (NodeOptions.DeviceSampling): the mode's Sample only records
-// the seeds and the key, the slot ring uploads the seeds and calls SampleOn,
+// the seeds and the key, the slot ring uploads the seeds and samples it (SampleJob),
 // and Meta waits for the counts the GPU reports. Its structure is written on
 // the device, so WriteStructure does nothing, and it has no host ids (Rows
 // gives none): a GPU ring plans its sweeps from the ids in the slot.
@@ -17,11 +17,12 @@ type DeviceBatch interface {
 	Batch
 	// Seeds are the batch's seeds.
 	Seeds() []int64
-	// SampleOn enqueues the batch's sampling on st with gs: its seeds are
-	// at seeds (device memory, len(Seeds()) int64), its counts go to counts
-	// (device, sampler.CountsLen entries) and its structure regions to
-	// region(k), the device address of region k of its slot.
-	SampleOn(gs *sampler.GPU, st *cudaext.Stream, seeds, counts cudaext.DevicePtr, region func(k int) cudaext.DevicePtr) error
+	// SampleJob is the batch's sampling for a GPU sampler (sampler.GPU's
+	// SampleMany): its seeds are at seeds (device memory, len(Seeds())
+	// int64), its counts go to counts (device, sampler.CountsLen entries)
+	// and its structure regions to region(k), the device address of region
+	// k of its slot.
+	SampleJob(seeds, counts cudaext.DevicePtr, region func(k int) cudaext.DevicePtr) (sampler.Job, error)
 	// Sampled hands the batch its counts (sampler.CountsLen entries), to be
 	// read once wait returns nil (Meta waits).
 	Sampled(counts []int64, wait func() error)
@@ -41,14 +42,14 @@ var _ DeviceBatch = (*NodeBatch)(nil)
 // Seeds implements DeviceBatch.
 func (b *NodeBatch) Seeds() []int64 { return b.seeds }
 
-// SampleOn implements DeviceBatch: n_id, edge_index and e_id of the slot.
-func (b *NodeBatch) SampleOn(gs *sampler.GPU, st *cudaext.Stream, seeds, counts cudaext.DevicePtr, region func(k int) cudaext.DevicePtr) error {
+// SampleJob implements DeviceBatch: n_id, edge_index and e_id of the slot.
+func (b *NodeBatch) SampleJob(seeds, counts cudaext.DevicePtr, region func(k int) cudaext.DevicePtr) (sampler.Job, error) {
 	if !b.m.device {
-		return fmt.Errorf("batch: a node batch of a mode without device sampling")
+		return sampler.Job{}, fmt.Errorf("batch: a node batch of a mode without device sampling")
 	}
 	l := &b.m.layout
-	return gs.Sample(st, seeds, len(b.seeds), b.key, sampler.DeviceOut{
-		NID: region(l.Index("n_id")), EdgeIndex: region(l.Index("edge_index")), EID: region(l.Index("e_id")), Counts: counts})
+	return sampler.Job{Seeds: seeds, N: len(b.seeds), Key: b.key, Out: sampler.DeviceOut{
+		NID: region(l.Index("n_id")), EdgeIndex: region(l.Index("edge_index")), EID: region(l.Index("e_id")), Counts: counts}}, nil
 }
 
 // CountIndex implements DeviceBatch: nodes are counted at 0, edges at 1;

@@ -20,12 +20,13 @@ import (
 // TestKernelsEmulatedMatchCPU: cudaext/kernels/sample.cu, compiled by g++
 // as host C++ (testdata/emul/cuda_emul.h: blocks one after the other, a
 // block's threads in turn or, where they work together, on threads with
-// real barriers) and launched in the order gpu.go enqueues a batch
+// real barriers) and launched in the order gpu.go enqueues a call
 // (testdata/emul/sample_emul.cpp), samples the CPU sampler's batches: n_id,
-// edge_index, edge ids and the per-hop counts, four batches in a row on one
+// edge_index, edge ids and the per-hop counts, six batches in three calls
+// of several lanes (3 batches at a width of 4, a lane idle; 1; 2) on one
 // sampler's working memory (which must come back empty) for each of
-// [15 10 5], [-1 3], [40 2] and [1 1 1 1], with the table emptied either
-// way between batches. On a GPU TestGPUMatchesCPU
+// [15 10 5], [-1 3], [40 2] and [1 1 1 1], with the tables emptied either
+// way between calls. On a GPU TestGPUMatchesCPU
 // checks the same on the real thing; this one runs everywhere g++ does
 // (scripts/setup.sh installs it; GNNLOADER_REQUIRE_GXX=1 makes its absence
 // a failure), so a change to the kernels' logic is checked before it meets
@@ -73,8 +74,8 @@ func TestKernelsEmulatedMatchCPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if compared != 16 {
-				t.Fatalf("%d batches compared, want 16", compared)
+			if compared != 24 {
+				t.Fatalf("%d batches compared, want 24", compared)
 			}
 		})
 	}

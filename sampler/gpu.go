@@ -32,43 +32,53 @@ type DeviceOut struct {
 	NID, EdgeIndex, EID, Counts cudaext.DevicePtr
 }
 
-// GPU samples batches on a device. It is not safe for concurrent use: one
-// batch at a time, on one stream (its working memory is reused).
+// GPU samples batches on a device, up to Lanes() of them in one call, each
+// with working memory of its own (a lane). It is not safe for concurrent
+// use: one call at a time, on one stream (its working memory is reused).
 type GPU struct {
 	g        *DeviceGraph
 	fanouts  []int
 	maxBatch int
+	lanes    int
 	sms      int
 	mod      *cudaext.Module
 	fn       map[string]*cudaext.Function
 
-	keys              cudaext.DevicePtr // the hash table's keys (int64 node ids, -1 when empty)
+	// Every lane's working memory, lane after lane in each array (a lane's
+	// part at base + lane x its size).
+	keys              cudaext.DevicePtr // the hash tables' keys (int64 node ids, -1 when empty)
 	localid, firstpos cudaext.DevicePtr // int32 per table entry: -1 / NOT_SEEN when empty
-	tableMask         int64             // table entries - 1 (a power of two, >= 2 nodeCap)
-	clearWhole        bool              // the table emptied by memsets after a batch (clearsWhole), not by gnn_reset
+	tableMask         int64             // a table's entries - 1 (a power of two, >= 2 nodeCap)
+	clearWhole        bool              // the tables emptied by memsets after a call (clearsWhole), not by gnn_reset
 	slot              cudaext.DevicePtr // int64 per node of a batch: its table entry (gnn_reset_find), where !clearWhole
-	args              cudaext.DevicePtr // sample.cu SampleArgs: the batch's arguments
-	graph             *cudaext.Graph    // every kernel after gnn_seeds, captured once; nil: launched one by one
-	nbr, dst          cudaext.DevicePtr // per edge of the batch: neighbour id (int64), target (int32)
+	args              cudaext.DevicePtr // sample.cu SampleArgs, one per lane: its batch and working memory
+	graphs            map[int]*cudaext.Graph
+	nbr, dst          cudaext.DevicePtr // per edge of a batch: neighbour id (int64), target (int32)
 	cnt, off          cudaext.DevicePtr // per frontier node (int32)
 	flag, newid, ent  cudaext.DevicePtr // per edge of a hop (int32; ent: the neighbour's table entry)
 	blockSums         cudaext.DevicePtr // per scan block (int64)
 	frontierCap       []int64           // per hop (1-based, index hop-1): most frontier nodes
 	hopEdgeCap        []int64           // per hop: most edges
 	edgeCap, nodeCap  int64
+	maxFront, maxHop  int64
 	scanBlocks        int64
 	Bytes             int64 // device memory held
 }
 
 // gpuKernels are sample.fatbin's entry points.
-var gpuKernels = []string{"gnn_seeds", "gnn_seed_ids", "gnn_degrees", "gnn_scan_block", "gnn_scan_sum_add",
+var gpuKernels = []string{"gnn_set_args", "gnn_seeds", "gnn_seed_ids", "gnn_degrees", "gnn_scan_block", "gnn_scan_sum_add",
 	"gnn_draw32", "gnn_draw64", "gnn_first", "gnn_flag_first", "gnn_assign", "gnn_resolve", "gnn_end_hop",
 	"gnn_pack", "gnn_reset_find", "gnn_reset"}
 
 const (
 	scanBlock       = 1024       // sample.cu SCAN_BLOCK
 	notSeen         = 0x7fffffff // sample.cu NOT_SEEN
-	sampleArgsBytes = 7 * 8      // sample.cu SampleArgs
+	sampleArgsBytes = 19 * 8     // sample.cu SampleArgs
+	scanDegrees     = 0          // sample.cu SCAN_DEGREES
+	scanFlags       = 1          // sample.cu SCAN_FLAGS
+	// MaxLanes is the most batches one call of a GPU sampler samples
+	// (sample.cu MAX_LANES).
+	MaxLanes = 32
 )
 
 // SampleGraphEnv, set to 0, makes GPU samplers launch their kernels one by
@@ -76,8 +86,8 @@ const (
 // are the same).
 const SampleGraphEnv = "GNNLOADER_SAMPLE_GRAPH"
 
-// clearWholeBytes: a hash table of at most this many bytes is emptied after
-// each batch whole, by three memsets (a linear write: about 10 µs for
+// clearWholeBytes: a lane's hash table of at most this many bytes is emptied
+// after each call whole, by three memsets (a linear write: about 10 µs for
 // papers100M's 32 MiB), rather than entry by entry (gnn_reset_find and
 // gnn_reset: the batch's nodes looked up and written at random, 61 µs a
 // batch in docs/benchmarks.md's Nsight Compute run). A larger table (batches
@@ -96,8 +106,10 @@ func clearsWhole(entries int64) bool { return 16*entries <= clearWholeBytes }
 func CountsLen(hops int) int { return 2*hops + 4 }
 
 // NewGPU makes a GPU sampler over dg for batches of at most maxBatch seeds,
-// with maxDegree bounding -1 fanouts. ctx must be current.
-func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, maxDegree int64) (_ *GPU, err error) {
+// with maxDegree bounding -1 fanouts, sampling up to lanes batches (1 to
+// MaxLanes) in one call, each lane with working memory of its own. ctx must
+// be current.
+func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, maxDegree int64, lanes int) (_ *GPU, err error) {
 	if len(fanouts) == 0 || len(fanouts) > MaxHops {
 		return nil, fmt.Errorf("sampler: %d fanouts, want 1 to %d", len(fanouts), MaxHops)
 	}
@@ -109,7 +121,11 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 	if maxBatch < 1 {
 		return nil, fmt.Errorf("sampler: batch size %d", maxBatch)
 	}
-	s := &GPU{g: dg, fanouts: append([]int(nil), fanouts...), maxBatch: maxBatch, fn: map[string]*cudaext.Function{}}
+	if lanes < 1 || lanes > MaxLanes {
+		return nil, fmt.Errorf("sampler: %d lanes, want 1 to %d", lanes, MaxLanes)
+	}
+	s := &GPU{g: dg, fanouts: append([]int(nil), fanouts...), maxBatch: maxBatch, lanes: lanes, fn: map[string]*cudaext.Function{},
+		graphs: map[int]*cudaext.Graph{}}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -124,7 +140,6 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 	}
 	front := int64(maxBatch)
 	s.nodeCap = front
-	var maxFront, maxHop int64
 	for _, f := range fanouts {
 		k := int64(f)
 		if f < 0 || k > maxDegree {
@@ -133,7 +148,7 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 		e := min(sat(front, k), dg.NumEdges)
 		s.frontierCap = append(s.frontierCap, front)
 		s.hopEdgeCap = append(s.hopEdgeCap, e)
-		maxFront, maxHop = max(maxFront, front), max(maxHop, e)
+		s.maxFront, s.maxHop = max(s.maxFront, front), max(s.maxHop, e)
 		s.edgeCap = min(s.edgeCap+e, dg.NumEdges)
 		front = min(e, dg.NumNodes)
 		s.nodeCap = min(s.nodeCap+front, dg.NumNodes)
@@ -147,11 +162,7 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 	}
 	s.tableMask = entries - 1
 	s.clearWhole = clearsWhole(entries)
-	slotBytes := 8 * s.nodeCap
-	if s.clearWhole {
-		slotBytes = 0
-	}
-	s.scanBlocks = (max(maxFront, maxHop) + scanBlock - 1) / scanBlock
+	s.scanBlocks = max((max(s.maxFront, s.maxHop)+scanBlock-1)/scanBlock, 1)
 	img, err := cudaext.SampleImage()
 	if err != nil {
 		return nil, err
@@ -167,27 +178,50 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 	if s.sms, err = ctx.Device.Attribute(cudaext.AttrMultiprocessorCount); err != nil {
 		return nil, err
 	}
-	for _, a := range []struct {
-		p *cudaext.DevicePtr
-		n int64
+	// Each array holds every lane's part; lane holds a lane's part's bytes.
+	L := int64(lanes)
+	parts := []struct {
+		p    *cudaext.DevicePtr
+		lane int64
 	}{
-		{&s.keys, 8 * entries}, {&s.localid, 4 * entries}, {&s.firstpos, 4 * entries}, {&s.slot, slotBytes},
+		{&s.keys, 8 * entries}, {&s.localid, 4 * entries}, {&s.firstpos, 4 * entries}, {&s.slot, 8 * s.nodeCap},
 		{&s.nbr, 8 * s.edgeCap}, {&s.dst, 4 * s.edgeCap},
-		{&s.cnt, 4 * maxFront}, {&s.off, 4 * maxFront},
-		{&s.flag, 4 * maxHop}, {&s.newid, 4 * maxHop}, {&s.ent, 4 * maxHop},
-		{&s.blockSums, 8 * s.scanBlocks}, {&s.args, sampleArgsBytes},
-	} {
-		if *a.p, err = cudaext.MemAlloc(max(a.n, 16)); err != nil {
-			return nil, fmt.Errorf("sampler: GPU sampling memory: %w", err)
+		{&s.cnt, 4 * s.maxFront}, {&s.off, 4 * s.maxFront},
+		{&s.flag, 4 * s.maxHop}, {&s.newid, 4 * s.maxHop}, {&s.ent, 4 * s.maxHop},
+		{&s.blockSums, 8 * s.scanBlocks},
+	}
+	if s.clearWhole {
+		parts[3].lane = 0 // no slot: the tables are emptied whole
+	}
+	for _, a := range append(parts, struct {
+		p    *cudaext.DevicePtr
+		lane int64
+	}{&s.args, sampleArgsBytes}) {
+		n := max(L*a.lane, 16)
+		if *a.p, err = cudaext.MemAlloc(n); err != nil {
+			return nil, fmt.Errorf("sampler: GPU sampling memory (%d lanes): %w", lanes, err)
 		}
-		s.Bytes += max(a.n, 16)
+		s.Bytes += n
+	}
+	// The lanes' SampleArgs: the working memory's pointers, every lane idle.
+	args := make([]int64, 0, L*sampleArgsBytes/8)
+	for y := range L {
+		at := func(i int) int64 { return int64(*parts[i].p) + y*parts[i].lane }
+		args = append(args, 0, -1, 0, 0, 0, 0, 0, // seeds, n = -1 (idle), key, nid, edge_index, eid, counts
+			at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9), at(10), at(11))
+	}
+	if len(args)*8 != lanes*sampleArgsBytes {
+		return nil, fmt.Errorf("sampler: %d bytes of SampleArgs for %d lanes", len(args)*8, lanes)
 	}
 	st, err := cudaext.NewStream()
 	if err != nil {
 		return nil, err
 	}
 	defer st.Destroy()
-	if err := s.clearTable(st); err != nil {
+	if err := cudaext.CopyFromHost(s.args, bytesOf(args), st); err != nil {
+		return nil, err
+	}
+	if err := s.clearTables(st, lanes); err != nil {
 		return nil, err
 	}
 	if err := st.Synchronize(); err != nil {
@@ -199,18 +233,42 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 	return s, nil
 }
 
-// UseGraph chooses how the sampler enqueues a batch's kernels after the
-// first: captured once as a CUDA graph, launched as one submission (on, the
-// default), or launched one by one (off). The batches are the same. A driver
-// without graphs leaves the sampler launching them one by one. Context
-// current; no batch of the sampler's in flight.
+// widths are the numbers of lanes a call's kernels are launched for: powers
+// of two up to the sampler's lanes, and its lanes. A call of n batches runs
+// at the least width of at least n.
+func (s *GPU) widths() []int {
+	var w []int
+	for x := 1; x < s.lanes; x *= 2 {
+		w = append(w, x)
+	}
+	return append(w, s.lanes)
+}
+
+// width is the width a call of n batches runs at.
+func (s *GPU) width(n int) int {
+	for _, w := range s.widths() {
+		if w >= n {
+			return w
+		}
+	}
+	return s.lanes
+}
+
+// UseGraph chooses how the sampler enqueues a call's kernels after
+// gnn_set_args: captured once per width as a CUDA graph, launched as one
+// submission (on, the default), or launched one by one (off). The batches
+// are the same. A driver without graphs leaves the sampler launching them
+// one by one. Context current; no call of the sampler's in flight.
 func (s *GPU) UseGraph(on bool) error {
 	if !on {
-		err := s.graph.Destroy()
-		s.graph = nil
-		return err
+		var errs []error
+		for w, g := range s.graphs {
+			errs = append(errs, g.Destroy())
+			delete(s.graphs, w)
+		}
+		return errors.Join(errs...)
 	}
-	if s.graph != nil {
+	if len(s.graphs) > 0 {
 		return nil
 	}
 	st, err := cudaext.NewStream()
@@ -218,28 +276,33 @@ func (s *GPU) UseGraph(on bool) error {
 		return err
 	}
 	defer st.Destroy()
-	if err := st.BeginCapture(); err != nil {
-		if errors.Is(err, cudaext.ErrNotSupported) {
-			return nil
+	for _, w := range s.widths() {
+		if err := st.BeginCapture(); err != nil {
+			if errors.Is(err, cudaext.ErrNotSupported) {
+				return nil
+			}
+			return fmt.Errorf("sampler: capturing the GPU sampler's kernels: %w", err)
 		}
-		return fmt.Errorf("sampler: capturing the GPU sampler's kernels: %w", err)
+		err = s.enqueue(st, w)
+		g, endErr := st.EndCapture()
+		if err = errors.Join(err, endErr); err != nil {
+			g.Destroy()
+			return errors.Join(fmt.Errorf("sampler: capturing the GPU sampler's kernels (%d lanes): %w", w, err), s.UseGraph(false))
+		}
+		s.graphs[w] = g
 	}
-	err = s.enqueueBatch(st)
-	g, endErr := st.EndCapture()
-	if err = errors.Join(err, endErr); err != nil {
-		g.Destroy()
-		return fmt.Errorf("sampler: capturing the GPU sampler's kernels: %w", err)
-	}
-	s.graph = g
 	return nil
 }
 
-// Graph reports whether the sampler launches its kernels as one CUDA graph.
-func (s *GPU) Graph() bool { return s.graph != nil }
+// Graph reports whether the sampler launches its kernels as CUDA graphs.
+func (s *GPU) Graph() bool { return len(s.graphs) > 0 }
 
 // MaxNodes and MaxEdges bound a batch of this sampler.
 func (s *GPU) MaxNodes() int64 { return s.nodeCap }
 func (s *GPU) MaxEdges() int64 { return s.edgeCap }
+
+// Lanes is the most batches one call samples.
+func (s *GPU) Lanes() int { return s.lanes }
 
 // Close frees the sampler's device memory. Context current.
 func (s *GPU) Close() error {
@@ -257,6 +320,15 @@ func (s *GPU) Close() error {
 	return errors.Join(errs...)
 }
 
+// Job is one batch of a call: n seeds at Seeds (int64, device memory, valid
+// node ids), key as for Sampler.Sample, its output at Out.
+type Job struct {
+	Seeds cudaext.DevicePtr
+	N     int
+	Key   uint64
+	Out   DeviceOut
+}
+
 // Sample enqueues the sampling of one batch on st: n seeds at seeds (int64,
 // device memory, valid node ids), key as for Sampler.Sample, into out. The
 // counts are in out.Counts once the work completes. Context current. The
@@ -264,44 +336,67 @@ func (s *GPU) Close() error {
 // of repeated seeds that reaches every node of the graph would pass them,
 // so such seeds belong to the CPU sampler (serve sends them there).
 func (s *GPU) Sample(st *cudaext.Stream, seeds cudaext.DevicePtr, n int, key uint64, out DeviceOut) error {
-	if n > s.maxBatch {
-		return fmt.Errorf("sampler: %d seeds, the GPU sampler takes at most %d", n, s.maxBatch)
+	return s.SampleMany(st, []Job{{Seeds: seeds, N: n, Key: key, Out: out}})
+}
+
+// SampleMany enqueues the sampling of up to Lanes() batches on st, all
+// together (one launch of each kernel for all of them), each as Sample
+// would. Context current.
+func (s *GPU) SampleMany(st *cudaext.Stream, jobs []Job) error {
+	if len(jobs) == 0 {
+		return nil
 	}
-	n64 := int64(n)
-	if err := s.fn["gnn_seeds"].Launch(s.grid(n64), cudaext.Dim3{X: 256}, 0, st, seeds, n64, key, out.NID, out.EdgeIndex,
-		out.EID, out.Counts, s.keys, s.tableMask, s.firstpos, s.args); err != nil {
-		return fmt.Errorf("sampler: gnn_seeds: %w", err)
+	if len(jobs) > s.lanes {
+		return fmt.Errorf("sampler: %d batches in one call, the GPU sampler has %d lanes", len(jobs), s.lanes)
 	}
-	if s.graph != nil {
-		if err := s.graph.Launch(st); err != nil {
+	var seeds, n, key, nid, ei, eid, counts [MaxLanes]uint64
+	for y, j := range jobs {
+		if j.N < 0 || j.N > s.maxBatch {
+			return fmt.Errorf("sampler: %d seeds, the GPU sampler takes 0 to %d", j.N, s.maxBatch)
+		}
+		seeds[y], n[y], key[y] = uint64(j.Seeds), uint64(j.N), j.Key
+		nid[y], ei[y], eid[y], counts[y] = uint64(j.Out.NID), uint64(j.Out.EdgeIndex), uint64(j.Out.EID), uint64(j.Out.Counts)
+	}
+	w := s.width(len(jobs))
+	if err := s.fn["gnn_set_args"].Launch(cudaext.Dim3{X: 1}, cudaext.Dim3{X: MaxLanes}, 0, st, s.args, int32(len(jobs)), int32(w),
+		seeds, n, key, nid, ei, eid, counts); err != nil {
+		return fmt.Errorf("sampler: gnn_set_args: %w", err)
+	}
+	if g := s.graphs[w]; g != nil {
+		if err := g.Launch(st); err != nil {
 			return fmt.Errorf("sampler: the GPU sampler's graph: %w", err)
 		}
 		return nil
 	}
-	return s.enqueueBatch(st)
+	return s.enqueue(st, w)
 }
 
-// grid is the launch grid for n elements: a block of 256 threads for each
-// 256, at most 8 a multiprocessor (the kernels stride over the rest).
-func (s *GPU) grid(n int64) cudaext.Dim3 {
-	return cudaext.Dim3{X: uint32(max(1, min((n+255)/256, int64(8*s.sms))))}
+// grid is the launch grid of a kernel over n elements a lane, for w lanes:
+// a block of 256 threads for each 256 elements, at most 8 a multiprocessor
+// over all the lanes (the kernels stride over the rest), lane y in blocks
+// of blockIdx.y = y.
+func (s *GPU) grid(n int64, w int) cudaext.Dim3 {
+	return cudaext.Dim3{X: uint32(max(1, min((n+255)/256, int64(8*s.sms/w)))), Y: uint32(w), Z: 1}
 }
 
-// enqueueBatch enqueues every kernel of a batch after gnn_seeds: the same
-// launches for every batch (grids sized for the largest), which read the
-// batch from s.args. Captured once into s.graph where the driver can.
-func (s *GPU) enqueueBatch(st *cudaext.Stream) error {
+// enqueue enqueues every kernel of a call after gnn_set_args, for w lanes:
+// the same launches for every call of that width (grids sized for the
+// largest batches), which read each lane's batch from s.args. Captured once
+// per width into s.graphs where the driver can.
+func (s *GPU) enqueue(st *cudaext.Stream, w int) error {
 	H := len(s.fanouts)
 	scratch := int32(2*H + 3) // the flags' scan total: the hop's new nodes
-	threads := cudaext.Dim3{X: 256}
+	threads := cudaext.Dim3{X: 256, Y: 1, Z: 1}
 	launch := func(name string, g cudaext.Dim3, b cudaext.Dim3, args ...any) error {
 		if err := s.fn[name].Launch(g, b, 0, st, args...); err != nil {
 			return fmt.Errorf("sampler: %s: %w", name, err)
 		}
 		return nil
 	}
-	one := cudaext.Dim3{X: 1}
-	if err := launch("gnn_seed_ids", s.grid(int64(s.maxBatch)), threads, s.args, s.keys, s.tableMask, s.localid, s.firstpos); err != nil {
+	if err := launch("gnn_seeds", s.grid(int64(s.maxBatch), w), threads, s.args, s.tableMask); err != nil {
+		return err
+	}
+	if err := launch("gnn_seed_ids", s.grid(int64(s.maxBatch), w), threads, s.args, s.tableMask); err != nil {
 		return err
 	}
 	draw := "gnn_draw32"
@@ -312,58 +407,58 @@ func (s *GPU) enqueueBatch(st *cudaext.Stream) error {
 		hop := int32(h + 1)
 		edgesAt := int32(3 + H + h) // counts: the hop's edges
 		fc, ec := s.frontierCap[h], s.hopEdgeCap[h]
-		if err := launch("gnn_degrees", s.grid(fc), threads, s.g.Indptr, s.args, hop, int32(k), s.cnt); err != nil {
+		if err := launch("gnn_degrees", s.grid(fc, w), threads, s.g.Indptr, s.args, hop, int32(k)); err != nil {
 			return err
 		}
-		if err := s.scan(st, s.cnt, s.off, int32(2+h), fc, edgesAt); err != nil {
+		if err := s.scan(st, w, scanDegrees, int32(2+h), fc, edgesAt); err != nil {
 			return err
 		}
-		if err := launch(draw, s.grid(fc), threads, s.g.Indptr, s.g.Indices, s.args, hop, int32(k), s.off, s.nbr, s.dst); err != nil {
+		if err := launch(draw, s.grid(fc, w), threads, s.g.Indptr, s.g.Indices, s.args, hop, int32(k)); err != nil {
 			return err
 		}
-		if err := launch("gnn_first", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.keys, s.tableMask, s.localid, s.firstpos, s.ent); err != nil {
+		if err := launch("gnn_first", s.grid(ec, w), threads, s.args, hop, int32(H), s.tableMask); err != nil {
 			return err
 		}
-		if err := launch("gnn_flag_first", s.grid(ec), threads, s.args, hop, int32(H), s.ent, s.localid, s.firstpos, s.flag); err != nil {
+		if err := launch("gnn_flag_first", s.grid(ec, w), threads, s.args, hop, int32(H)); err != nil {
 			return err
 		}
-		if err := s.scan(st, s.flag, s.newid, edgesAt, ec, scratch); err != nil {
+		if err := s.scan(st, w, scanFlags, edgesAt, ec, scratch); err != nil {
 			return err
 		}
-		if err := launch("gnn_assign", s.grid(ec), threads, s.args, hop, int32(H), s.nbr, s.flag, s.newid, s.ent, s.localid); err != nil {
+		if err := launch("gnn_assign", s.grid(ec, w), threads, s.args, hop, int32(H)); err != nil {
 			return err
 		}
-		if err := launch("gnn_resolve", s.grid(ec), threads, s.args, hop, int32(H), s.ent, s.localid); err != nil {
+		if err := launch("gnn_resolve", s.grid(ec, w), threads, s.args, hop, int32(H)); err != nil {
 			return err
 		}
-		if err := launch("gnn_end_hop", one, one, s.args, hop, int32(H), scratch); err != nil {
+		if err := launch("gnn_end_hop", cudaext.Dim3{X: 1, Y: uint32(w), Z: 1}, cudaext.Dim3{X: 1, Y: 1, Z: 1}, s.args, hop, int32(H), scratch); err != nil {
 			return err
 		}
 	}
-	if err := launch("gnn_pack", s.grid(s.edgeCap), threads, s.args, s.dst); err != nil {
+	if err := launch("gnn_pack", s.grid(s.edgeCap, w), threads, s.args); err != nil {
 		return err
 	}
 	if s.clearWhole {
-		return s.clearTable(st)
+		return s.clearTables(st, w)
 	}
-	if err := launch("gnn_reset_find", s.grid(s.nodeCap), threads, s.args, s.keys, s.tableMask, s.slot); err != nil {
+	if err := launch("gnn_reset_find", s.grid(s.nodeCap, w), threads, s.args, s.tableMask); err != nil {
 		return err
 	}
-	return launch("gnn_reset", s.grid(s.nodeCap), threads, s.args, s.slot, s.keys, s.localid, s.firstpos)
+	return launch("gnn_reset", s.grid(s.nodeCap, w), threads, s.args)
 }
 
-// clearTable enqueues the emptying of the whole hash table on st: every key
-// -1, every local id -1, every first position NOT_SEEN.
-func (s *GPU) clearTable(st *cudaext.Stream) error {
-	entries := s.tableMask + 1
+// clearTables enqueues the emptying of the first w lanes' hash tables on
+// st: every key -1, every local id -1, every first position NOT_SEEN.
+func (s *GPU) clearTables(st *cudaext.Stream, w int) error {
+	entries := int64(w) * (s.tableMask + 1)
 	if err := cudaext.MemsetD32Async(s.keys, 0xffffffff, 2*entries, st); err != nil {
-		return fmt.Errorf("sampler: emptying the GPU sampler's table: %w", err)
+		return fmt.Errorf("sampler: emptying the GPU sampler's tables: %w", err)
 	}
 	if err := cudaext.MemsetD32Async(s.localid, 0xffffffff, entries, st); err != nil {
-		return fmt.Errorf("sampler: emptying the GPU sampler's table: %w", err)
+		return fmt.Errorf("sampler: emptying the GPU sampler's tables: %w", err)
 	}
 	if err := cudaext.MemsetD32Async(s.firstpos, notSeen, entries, st); err != nil {
-		return fmt.Errorf("sampler: emptying the GPU sampler's table: %w", err)
+		return fmt.Errorf("sampler: emptying the GPU sampler's tables: %w", err)
 	}
 	return nil
 }
@@ -379,17 +474,18 @@ func tableEntries(nodes int64) int64 {
 	return n
 }
 
-// scan enqueues out = exclusive prefix of the int32 array a, of
+// scan enqueues, in each of w lanes, the exclusive prefix of an int32
+// array (which: scanDegrees, cnt into off; scanFlags, flag into newid) of
 // counts[nAt] (at most capN) elements, with the total into counts[totalAt]
-// (the counts of the batch in s.args): two launches over the same grid.
-func (s *GPU) scan(st *cudaext.Stream, a, out cudaext.DevicePtr, nAt int32, capN int64, totalAt int32) error {
+// (the lane's counts): two launches over the same grid.
+func (s *GPU) scan(st *cudaext.Stream, w int, which int32, nAt int32, capN int64, totalAt int32) error {
 	nb := max((capN+scanBlock-1)/scanBlock, 1)
 	if nb > s.scanBlocks {
 		return fmt.Errorf("sampler: a scan of %d elements, room for %d", capN, s.scanBlocks*scanBlock)
 	}
-	threads := cudaext.Dim3{X: 256}
-	if err := s.fn["gnn_scan_block"].Launch(cudaext.Dim3{X: uint32(nb)}, threads, 0, st, a, s.args, nAt, out, s.blockSums); err != nil {
+	grid, threads := cudaext.Dim3{X: uint32(nb), Y: uint32(w), Z: 1}, cudaext.Dim3{X: 256, Y: 1, Z: 1}
+	if err := s.fn["gnn_scan_block"].Launch(grid, threads, 0, st, s.args, which, nAt); err != nil {
 		return err
 	}
-	return s.fn["gnn_scan_sum_add"].Launch(cudaext.Dim3{X: uint32(nb)}, threads, 0, st, s.args, nAt, s.blockSums, out, totalAt)
+	return s.fn["gnn_scan_sum_add"].Launch(grid, threads, 0, st, s.args, which, nAt, totalAt)
 }

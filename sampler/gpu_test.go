@@ -20,7 +20,9 @@ import (
 // smaller sizes, one at a time and enqueued back to back, with the kernels
 // launched as the captured CUDA graph (the default) and one by one, and the
 // hash table emptied whole by memsets (small tables, the default) and entry
-// by entry by the reset kernels.
+// by entry by the reset kernels, on a sampler of one lane and of four (the
+// back-to-back batches then sampled together: a call of three, at a width of
+// four with a lane idle, then a call of one).
 func TestGPUMatchesCPU(t *testing.T) {
 	c := cudatest.Context(t)
 	t.Setenv(SampleGraphEnv, "") // new samplers take a graph where the driver has them
@@ -43,13 +45,15 @@ func TestGPUMatchesCPU(t *testing.T) {
 		for _, tc := range cases {
 			for _, graph := range []bool{true, false} {
 				for _, whole := range []bool{true, false} {
-					t.Run(fmt.Sprintf("g%d/%v/graph=%v/clearWhole=%v", gi, tc.fanouts, graph, whole), func(t *testing.T) {
-						setClearWhole(t, whole)
-						c.Do(func() error { // the context is current per thread: in the subtest's
-							checkGPUSampler(t, c, g, dg, tc.fanouts, tc.batch, maxDeg, graph, whole)
-							return nil
+					for _, lanes := range []int{1, 4} {
+						t.Run(fmt.Sprintf("g%d/%v/graph=%v/clearWhole=%v/lanes=%d", gi, tc.fanouts, graph, whole, lanes), func(t *testing.T) {
+							setClearWhole(t, whole)
+							c.Do(func() error { // the context is current per thread: in the subtest's
+								checkGPUSampler(t, c, g, dg, tc.fanouts, tc.batch, maxDeg, graph, whole, lanes)
+								return nil
+							})
 						})
-					})
+					}
 				}
 			}
 		}
@@ -68,8 +72,8 @@ func setClearWhole(t *testing.T, whole bool) {
 	}
 }
 
-func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *DeviceGraph, fanouts []int, batch int, maxDeg int64, graph, whole bool) {
-	gs, err := NewGPU(c, dg, fanouts, batch+2, maxDeg)
+func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *DeviceGraph, fanouts []int, batch int, maxDeg int64, graph, whole bool, lanes int) {
+	gs, err := NewGPU(c, dg, fanouts, batch+2, maxDeg, lanes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +152,16 @@ func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *De
 			t.Fatal(err)
 		}
 	}
+	jobs := make([]Job, keys)
 	for key := uint64(0); key < keys; key++ {
-		if err := gs.Sample(st, seedBufs[key], len(seedsAll[key]), key+keys, outs[key]); err != nil {
+		jobs[key] = Job{Seeds: seedBufs[key], N: len(seedsAll[key]), Key: key + keys, Out: outs[key]}
+	}
+	calls := [][]Job{jobs[:1], jobs[1:2], jobs[2:3], jobs[3:]} // one lane: a batch a call
+	if lanes > 1 {
+		calls = [][]Job{jobs[:3], jobs[3:]}
+	}
+	for _, call := range calls {
+		if err := gs.SampleMany(st, call); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -262,4 +274,38 @@ func TestClearsWhole(t *testing.T) {
 			t.Errorf("clearsWhole(%d) = %v, want %v", tc.entries, got, tc.want)
 		}
 	}
+}
+
+// TestGPULanesRefused: a GPU sampler takes 1 to MaxLanes lanes, and a call
+// of more batches than its lanes is refused (this part needs a GPU).
+func TestGPULanesRefused(t *testing.T) {
+	c := cudatest.Context(t)
+	g := testGraphs()[0]
+	c.Do(func() error {
+		dg, err := NewDeviceGraph(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dg.Close()
+		for _, lanes := range []int{0, MaxLanes + 1} {
+			if gs, err := NewGPU(c, dg, []int{2}, 4, g.MaxDegree(), lanes); err == nil {
+				gs.Close()
+				t.Errorf("NewGPU with %d lanes: no error", lanes)
+			}
+		}
+		gs, err := NewGPU(c, dg, []int{2}, 4, g.MaxDegree(), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gs.Close()
+		st, err := cudaext.NewStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Destroy()
+		if err := gs.SampleMany(st, make([]Job, 3)); err == nil {
+			t.Error("3 batches on a sampler of 2 lanes: no error")
+		}
+		return nil
+	})
 }

@@ -67,12 +67,25 @@ type GPUConfig struct {
 	// memory beyond Reserve, else on the CPU), "gpu" (always; an error at
 	// start when the CSR does not fit) or "cpu".
 	Sampling string
+	// SampleLanes is how many of a fill's batches the GPU sampler samples
+	// together, one launch of each kernel for them all, each with working
+	// memory of its own (about 55 MB a lane for papers100M's batches of
+	// 1024 at [15,10,5]): 1 to sampler.MaxLanes, 0 = DefaultSampleLanes.
+	SampleLanes int
 	// SweepPlan is where a sweep is planned: "gpu" (the default: the GPU
 	// sorts and merges the batches' ids itself, and no CPU time goes to it)
 	// or "cpu" (the CPU sorts each batch's ids while sampling and merges
 	// them per sweep, as before; kept to compare the two).
 	SweepPlan string
 }
+
+// DefaultSampleLanes is GPUConfig.SampleLanes' default. Measured on an H200
+// (docs/benchmarks.md, "A fill's batches sampled together"): papers100M's
+// sampling took 0.22-0.23 ms of GPU time a batch beside the training steps
+// with 8 lanes against 0.38-0.41 with 1, and 0.163 ms alone against 0.198
+// (4 lanes: 0.158, 32: 0.171, the lanes' tables then spilling from the L2);
+// 8 lanes hold about 440 MB of working memory for those batches.
+const DefaultSampleLanes = 8
 
 // ProbeGPU returns the number of CUDA devices, or why none can be used (an
 // error wrapping cudaext.ErrNoDriver or cudaext.ErrNoDevice).
@@ -114,6 +127,12 @@ type gpuBackend struct {
 // gather kernels on each, so a driver older than the kernels need fails
 // here, at start-up, with an error saying so. Call it before Serve.
 func (s *Server) EnableGPU(cfg GPUConfig) error {
+	if cfg.SampleLanes < 0 || cfg.SampleLanes > sampler.MaxLanes {
+		return fmt.Errorf("serve: %d GPU sampling lanes: want 1 to %d (0: the default, %d)", cfg.SampleLanes, sampler.MaxLanes, DefaultSampleLanes)
+	}
+	if cfg.SampleLanes == 0 {
+		cfg.SampleLanes = DefaultSampleLanes
+	}
 	if s.src.stores == nil {
 		return errors.New("serve: the GPU path needs the tables in registered pinned memory (OpenSourcePinned)")
 	}

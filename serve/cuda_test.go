@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/gnnloader/gnnloader/cudaext/cudatest"
 	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/ipc"
+	"github.com/gnnloader/gnnloader/sampler"
 )
 
 // gpuServer serves a small generated dataset with the GPU path on.
@@ -132,10 +134,17 @@ func TestCUDAWaysMatchCPU(t *testing.T) {
 		{Sampling: "cpu", SweepPlan: "cpu", SweepBatches: 3},
 		{Sampling: "gpu", SweepPlan: "gpu", SweepBatches: 3, Cache: 1 << 20},
 		{Sampling: "cpu", SweepPlan: "gpu", SweepBatches: 3, Cache: 1 << 20, CachePresample: -1},
+		// A fill's batches sampled together: 2 lanes (a fill of 3 in two
+		// calls) and 4 (a call of 3 with a lane idle).
+		{Sampling: "gpu", SweepPlan: "gpu", SweepBatches: 3, SampleLanes: 2},
+		{Sampling: "gpu", SweepPlan: "gpu", SweepBatches: 3, SampleLanes: 4},
 	} {
 		name := g.Sampling + "_sampling_" + g.SweepPlan + "_plan"
 		if g.Cache > 0 {
 			name += fmt.Sprintf("_cache%d", g.CachePresample)
+		}
+		if g.SampleLanes > 0 {
+			name += fmt.Sprintf("_lanes%d", g.SampleLanes)
 		}
 		t.Run(name, func(t *testing.T) {
 			srv, n := compareWithCPU(t, "synthetic:cora:0.5:3", 6, g, true)
@@ -433,4 +442,20 @@ func metricSums(t *testing.T, srv *Server) map[string]float64 {
 		}
 	}
 	return got
+}
+
+// TestEnableGPUSampleLanes: a lane count outside 1 to sampler.MaxLanes (0
+// being the default) is refused before anything else, naming the range; it
+// needs no GPU.
+func TestEnableGPUSampleLanes(t *testing.T) {
+	srv, _ := testServer(t, Config{})
+	for _, lanes := range []int{-1, sampler.MaxLanes + 1} {
+		err := srv.EnableGPU(GPUConfig{SampleLanes: lanes})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d GPU sampling lanes: want 1 to %d", lanes, sampler.MaxLanes)) {
+			t.Errorf("SampleLanes %d: %v, want the lanes' range", lanes, err)
+		}
+	}
+	if err := srv.EnableGPU(GPUConfig{SampleLanes: 4}); err == nil || strings.Contains(err.Error(), "lanes") {
+		t.Errorf("SampleLanes 4 on a source without pinned tables: %v, want the pinned tables' error", err)
+	}
 }

@@ -118,7 +118,8 @@ func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *reque
 			d.close()
 		}
 	}()
-	if d.gs, err = sampler.NewGPU(ctx, b.graphs[dev], req.fanouts, req.maxSeeds, maxDegree); err != nil {
+	lanes := min(b.cfg.SampleLanes, gather.MaxDeviceParts)
+	if d.gs, err = sampler.NewGPU(ctx, b.graphs[dev], req.fanouts, req.maxSeeds, maxDegree, lanes); err != nil {
 		return nil, err
 	}
 	if d.st, err = cudaext.NewStream(); err != nil {
@@ -257,11 +258,21 @@ func (r *cudaRing) fillSampled(ctx context.Context, slots []int, bs []batch.Batc
 				}
 			}
 		}
+		jobs := make([]sampler.Job, len(dbs))
 		for j, db := range dbs {
 			region := func(k int) cudaext.DevicePtr { p, _ := r.RegionAt(slots[j], k); return p }
-			if err := db.SampleOn(d.gs, d.st, d.seeds+cudaext.DevicePtr(j*8*d.batch), counts+cudaext.DevicePtr(j*8*d.clen), region); err != nil {
+			job, err := db.SampleJob(d.seeds+cudaext.DevicePtr(j*8*d.batch), counts+cudaext.DevicePtr(j*8*d.clen), region)
+			if err != nil {
 				return err
 			}
+			jobs[j] = job
+		}
+		for len(jobs) > 0 { // the fill's batches, Lanes() at a time
+			n := min(len(jobs), d.gs.Lanes())
+			if err := d.gs.SampleMany(d.st, jobs[:n]); err != nil {
+				return err
+			}
+			jobs = jobs[n:]
 		}
 		if err := d.timeMark(markSampled, d.st); err != nil {
 			return err

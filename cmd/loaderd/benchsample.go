@@ -4,12 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gnnloader/gnnloader/datasets"
 	"github.com/gnnloader/gnnloader/internal/bench/samplerbench"
 	"github.com/gnnloader/gnnloader/ipc"
+	"github.com/gnnloader/gnnloader/sampler"
 	"github.com/gnnloader/gnnloader/serve"
 )
 
@@ -48,8 +50,8 @@ func benchGraph(spec string, e *env) (*datasets.Data, func(), error) {
 
 func benchSample(ctx context.Context, e *env, args []string) error {
 	var (
-		spec, split, fanouts, device string
-		cfg                          samplerbench.Config
+		spec, split, fanouts, device, lanes string
+		cfg                                 samplerbench.Config
 	)
 	fs := benchFlags(e, "sample", "loaderd bench sample --dataset synthetic:papers100M:1:1 --duration 10s", func(fs *flag.FlagSet) {
 		fs.StringVar(&spec, "dataset", "synthetic:papers100M:0.01:1", "dataset directory or synthetic:NAME[:SCALE[:SEED[:DTYPE]]] (graph only)")
@@ -61,6 +63,7 @@ func benchSample(ctx context.Context, e *env, args []string) error {
 		fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the shuffle and the sampling")
 		fs.StringVar(&device, "device", "cpu", "cpu, or cuda:N: the GPU sampler alone on that device (CUDA events)")
 		fs.IntVar(&cfg.Batches, "batches", 0, "batches per run (0: --duration decides on the CPU, 500 on a GPU)")
+		fs.StringVar(&lanes, "gpu-lanes", "8,32", "on a GPU, also sample the full batches this many a call (as a fill does), a row each; comma-separated, 1 to 32, or none")
 	})
 	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 {
 		if err == nil {
@@ -71,6 +74,9 @@ func benchSample(ctx context.Context, e *env, args []string) error {
 	var err error
 	if cfg.Fanouts, err = parseFanouts(fanouts); err != nil {
 		return usageError{err.Error()}
+	}
+	if cfg.GPULanes, err = parseLanes(lanes); err != nil {
+		return usageError{"--gpu-lanes: " + err.Error()}
 	}
 	dev, err := ipc.ParseDevice(device)
 	if err != nil {
@@ -91,4 +97,21 @@ func benchSample(ctx context.Context, e *env, args []string) error {
 	}
 	_, err = samplerbench.Run(ctx, &d.Graph, seeds, cfg, e.stdout)
 	return err
+}
+
+// parseLanes reads --gpu-lanes: "none", or comma-separated lane counts of 1
+// to sampler.MaxLanes.
+func parseLanes(v string) ([]int, error) {
+	lanes := []int{}
+	if v == "none" {
+		return lanes, nil
+	}
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > sampler.MaxLanes {
+			return nil, fmt.Errorf("%q: want lane counts of 1 to %d, comma-separated, or none", f, sampler.MaxLanes)
+		}
+		lanes = append(lanes, n)
+	}
+	return lanes, nil
 }

@@ -54,11 +54,12 @@ func benchServe(ctx context.Context, e *env, args []string) error {
 		fs.IntVar(&base.gpu.MaxSMs, "gather-sms", 0, "SMs one trainer's gather kernels may use (0 = 16; -1 = all)")
 		fs.StringVar(&base.gpu.SweepPlan, "sweep-plan", "gpu", "where GPU fills plan their sweeps: gpu or cpu")
 		fs.StringVar(&base.gpu.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto, gpu or cpu")
+		fs.IntVar(&base.gpu.SampleLanes, "gpu-sample-lanes", 0, "batches of a fill the GPU sampler samples together (1 to 32; 0 = the default)")
 		fs.StringVar(&base.cache, "gpu-cache", "0", "bytes of hot rows the GPU keeps (e.g. 12GiB, or a percentage of the feature bytes: 20%)")
 		fs.IntVar(&base.maxBatches, "batches", 0, "stop each trainer after this many batches (0 = whole epochs)")
 		fs.BoolVar(&base.gpu.Timing, "gpu-timing", true, "time the GPU work of the fills with events, by phase")
 		fs.BoolVar(&base.budget, "budget", true, "profile the daemon while the trainers consume and print the CPU time per batch of each stage")
-		fs.StringVar(&variants, "variants", "", "runs to make one after the other over the same dataset, ';'-separated, each a ','-separated list of flag=value overriding the flags above (slots, gpu-sweep, sweep-ahead, gpu-cache, sampling, sweep-plan, prefetch, sampler-threads, gather-sms, trainers, batches)")
+		fs.StringVar(&variants, "variants", "", "runs to make one after the other over the same dataset, ';'-separated, each a ','-separated list of flag=value overriding the flags above (slots, gpu-sweep, sweep-ahead, gpu-cache, sampling, gpu-sample-lanes, sweep-plan, prefetch, sampler-threads, gather-sms, trainers, batches)")
 	})
 	if pos, err := parseInterspersed(fs, args); err != nil || len(pos) > 0 {
 		if err == nil {
@@ -150,6 +151,8 @@ func parseVariants(base serveRun, s string) ([]serveRun, error) {
 				r.cache = val
 			case "sampling":
 				r.gpu.Sampling = val
+			case "gpu-sample-lanes":
+				err = num(&r.gpu.SampleLanes)
 			case "sweep-plan":
 				r.gpu.SweepPlan = val
 			default:

@@ -15,6 +15,7 @@ import (
 	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/ipc"
 	"github.com/gnnloader/gnnloader/pinned"
+	"github.com/gnnloader/gnnloader/sampler"
 	"github.com/gnnloader/gnnloader/serve"
 )
 
@@ -90,6 +91,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&a.gpuCacheRoom, "gpu-cache-headroom", "auto", "GPU memory the cache leaves free for the trainers' own work (models, activations, optimiser state) when it is clamped to what the GPU has free: bytes (e.g. 10GiB; 0 = none) or auto (5% of the GPU's memory, at least 2 GiB)")
 		fs.IntVar(&a.gpuCfg.CachePresample, "gpu-cache-presample", 0, "batches pre-sampled to choose the cached rows, in-degree serving as a prior (0 = a whole epoch's; -1 = by in-degree only)")
 		fs.StringVar(&a.gpuCfg.Sampling, "sampling", "auto", "where trainers on a GPU are sampled: auto (on the GPU when the graph's CSR takes at most a third of its free memory), gpu or cpu")
+		fs.IntVar(&a.gpuCfg.SampleLanes, "gpu-sample-lanes", 0, fmt.Sprintf("batches of a fill the GPU sampler samples together, one launch of each kernel for them all, each with working memory of its own (about 55 MB a batch for papers100M's; 1 to %d; 0 = %d)", sampler.MaxLanes, serve.DefaultSampleLanes))
 		fs.StringVar(&a.gpuCfg.SweepPlan, "sweep-plan", "gpu", "where a GPU fill plans its sweep over the batches' ids: gpu (the GPU sorts and merges them) or cpu (the CPU does, as before)")
 		fs.BoolVar(&a.gpuCfg.Timing, "gpu-timing", false, "time each GPU fill's phases with CUDA events (planning, PCIe read, assembly, sampling, the fill stream idle) and export them as gnnloader_gpu_fill_seconds_total{phase}")
 		fs.StringVar(&a.gpuReserve, "gpu-reserve", "1GiB", "GPU memory slots never take, left to the trainers")

@@ -7,7 +7,11 @@
 // local ids (seeds first, then each hop's new nodes in the order of their
 // first appearance in that hop's edges).
 //
-// The nodes the batch has met are kept in a hash table of the sampler's own,
+// Several batches are sampled by one launch of each kernel: batch y of a
+// call (a lane) is blockIdx.y, with its own arguments and working memory
+// (SampleArgs[y]); a launch's blocks of an idle lane (n < 0) return at once.
+//
+// The nodes a batch has met are kept in a hash table of its lane's own,
 // sized for the batch (a power of two of at least twice its most nodes, so
 // its probes stay short and it never fills): keys (int64 node ids, -1 when
 // empty), and for each key its local id (-1: none yet) and first position
@@ -15,11 +19,13 @@
 // entry. The table is a few MB where arrays over the whole graph were
 // hundreds (888 MB for papers100M), so its random reads stay in the L2.
 //
-// One batch, on one stream:
-//   gnn_seeds        the batch's arguments into args (below); n_id = seeds;
-//                    the seeds into the table, firstpos[v] = min position
-//   then the same work for every batch, captured once as a CUDA graph
-//   (sampler/gpu.go), its kernels reading the batch from args:
+// One call (up to MAX_LANES batches), on one stream:
+//   gnn_set_args     the call's batches' arguments into args (below), the
+//                    lanes past them idle
+//   then the same work for every call, captured once per width as a CUDA
+//   graph (sampler/gpu.go), its kernels reading each lane's batch from args:
+//   gnn_seeds        n_id = seeds; the seeds into the table, firstpos[v] =
+//                    min position
 //   gnn_seed_ids     localid[v] = firstpos[v] for the seeds (their
 //                    firstpos stays: nothing reads it once they have ids)
 //   per hop h:
@@ -49,18 +55,36 @@
 // Kernels read their sizes from there, so one batch needs no host sync.
 #include <stdint.h>
 
-// SampleArgs: what differs from one batch to the next, in device memory.
-// gnn_seeds, launched on its own, writes it; the captured kernels read it.
-// sampler/gpu.go sizes it (sampleArgsBytes).
+// SampleArgs: one lane's batch and working memory, in device memory (an
+// array of a sampler's lanes). gnn_set_args, launched on its own, writes the
+// batch's part; the working memory's part is written once (sampler/gpu.go,
+// which sizes it: sampleArgsBytes).
 struct SampleArgs {
 	const int64_t *seeds;
-	int64_t n;      // seeds
-	uint64_t key;   // the batch's RNG key
-	int64_t *nid;   // out: n_id
+	int64_t n;           // seeds; -1: the lane is idle in this call
+	uint64_t key;        // the batch's RNG key
+	int64_t *nid;        // out: n_id
 	int64_t *edge_index; // out: [2, E]
-	int64_t *eid;   // out: edge ids
-	int64_t *counts; // out: the counts (above)
+	int64_t *eid;        // out: edge ids
+	int64_t *counts;     // out: the counts (above)
+	// The lane's working memory.
+	int64_t *keys;                 // the table's keys (-1: empty)
+	int32_t *localid, *firstpos;   // per table entry
+	int64_t *slot;                 // per node: its entry (gnn_reset_find)
+	int64_t *nbr;                  // per edge of the batch: the neighbour's id
+	int32_t *dst;                  // per edge of the batch: the target's local id
+	int32_t *cnt, *off;            // per frontier node
+	int32_t *flag, *newid, *ent;   // per edge of a hop
+	int64_t *block_sums;           // per scan block
 };
+
+#define MAX_LANES 32 // batches a call samples at most (gnn_set_args' arrays)
+
+// LANE: this block's lane; an idle lane's blocks return (all of a block's
+// threads alike, so no barrier is left waiting).
+#define LANE(args)                                                    \
+	const SampleArgs *__restrict__ a = (args) + blockIdx.y;           \
+	if (a->n < 0) return;
 
 #define GOLDEN 0x9E3779B97F4A7C15ull
 #define SCAN_BLOCK 1024 // elements a block of the scans covers (256 threads x 4)
@@ -136,28 +160,59 @@ __device__ __forceinline__ int64_t table_find(const int64_t *__restrict__ keys, 
 	}
 }
 
-// gnn_seeds: the batch's arguments into *args; n_id[i] = seeds[i]; the
-// seeds into the table, firstpos[seed] = its first position.
+// LaneList: a call's batches, one array entry per lane (kernel parameters:
+// copied at the launch, so the host's copy may change at once).
+struct LaneList {
+	uint64_t v[MAX_LANES];
+};
+
+// gnn_set_args: lanes [0, used) get the call's batches, lanes [used, lanes)
+// are idle. One block of MAX_LANES threads.
+extern "C" __global__ void __launch_bounds__(MAX_LANES)
+gnn_set_args(SampleArgs *__restrict__ args, int used, int lanes, LaneList seeds, LaneList n, LaneList key,
+             LaneList nid, LaneList edge_index, LaneList eid, LaneList counts) {
+	const int y = threadIdx.x;
+	if (y >= lanes) return;
+	SampleArgs *__restrict__ a = args + y;
+	if (y >= used) {
+		a->n = -1;
+		return;
+	}
+	a->seeds = (const int64_t *)seeds.v[y];
+	a->n = (int64_t)n.v[y];
+	a->key = key.v[y];
+	a->nid = (int64_t *)nid.v[y];
+	a->edge_index = (int64_t *)edge_index.v[y];
+	a->eid = (int64_t *)eid.v[y];
+	a->counts = (int64_t *)counts.v[y];
+}
+
+// gnn_seeds: n_id[i] = seeds[i]; the seeds into the table, firstpos[seed] =
+// its first position.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_seeds(const int64_t *__restrict__ seeds, int64_t n, uint64_t key, int64_t *__restrict__ nid,
-          int64_t *__restrict__ edge_index, int64_t *__restrict__ eid, int64_t *__restrict__ counts,
-          int64_t *keys, int64_t mask, int32_t *__restrict__ firstpos, SampleArgs *__restrict__ args) {
-	if (blockIdx.x == 0 && threadIdx.x == 0) *args = SampleArgs{seeds, n, key, nid, edge_index, eid, counts};
+gnn_seeds(const SampleArgs *__restrict__ args, int64_t mask) {
+	LANE(args)
+	const int64_t *__restrict__ seeds = a->seeds;
+	int64_t *__restrict__ nid = a->nid;
+	const int64_t n = a->n;
 	GRID_STRIDE(i, n) {
 		const int64_t v = seeds[i];
 		nid[i] = v;
-		atomicMin(&firstpos[table_insert(keys, mask, v)], (int32_t)i);
+		atomicMin(&a->firstpos[table_insert(a->keys, mask, v)], (int32_t)i);
 	}
 }
 
 // gnn_seed_ids: localid[seed] = its first position. Sets the counts of the
 // seeds.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_seed_ids(const SampleArgs *__restrict__ args, const int64_t *__restrict__ keys, int64_t mask,
-             int32_t *__restrict__ localid, const int32_t *__restrict__ firstpos) {
-	const int64_t *__restrict__ seeds = args->seeds;
-	const int64_t n = args->n;
-	int64_t *__restrict__ counts = args->counts;
+gnn_seed_ids(const SampleArgs *__restrict__ args, int64_t mask) {
+	LANE(args)
+	const int64_t *__restrict__ seeds = a->seeds;
+	const int64_t n = a->n;
+	int64_t *__restrict__ counts = a->counts;
+	const int64_t *__restrict__ keys = a->keys;
+	int32_t *__restrict__ localid = a->localid;
+	const int32_t *__restrict__ firstpos = a->firstpos;
 	GRID_STRIDE(i, n) {
 		const int64_t t = table_find(keys, mask, seeds[i]);
 		if (t >= 0 && firstpos[t] == (int32_t)i) localid[t] = (int32_t)i;
@@ -172,10 +227,11 @@ gnn_seed_ids(const SampleArgs *__restrict__ args, const int64_t *__restrict__ ke
 // gnn_degrees: for frontier node p (n_id[lo + p], lo and the frontier size
 // from counts), cnt[p] = the edges it samples.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_degrees(const int64_t *__restrict__ indptr, const SampleArgs *__restrict__ args, int hop, int fanout,
-            int32_t *__restrict__ cnt) {
-	const int64_t *__restrict__ nid = args->nid;
-	const int64_t *__restrict__ counts = args->counts;
+gnn_degrees(const int64_t *__restrict__ indptr, const SampleArgs *__restrict__ args, int hop, int fanout) {
+	LANE(args)
+	const int64_t *__restrict__ nid = a->nid;
+	const int64_t *__restrict__ counts = a->counts;
+	int32_t *__restrict__ cnt = a->cnt;
 	const int64_t size = counts[2 + hop - 1]; // the frontier: the nodes added at the hop before
 	const int64_t lo = counts[0] - size;
 	GRID_STRIDE(p, size) {
@@ -214,23 +270,30 @@ __device__ __forceinline__ int64_t block_scan(int64_t v, int64_t *tmp, int64_t *
 	return before + x - v;
 }
 
-// The scan of an int32 array a[0, n) (n = counts[n_at]) into the exclusive
-// int32 prefix out[], in two launches of one block of 256 threads per
-// SCAN_BLOCK elements (capacity-sized grids): gnn_scan_block (each block's
+// The scan of a lane's int32 array a[0, n) (n = counts[n_at]) into the
+// exclusive int32 prefix out[] (which: SCAN_DEGREES, cnt into off, or
+// SCAN_FLAGS, flag into newid), in two launches of one block of 256 threads
+// per SCAN_BLOCK elements (capacity-sized grids): gnn_scan_block (each block's
 // own prefix, its sum into block_sums; blocks past n write a zero sum), then
 // gnn_scan_sum_add (each block adds the sums of the blocks before it, which
 // it adds up itself: a few hundred int64 at most, from the L2; the last
 // block holding elements writes the total into counts[total_at]).
+#define SCAN_DEGREES 0
+#define SCAN_FLAGS 1
+
 extern "C" __global__ void __launch_bounds__(256)
-gnn_scan_block(const int32_t *__restrict__ a, const SampleArgs *__restrict__ args, int n_at,
-               int32_t *__restrict__ out, int64_t *__restrict__ block_sums) {
+gnn_scan_block(const SampleArgs *__restrict__ args, int which, int n_at) {
 	__shared__ int64_t tmp[32];
-	const int64_t n = args->counts[n_at];
+	LANE(args)
+	const int32_t *__restrict__ in = which == SCAN_DEGREES ? a->cnt : a->flag;
+	int32_t *__restrict__ out = which == SCAN_DEGREES ? a->off : a->newid;
+	int64_t *__restrict__ block_sums = a->block_sums;
+	const int64_t n = a->counts[n_at];
 	const int64_t i0 = (int64_t)blockIdx.x * SCAN_BLOCK + (int64_t)threadIdx.x * 4;
 	int64_t v[4], s = 0;
 #pragma unroll
 	for (int k = 0; k < 4; k++) {
-		v[k] = i0 + k < n ? a[i0 + k] : 0;
+		v[k] = i0 + k < n ? in[i0 + k] : 0;
 		s += v[k];
 	}
 	int64_t total;
@@ -244,10 +307,12 @@ gnn_scan_block(const int32_t *__restrict__ a, const SampleArgs *__restrict__ arg
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-gnn_scan_sum_add(const SampleArgs *__restrict__ args, int n_at, const int64_t *__restrict__ block_sums,
-                 int32_t *__restrict__ out, int total_at) {
+gnn_scan_sum_add(const SampleArgs *__restrict__ args, int which, int n_at, int total_at) {
 	__shared__ int64_t tmp[32];
-	int64_t *__restrict__ counts = args->counts;
+	LANE(args)
+	const int64_t *__restrict__ block_sums = a->block_sums;
+	int32_t *__restrict__ out = which == SCAN_DEGREES ? a->off : a->newid;
+	int64_t *__restrict__ counts = a->counts;
 	const int64_t n = counts[n_at];
 	const int64_t b0 = (int64_t)blockIdx.x * SCAN_BLOCK;
 	if (b0 >= n && !(n == 0 && blockIdx.x == 0)) return; // the whole block returns: no barrier is left waiting
@@ -270,13 +335,14 @@ gnn_scan_sum_add(const SampleArgs *__restrict__ args, int n_at, const int64_t *_
 // for fanouts up to LOCAL_DRAWS, else read back from its edge ids).
 template <typename I>
 __device__ __forceinline__ void draw(const int64_t *__restrict__ indptr, const I *__restrict__ indices,
-                                     const SampleArgs *__restrict__ args, int hop, int fanout,
-                                     const int32_t *__restrict__ off, int64_t *__restrict__ nbr,
-                                     int32_t *__restrict__ dst) {
-	const int64_t *__restrict__ nid = args->nid;
-	const int64_t *__restrict__ counts = args->counts;
-	int64_t *__restrict__ eid = args->eid;
-	const uint64_t key = args->key;
+                                     const SampleArgs *__restrict__ a, int hop, int fanout) {
+	const int64_t *__restrict__ nid = a->nid;
+	const int64_t *__restrict__ counts = a->counts;
+	int64_t *__restrict__ eid = a->eid;
+	const int32_t *__restrict__ off = a->off;
+	int64_t *__restrict__ nbr = a->nbr;
+	int32_t *__restrict__ dst = a->dst;
+	const uint64_t key = a->key;
 	const int64_t size = counts[2 + hop - 1];
 	const int64_t lo = counts[0] - size;
 	const int64_t eb = counts[1];
@@ -344,16 +410,16 @@ __device__ __forceinline__ void draw(const int64_t *__restrict__ indptr, const I
 
 extern "C" __global__ void __launch_bounds__(256)
 gnn_draw32(const int64_t *__restrict__ indptr, const int32_t *__restrict__ indices,
-           const SampleArgs *__restrict__ args, int hop, int fanout, const int32_t *__restrict__ off,
-           int64_t *__restrict__ nbr, int32_t *__restrict__ dst) {
-	draw(indptr, indices, args, hop, fanout, off, nbr, dst);
+           const SampleArgs *__restrict__ args, int hop, int fanout) {
+	LANE(args)
+	draw(indptr, indices, a, hop, fanout);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
 gnn_draw64(const int64_t *__restrict__ indptr, const int64_t *__restrict__ indices,
-           const SampleArgs *__restrict__ args, int hop, int fanout, const int32_t *__restrict__ off,
-           int64_t *__restrict__ nbr, int32_t *__restrict__ dst) {
-	draw(indptr, indices, args, hop, fanout, off, nbr, dst);
+           const SampleArgs *__restrict__ args, int hop, int fanout) {
+	LANE(args)
+	draw(indptr, indices, a, hop, fanout);
 }
 
 // gnn_first: every neighbour of the hop into the table, its entry into
@@ -361,10 +427,14 @@ gnn_draw64(const int64_t *__restrict__ indptr, const int64_t *__restrict__ indic
 // table under 2^31 entries); for each edge e whose neighbour has no local id
 // yet, firstpos[v] = the smallest such e.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_first(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
-          int64_t *keys, int64_t mask, const int32_t *__restrict__ localid, int32_t *__restrict__ firstpos,
-          int32_t *__restrict__ ent) {
-	const int64_t *__restrict__ counts = args->counts;
+gnn_first(const SampleArgs *__restrict__ args, int hop, int hops, int64_t mask) {
+	LANE(args)
+	const int64_t *__restrict__ counts = a->counts;
+	const int64_t *__restrict__ nbr = a->nbr;
+	int64_t *keys = a->keys;
+	const int32_t *__restrict__ localid = a->localid;
+	int32_t *__restrict__ firstpos = a->firstpos;
+	int32_t *__restrict__ ent = a->ent;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
 	GRID_STRIDE(i, e) {
 		const int64_t t = table_insert(keys, mask, nbr[eb + i]);
@@ -376,9 +446,13 @@ gnn_first(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t 
 // gnn_flag_first: flag[i] = 1 when edge i of the hop is its neighbour's
 // first appearance (a new node), else 0.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_flag_first(const SampleArgs *__restrict__ args, int hop, int hops, const int32_t *__restrict__ ent,
-               const int32_t *__restrict__ localid, const int32_t *__restrict__ firstpos, int32_t *__restrict__ flag) {
-	const int64_t e = args->counts[2 + hops + 1 + hop - 1];
+gnn_flag_first(const SampleArgs *__restrict__ args, int hop, int hops) {
+	LANE(args)
+	const int32_t *__restrict__ ent = a->ent;
+	const int32_t *__restrict__ localid = a->localid;
+	const int32_t *__restrict__ firstpos = a->firstpos;
+	int32_t *__restrict__ flag = a->flag;
+	const int64_t e = a->counts[2 + hops + 1 + hop - 1];
 	GRID_STRIDE(i, e) {
 		const int32_t t = ent[i];
 		flag[i] = (localid[t] < 0 && firstpos[t] == (int32_t)i) ? 1 : 0;
@@ -388,11 +462,15 @@ gnn_flag_first(const SampleArgs *__restrict__ args, int hop, int hops, const int
 // gnn_assign: the new nodes get local ids counts[0] + rank (rank = the
 // flags' exclusive prefix, in newid), in edge order, and their n_id.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_assign(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t *__restrict__ nbr,
-           const int32_t *__restrict__ flag, const int32_t *__restrict__ newid, const int32_t *__restrict__ ent,
-           int32_t *__restrict__ localid) {
-	const int64_t *__restrict__ counts = args->counts;
-	int64_t *__restrict__ nid = args->nid;
+gnn_assign(const SampleArgs *__restrict__ args, int hop, int hops) {
+	LANE(args)
+	const int64_t *__restrict__ counts = a->counts;
+	int64_t *__restrict__ nid = a->nid;
+	const int64_t *__restrict__ nbr = a->nbr;
+	const int32_t *__restrict__ flag = a->flag;
+	const int32_t *__restrict__ newid = a->newid;
+	const int32_t *__restrict__ ent = a->ent;
+	int32_t *__restrict__ localid = a->localid;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1], base = counts[0];
 	GRID_STRIDE(i, e) {
 		if (flag[i]) {
@@ -407,18 +485,21 @@ gnn_assign(const SampleArgs *__restrict__ args, int hop, int hops, const int64_t
 // gnn_resolve: the source local id of every edge of the hop, written as
 // int64 into edge_index's first row.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_resolve(const SampleArgs *__restrict__ args, int hop, int hops, const int32_t *__restrict__ ent,
-            const int32_t *__restrict__ localid) {
-	const int64_t *__restrict__ counts = args->counts;
-	int64_t *__restrict__ src = args->edge_index;
+gnn_resolve(const SampleArgs *__restrict__ args, int hop, int hops) {
+	LANE(args)
+	const int64_t *__restrict__ counts = a->counts;
+	int64_t *__restrict__ src = a->edge_index;
+	const int32_t *__restrict__ ent = a->ent;
+	const int32_t *__restrict__ localid = a->localid;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
 	GRID_STRIDE(i, e) src[eb + i] = (int64_t)localid[ent[i]];
 }
 
 // gnn_end_hop: the hop's new nodes (the flags' total, counts[scan_at]) and
-// edges move the running counts on. One thread.
+// edges move the running counts on. One thread a lane.
 extern "C" __global__ void gnn_end_hop(const SampleArgs *__restrict__ args, int hop, int hops, int scan_at) {
-	int64_t *__restrict__ counts = args->counts;
+	LANE(args)
+	int64_t *__restrict__ counts = a->counts;
 	const int64_t added = counts[scan_at];
 	counts[2 + hop] = added;
 	counts[0] += added;
@@ -428,9 +509,11 @@ extern "C" __global__ void gnn_end_hop(const SampleArgs *__restrict__ args, int 
 // gnn_pack: edge_index = [src; dst] as a contiguous [2, E] int64 array: the
 // sources are in place, the targets (int32 in dst) go after them.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_pack(const SampleArgs *__restrict__ args, const int32_t *__restrict__ dst) {
-	const int64_t *__restrict__ counts = args->counts;
-	int64_t *__restrict__ edge_index = args->edge_index;
+gnn_pack(const SampleArgs *__restrict__ args) {
+	LANE(args)
+	const int64_t *__restrict__ counts = a->counts;
+	int64_t *__restrict__ edge_index = a->edge_index;
+	const int32_t *__restrict__ dst = a->dst;
 	const int64_t e = counts[1];
 	GRID_STRIDE(i, e) edge_index[e + i] = (int64_t)dst[i];
 }
@@ -439,10 +522,12 @@ gnn_pack(const SampleArgs *__restrict__ args, const int32_t *__restrict__ dst) {
 // key the batch put in the table is a node of n_id: the seeds, and each
 // hop's neighbours, numbered or new.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_reset_find(const SampleArgs *__restrict__ args, const int64_t *__restrict__ keys, int64_t mask,
-               int64_t *__restrict__ slot) {
-	const int64_t *__restrict__ nid = args->nid;
-	const int64_t n = args->counts[0];
+gnn_reset_find(const SampleArgs *__restrict__ args, int64_t mask) {
+	LANE(args)
+	const int64_t *__restrict__ nid = a->nid;
+	const int64_t *__restrict__ keys = a->keys;
+	int64_t *__restrict__ slot = a->slot;
+	const int64_t n = a->counts[0];
 	GRID_STRIDE(i, n) slot[i] = table_find(keys, mask, nid[i]);
 }
 
@@ -450,9 +535,13 @@ gnn_reset_find(const SampleArgs *__restrict__ args, const int64_t *__restrict__ 
 // lookup never meets an entry emptied under it), the only ones the batch
 // set.
 extern "C" __global__ void __launch_bounds__(256)
-gnn_reset(const SampleArgs *__restrict__ args, const int64_t *__restrict__ slot, int64_t *__restrict__ keys,
-          int32_t *__restrict__ localid, int32_t *__restrict__ firstpos) {
-	const int64_t n = args->counts[0];
+gnn_reset(const SampleArgs *__restrict__ args) {
+	LANE(args)
+	const int64_t *__restrict__ slot = a->slot;
+	int64_t *__restrict__ keys = a->keys;
+	int32_t *__restrict__ localid = a->localid;
+	int32_t *__restrict__ firstpos = a->firstpos;
+	const int64_t n = a->counts[0];
 	GRID_STRIDE(i, n) {
 		const int64_t t = slot[i];
 		if (t < 0) continue;

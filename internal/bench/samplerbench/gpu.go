@@ -36,7 +36,9 @@ type GPURow struct {
 // cfg.BatchSize seeds and at one seed a batch (the same kernels with almost
 // no work: what the launches cost on their own), each with the kernels
 // launched as the sampler's CUDA graph and one by one, in that order (the
-// graph rows left out where the driver has none). It prints a table to w.
+// graph rows left out where the driver has none); then at cfg.BatchSize
+// seeds, cfg.GPULanes batches a call, as CUDA graphs. It prints a table to
+// w.
 func RunGPU(ctx context.Context, g *datasets.Graph, seeds []int64, cfg Config, dev int, w io.Writer) ([]GPURow, error) {
 	if cfg.Fanouts == nil {
 		cfg.Fanouts = []int{15, 10, 5}
@@ -46,6 +48,9 @@ func RunGPU(ctx context.Context, g *datasets.Graph, seeds []int64, cfg Config, d
 	}
 	if cfg.Batches == 0 {
 		cfg.Batches = 500
+	}
+	if cfg.GPULanes == nil {
+		cfg.GPULanes = []int{8, 32}
 	}
 	if len(seeds) == 0 {
 		return nil, errors.New("sampler: bench needs seeds")
@@ -75,7 +80,7 @@ func RunGPU(ctx context.Context, g *datasets.Graph, seeds []int64, cfg Config, d
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				row, err := gpuRun(c, g, dg, seeds, cfg, bs, maxDeg, graph)
+				row, err := gpuRun(c, g, dg, seeds, cfg, bs, maxDeg, graph, 1)
 				if errors.Is(err, errNoGraphs) {
 					continue // the launches one by one still run
 				}
@@ -85,23 +90,39 @@ func RunGPU(ctx context.Context, g *datasets.Graph, seeds []int64, cfg Config, d
 				rows = append(rows, row)
 			}
 		}
+		for _, lanes := range cfg.GPULanes {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			row, err := gpuRun(c, g, dg, seeds, cfg, cfg.BatchSize, maxDeg, true, lanes)
+			if errors.Is(err, errNoGraphs) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			rows = append(rows, row)
+		}
 		return nil
 	})
 	writeGPU(w, g, cfg, rows)
 	return rows, err
 }
 
-func gpuRun(c *cudaext.Context, g *datasets.Graph, dg *sampler.DeviceGraph, seeds []int64, cfg Config, batch int, maxDeg int64, graph bool) (row GPURow, err error) {
+func gpuRun(c *cudaext.Context, g *datasets.Graph, dg *sampler.DeviceGraph, seeds []int64, cfg Config, batch int, maxDeg int64, graph bool, lanes int) (row GPURow, err error) {
 	how := "one launch a kernel"
 	if graph {
 		how = "CUDA graph"
+	}
+	if lanes > 1 {
+		how += fmt.Sprintf(", %d a call", lanes)
 	}
 	row = GPURow{Name: fmt.Sprintf("GPU, %d seeds a batch, %s", batch, how), BatchSize: batch, Batches: cfg.Batches}
 	plan, err := sampler.NewPlan(seeds, sampler.EpochConfig{BatchSize: batch, Shuffle: true, Seed: cfg.Seed}, 0)
 	if err != nil {
 		return row, err
 	}
-	gs, err := sampler.NewGPU(c, dg, cfg.Fanouts, batch, maxDeg)
+	gs, err := sampler.NewGPU(c, dg, cfg.Fanouts, batch, maxDeg, lanes)
 	if err != nil {
 		return row, err
 	}
@@ -129,8 +150,12 @@ func gpuRun(c *cudaext.Context, g *datasets.Graph, dg *sampler.DeviceGraph, seed
 		return p
 	}
 	H := len(cfg.Fanouts)
-	out := sampler.DeviceOut{NID: alloc(8 * gs.MaxNodes()), EdgeIndex: alloc(16 * gs.MaxEdges()), EID: alloc(8 * gs.MaxEdges()),
-		Counts: alloc(8 * int64(sampler.CountsLen(H)))}
+	outs := make([]sampler.DeviceOut, lanes) // one a lane
+	for y := range outs {
+		outs[y] = sampler.DeviceOut{NID: alloc(8 * gs.MaxNodes()), EdgeIndex: alloc(16 * gs.MaxEdges()), EID: alloc(8 * gs.MaxEdges()),
+			Counts: alloc(8 * int64(sampler.CountsLen(H)))}
+	}
+	out := outs[0]
 	// Every batch's seeds in device memory before the clock starts.
 	nb := min(cfg.Batches, plan.NumBatches())
 	all := make([]int64, 0, nb*batch)
@@ -161,11 +186,16 @@ func gpuRun(c *cudaext.Context, g *datasets.Graph, dg *sampler.DeviceGraph, seed
 		return row, err
 	}
 	defer end.Destroy()
+	// sample(i): batches i to i+lanes-1 in one call (one batch at one lane).
+	jobs := make([]sampler.Job, lanes)
 	sample := func(i int) error {
-		k := i % nb
-		return gs.Sample(st, seedsDev+cudaext.DevicePtr(8*at[k]), at[k+1]-at[k], plan.Key(k), out)
+		for y := range jobs {
+			k := (i + y) % nb
+			jobs[y] = sampler.Job{Seeds: seedsDev + cudaext.DevicePtr(8*at[k]), N: at[k+1] - at[k], Key: plan.Key(k), Out: outs[y]}
+		}
+		return gs.SampleMany(st, jobs)
 	}
-	for i := range min(nb, 20) { // warm-up
+	for i := 0; i < min(nb, 20); i += lanes { // warm-up
 		if err := sample(i); err != nil {
 			return row, err
 		}
@@ -177,8 +207,9 @@ func gpuRun(c *cudaext.Context, g *datasets.Graph, dg *sampler.DeviceGraph, seed
 		return row, err
 	}
 	t0 := time.Now()
-	for i := range cfg.Batches {
-		if err := sample(i); err != nil {
+	done := 0
+	for ; done < cfg.Batches; done += lanes {
+		if err := sample(done); err != nil {
 			return row, err
 		}
 	}
@@ -193,14 +224,15 @@ func gpuRun(c *cudaext.Context, g *datasets.Graph, dg *sampler.DeviceGraph, seed
 	if err != nil {
 		return row, err
 	}
-	row.GPUPerBatch = gpu / time.Duration(cfg.Batches)
-	row.LaunchPerBatch = launch / time.Duration(cfg.Batches)
+	row.Batches = done
+	row.GPUPerBatch = gpu / time.Duration(done)
+	row.LaunchPerBatch = launch / time.Duration(done)
 	// Sizes, from the counts of the first few batches.
 	counts := make([]int64, sampler.CountsLen(H))
 	var nodes, edges int64
 	m := min(nb, 16)
 	for i := range m {
-		if err := sample(i); err != nil {
+		if err := sample(i); err != nil { // batch i at lane 0
 			return row, err
 		}
 		if err := cudaext.CopyToHost(unsafe.Slice((*byte)(unsafe.Pointer(&counts[0])), 8*len(counts)), out.Counts, st); err != nil {

@@ -37,6 +37,10 @@ type Config struct {
 	Batches int
 	// Seed seeds the shuffle of the seeds and the batch keys.
 	Seed uint64
+	// GPULanes: on a GPU, the full-size batches are also sampled that many
+	// at a time (sampler.GPU's SampleMany, as a GPU fill does), one row
+	// each; nil means 8 and 32.
+	GPULanes []int
 }
 
 // Row is one measured run.

@@ -103,31 +103,39 @@ struct EmulPool {
 };
 inline EmulPool emulPool;
 
-// emul_launch runs f over grid blocks of block threads; coop: a thread each.
+// emul_launch runs f over grid x gridY blocks of block threads (blockIdx.y
+// the slower index); coop: a thread each.
 template <typename F, typename... A>
-void emul_launch(unsigned grid, unsigned block, bool coop, F f, A... a) {
-	gridDim = {grid, 1, 1};
+void emul_launch2(unsigned grid, unsigned gridY, unsigned block, bool coop, F f, A... a) {
+	gridDim = {grid, gridY, 1};
 	blockDim = {block, 1, 1};
-	for (unsigned b = 0; b < grid; b++) {
-		if (!coop) {
-			blockIdx = {b, 0, 0};
-			for (unsigned t = 0; t < block; t++) {
+	for (unsigned y = 0; y < gridY; y++) {
+		for (unsigned b = 0; b < grid; b++) {
+			if (!coop) {
+				blockIdx = {b, y, 0};
+				for (unsigned t = 0; t < block; t++) {
+					threadIdx = {t, 0, 0};
+					f(a...);
+				}
+				continue;
+			}
+			std::barrier<> bar((std::ptrdiff_t)block);
+			emulBlockBarrier = &bar;
+			emulWarpBarriers.clear();
+			for (unsigned w = 0; w < (block + 31) / 32; w++) emulWarpBarriers.emplace_back(new std::barrier<>(32));
+			const dim3s gd = gridDim, bd = blockDim;
+			emulPool.run(block, [=](unsigned t) {
+				gridDim = gd;
+				blockDim = bd;
+				blockIdx = {b, y, 0};
 				threadIdx = {t, 0, 0};
 				f(a...);
-			}
-			continue;
+			});
 		}
-		std::barrier<> bar((std::ptrdiff_t)block);
-		emulBlockBarrier = &bar;
-		emulWarpBarriers.clear();
-		for (unsigned w = 0; w < (block + 31) / 32; w++) emulWarpBarriers.emplace_back(new std::barrier<>(32));
-		const dim3s gd = gridDim, bd = blockDim;
-		emulPool.run(block, [=](unsigned t) {
-			gridDim = gd;
-			blockDim = bd;
-			blockIdx = {b, 0, 0};
-			threadIdx = {t, 0, 0};
-			f(a...);
-		});
 	}
+}
+
+template <typename F, typename... A>
+void emul_launch(unsigned grid, unsigned block, bool coop, F f, A... a) {
+	emul_launch2(grid, 1, block, coop, f, a...);
 }

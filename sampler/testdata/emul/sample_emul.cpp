@@ -1,12 +1,15 @@
-// cudaext/kernels/sample.cu's whole batch run on the CPU (cuda_emul.h),
-// launched in the order sampler/gpu.go enqueues it, several batches in a row
-// on one sampler's working memory, for fanouts below and above the degrees,
-// every neighbour (-1), more than 32 draws and a repeated seed. It writes
-// its graph, each case's fanouts and each batch's key, seeds and hash (of
-// n_id, edge_index, edge ids and counts) to FILE, and a line per batch to
-// stdout; sampler's TestKernelsEmulatedMatchCPU samples the same batches
-// with the CPU sampler and compares the hashes. MODE: kernel (the table
-// emptied by gnn_reset_find and gnn_reset) or memset (emptied whole).
+// cudaext/kernels/sample.cu's whole call run on the CPU (cuda_emul.h),
+// launched in the order sampler/gpu.go enqueues it, on one sampler of 4
+// lanes: calls of 3, 1 and 2 batches in turn (each call's batches
+// together, one launch of each kernel for them all, at gpu.go's width: 4
+// with a lane idle, 1 and 2),
+// for fanouts below and above the degrees, every neighbour (-1), more than
+// 32 draws and a repeated seed. It writes its graph, each case's fanouts
+// and each batch's key, seeds and hash (of n_id, edge_index, edge ids and
+// counts) to FILE, and a line per batch to stdout; sampler's
+// TestKernelsEmulatedMatchCPU samples the same batches with the CPU sampler
+// and compares the hashes. MODE: kernel (the tables emptied by
+// gnn_reset_find and gnn_reset) or memset (emptied whole).
 //   g++ -O2 -std=c++20 -pthread -w -include cuda_emul.h \
 //     -DSAMPLE_CU="\"/abs/path/to/sample.cu\"" sample_emul.cpp -o emul
 //   ./emul MODE FILE
@@ -28,15 +31,26 @@ static uint64_t rnd() {
 	return z ^ (z >> 31);
 }
 
+#define LANES 4
+
 struct Sampler {
 	std::vector<int> fanouts;
-	int64_t maxBatch, nodeCap = 0, edgeCap = 0, maxFront = 0, maxHop = 0, scanBlocks = 0, mask = 0;
+	int64_t maxBatch, nodeCap = 0, edgeCap = 0, maxFront = 0, maxHop = 0, scanBlocks = 0, mask = 0, entries = 0;
 	std::vector<int64_t> frontierCap, hopEdgeCap;
+	// Every lane's working memory, lane after lane (gpu.go's layout).
 	std::vector<int64_t> keys, slot, nbr, blockSums;
 	std::vector<int32_t> localid, firstpos, dst, cnt, off, flag, newid, ent;
-	SampleArgs args{};
+	SampleArgs args[LANES]{};
 	unsigned sms = 2;
-	unsigned grid(int64_t n) const { return (unsigned)std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 8 * sms)); }
+	// gpu.go grid: at most 8 blocks a multiprocessor over the w lanes.
+	unsigned grid(int64_t n, int w) const {
+		return (unsigned)std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 8 * (int64_t)sms / w));
+	}
+	int width(int n) const { // gpu.go width: powers of two below LANES, then LANES
+		for (int x = 1; x < LANES; x *= 2)
+			if (x >= n) return x;
+		return LANES;
+	}
 };
 
 static int64_t table_entries(int64_t nodes) {
@@ -45,17 +59,17 @@ static int64_t table_entries(int64_t nodes) {
 	return n;
 }
 
-static void clear_table(Sampler &s) {
-	std::fill(s.keys.begin(), s.keys.end(), -1);
-	std::fill(s.localid.begin(), s.localid.end(), -1);
-	std::fill(s.firstpos.begin(), s.firstpos.end(), NOT_SEEN);
+static void clear_tables(Sampler &s, int w) {
+	std::fill(s.keys.begin(), s.keys.begin() + w * s.entries, -1);
+	std::fill(s.localid.begin(), s.localid.begin() + w * s.entries, -1);
+	std::fill(s.firstpos.begin(), s.firstpos.begin() + w * s.entries, NOT_SEEN);
 }
 
-static void scan(Sampler &s, int32_t *a, int32_t *out, int nAt, int64_t capN, int totalAt) {
+static void scan(Sampler &s, int w, int which, int nAt, int64_t capN, int totalAt) {
 	const int64_t nb = std::max<int64_t>((capN + SCAN_BLOCK - 1) / SCAN_BLOCK, 1);
-	emul_launch((unsigned)nb, 256, true, gnn_scan_block, (const int32_t *)a, (const SampleArgs *)&s.args, nAt, out, s.blockSums.data());
-	emul_launch((unsigned)nb, 256, true, gnn_scan_sum_add, (const SampleArgs *)&s.args, nAt, (const int64_t *)s.blockSums.data(), out,
-	            totalAt);
+	const SampleArgs *a = s.args;
+	emul_launch2((unsigned)nb, w, 256, true, gnn_scan_block, a, which, nAt);
+	emul_launch2((unsigned)nb, w, 256, true, gnn_scan_sum_add, a, which, nAt, totalAt);
 }
 
 static FILE *dump;
@@ -81,20 +95,18 @@ int main(int argc, char **argv) {
 	for (int64_t v = 0; v < N; v++) maxDeg = std::max(maxDeg, indptr[v + 1] - indptr[v]);
 
 	const std::vector<std::vector<int>> cases = {{15, 10, 5}, {-1, 3}, {40, 2}, {1, 1, 1, 1}};
-	const uint64_t batches = 4;
-	if (dump) {
-		put(N);
-		put(E);
-		for (auto x : indptr) put(x);
-		for (auto x : indices) put(x);
-		put((int64_t)cases.size());
-	}
+	const std::vector<int> calls = {3, 1, 2}; // batches a call: widths 4 (a lane idle), 1 and 2
+	int64_t batches = 0;
+	for (int c : calls) batches += c;
+	put(N);
+	put(E);
+	for (auto x : indptr) put(x);
+	for (auto x : indices) put(x);
+	put((int64_t)cases.size());
 	for (const auto &fan : cases) {
-		if (dump) {
-			put((int64_t)fan.size());
-			for (int f : fan) put(f);
-			put((int64_t)batches);
-		}
+		put((int64_t)fan.size());
+		for (int f : fan) put(f);
+		put(batches);
 		Sampler s;
 		s.fanouts = fan;
 		s.maxBatch = 96;
@@ -114,87 +126,117 @@ int main(int argc, char **argv) {
 			front = std::min(e, N);
 			s.nodeCap = std::min(s.nodeCap + front, N);
 		}
-		const int64_t entries = table_entries(s.nodeCap);
-		s.mask = entries - 1;
-		s.scanBlocks = (std::max(s.maxFront, s.maxHop) + SCAN_BLOCK - 1) / SCAN_BLOCK;
-		s.keys.assign(entries, 0);
-		s.localid.assign(entries, 0);
-		s.firstpos.assign(entries, 0);
-		clear_table(s);
-		s.slot.assign(std::max<int64_t>(s.nodeCap, 2), 0);
-		s.nbr.assign(std::max<int64_t>(s.edgeCap, 2), 0);
-		s.dst.assign(std::max<int64_t>(s.edgeCap, 2), 0);
-		s.cnt.assign(std::max<int64_t>(s.maxFront, 2), 0);
-		s.off.assign(std::max<int64_t>(s.maxFront, 2), 0);
-		s.flag.assign(std::max<int64_t>(s.maxHop, 2), 0);
-		s.newid.assign(std::max<int64_t>(s.maxHop, 2), 0);
-		s.ent.assign(std::max<int64_t>(s.maxHop, 2), 0);
-		s.blockSums.assign(std::max<int64_t>(s.scanBlocks, 2), 0);
-		std::vector<int64_t> nid(s.nodeCap), ei(2 * std::max<int64_t>(s.edgeCap, 1)), eid(std::max<int64_t>(s.edgeCap, 1)),
-			counts(2 * H + 4);
+		s.entries = table_entries(s.nodeCap);
+		s.mask = s.entries - 1;
+		s.scanBlocks = std::max<int64_t>((std::max(s.maxFront, s.maxHop) + SCAN_BLOCK - 1) / SCAN_BLOCK, 1);
+		const int64_t L = LANES;
+		s.keys.assign(L * s.entries, 0);
+		s.localid.assign(L * s.entries, 0);
+		s.firstpos.assign(L * s.entries, 0);
+		clear_tables(s, LANES);
+		s.slot.assign(L * s.nodeCap, 0);
+		s.nbr.assign(L * s.edgeCap, 0);
+		s.dst.assign(L * s.edgeCap, 0);
+		s.cnt.assign(L * s.maxFront, 0);
+		s.off.assign(L * s.maxFront, 0);
+		s.flag.assign(L * s.maxHop, 0);
+		s.newid.assign(L * s.maxHop, 0);
+		s.ent.assign(L * s.maxHop, 0);
+		s.blockSums.assign(L * s.scanBlocks, 0);
+		for (int y = 0; y < LANES; y++) {
+			SampleArgs &a = s.args[y];
+			a.n = -1;
+			a.keys = s.keys.data() + y * s.entries;
+			a.localid = s.localid.data() + y * s.entries;
+			a.firstpos = s.firstpos.data() + y * s.entries;
+			a.slot = s.slot.data() + y * s.nodeCap;
+			a.nbr = s.nbr.data() + y * s.edgeCap;
+			a.dst = s.dst.data() + y * s.edgeCap;
+			a.cnt = s.cnt.data() + y * s.maxFront;
+			a.off = s.off.data() + y * s.maxFront;
+			a.flag = s.flag.data() + y * s.maxHop;
+			a.newid = s.newid.data() + y * s.maxHop;
+			a.ent = s.ent.data() + y * s.maxHop;
+			a.block_sums = s.blockSums.data() + y * s.scanBlocks;
+		}
 		const int scratch = 2 * H + 3;
-		for (uint64_t key = 0; key < batches; key++) {
-			int64_t n = key % 2 ? s.maxBatch / 2 + 1 : s.maxBatch;
-			std::vector<int64_t> seeds(n);
-			for (auto &x : seeds) x = (int64_t)(rnd() % N);
-			if (n > 3) seeds[n - 1] = seeds[0]; // a repeated seed keeps its place
-			std::fill(nid.begin(), nid.end(), -9);
-			std::fill(ei.begin(), ei.end(), -9);
-			std::fill(eid.begin(), eid.end(), -9);
-			const uint64_t bkey = key * 7919 + 3;
-			emul_launch(s.grid(n), 256, false, gnn_seeds, (const int64_t *)seeds.data(), n, bkey, nid.data(), ei.data(), eid.data(),
-			            counts.data(), s.keys.data(), s.mask, s.firstpos.data(), &s.args);
-			const SampleArgs *a = &s.args;
-			emul_launch(s.grid(s.maxBatch), 256, false, gnn_seed_ids, a, (const int64_t *)s.keys.data(), s.mask, s.localid.data(),
-			            (const int32_t *)s.firstpos.data());
+		uint64_t key = 0;
+		for (int used : calls) {
+			// The call's batches, each with outputs of its own.
+			std::vector<std::vector<int64_t>> seeds(used), nid(used), ei(used), eid(used), counts(used);
+			std::vector<uint64_t> bkeys(used);
+			LaneList lseeds{}, ln{}, lkey{}, lnid{}, lei{}, leid{}, lcounts{};
+			for (int y = 0; y < used; y++, key++) {
+				const int64_t n = key % 2 ? s.maxBatch / 2 + 1 : s.maxBatch;
+				seeds[y].resize(n);
+				for (auto &x : seeds[y]) x = (int64_t)(rnd() % N);
+				if (n > 3) seeds[y][n - 1] = seeds[y][0]; // a repeated seed keeps its place
+				nid[y].assign(s.nodeCap, -9);
+				ei[y].assign(2 * std::max<int64_t>(s.edgeCap, 1), -9);
+				eid[y].assign(std::max<int64_t>(s.edgeCap, 1), -9);
+				counts[y].assign(2 * H + 4, -9);
+				bkeys[y] = key * 7919 + 3;
+				lseeds.v[y] = (uint64_t)seeds[y].data();
+				ln.v[y] = (uint64_t)n;
+				lkey.v[y] = bkeys[y];
+				lnid.v[y] = (uint64_t)nid[y].data();
+				lei.v[y] = (uint64_t)ei[y].data();
+				leid.v[y] = (uint64_t)eid[y].data();
+				lcounts.v[y] = (uint64_t)counts[y].data();
+			}
+			const int w = s.width(used);
+			emul_launch(1, MAX_LANES, false, gnn_set_args, s.args, used, w, lseeds, ln, lkey, lnid, lei, leid, lcounts);
+			const SampleArgs *a = s.args;
+			emul_launch2(s.grid(s.maxBatch, w), w, 256, false, gnn_seeds, a, s.mask);
+			emul_launch2(s.grid(s.maxBatch, w), w, 256, false, gnn_seed_ids, a, s.mask);
 			for (int h = 0; h < H; h++) {
 				const int hop = h + 1, edgesAt = 3 + H + h, k = fan[h];
 				const int64_t fc = s.frontierCap[h], ec = s.hopEdgeCap[h];
-				emul_launch(s.grid(fc), 256, false, gnn_degrees, (const int64_t *)indptr.data(), a, hop, k, s.cnt.data());
-				scan(s, s.cnt.data(), s.off.data(), 2 + h, fc, edgesAt);
-				emul_launch(s.grid(fc), 256, false, gnn_draw32, (const int64_t *)indptr.data(), (const int32_t *)indices.data(), a, hop, k,
-				            (const int32_t *)s.off.data(), s.nbr.data(), s.dst.data());
-				emul_launch(s.grid(ec), 256, false, gnn_first, a, hop, H, (const int64_t *)s.nbr.data(), s.keys.data(), s.mask,
-				            (const int32_t *)s.localid.data(), s.firstpos.data(), s.ent.data());
-				emul_launch(s.grid(ec), 256, false, gnn_flag_first, a, hop, H, (const int32_t *)s.ent.data(),
-				            (const int32_t *)s.localid.data(), (const int32_t *)s.firstpos.data(), s.flag.data());
-				scan(s, s.flag.data(), s.newid.data(), edgesAt, ec, scratch);
-				emul_launch(s.grid(ec), 256, false, gnn_assign, a, hop, H, (const int64_t *)s.nbr.data(), (const int32_t *)s.flag.data(),
-				            (const int32_t *)s.newid.data(), (const int32_t *)s.ent.data(), s.localid.data());
-				emul_launch(s.grid(ec), 256, false, gnn_resolve, a, hop, H, (const int32_t *)s.ent.data(),
-				            (const int32_t *)s.localid.data());
-				emul_launch(1, 1, false, gnn_end_hop, a, hop, H, scratch);
+				emul_launch2(s.grid(fc, w), w, 256, false, gnn_degrees, (const int64_t *)indptr.data(), a, hop, k);
+				scan(s, w, SCAN_DEGREES, 2 + h, fc, edgesAt);
+				emul_launch2(s.grid(fc, w), w, 256, false, gnn_draw32, (const int64_t *)indptr.data(), (const int32_t *)indices.data(), a, hop,
+				             k);
+				emul_launch2(s.grid(ec, w), w, 256, false, gnn_first, a, hop, H, s.mask);
+				emul_launch2(s.grid(ec, w), w, 256, false, gnn_flag_first, a, hop, H);
+				scan(s, w, SCAN_FLAGS, edgesAt, ec, scratch);
+				emul_launch2(s.grid(ec, w), w, 256, false, gnn_assign, a, hop, H);
+				emul_launch2(s.grid(ec, w), w, 256, false, gnn_resolve, a, hop, H);
+				emul_launch2(1, w, 1, false, gnn_end_hop, a, hop, H, scratch);
 			}
-			emul_launch(s.grid(s.edgeCap), 256, false, gnn_pack, a, (const int32_t *)s.dst.data());
+			emul_launch2(s.grid(s.edgeCap, w), w, 256, false, gnn_pack, a);
 			if (memsetReset) {
-				clear_table(s);
+				clear_tables(s, w);
 			} else {
-				emul_launch(s.grid(s.nodeCap), 256, false, gnn_reset_find, a, (const int64_t *)s.keys.data(), s.mask, s.slot.data());
-				emul_launch(s.grid(s.nodeCap), 256, false, gnn_reset, a, (const int64_t *)s.slot.data(), s.keys.data(), s.localid.data(),
-				            s.firstpos.data());
+				emul_launch2(s.grid(s.nodeCap, w), w, 256, false, gnn_reset_find, a, s.mask);
+				emul_launch2(s.grid(s.nodeCap, w), w, 256, false, gnn_reset, a);
 			}
-			// The table must be empty again for the next batch.
+			// Every lane's table must be empty again for the next call.
 			int64_t dirty = 0;
-			for (int64_t i = 0; i < entries; i++) dirty += s.keys[i] != -1 || s.localid[i] != -1 || s.firstpos[i] != NOT_SEEN;
-			const int64_t nodes = counts[0], edges = counts[1];
-			uint64_t h = 1469598103934665603ull;
-			auto mix = [&](uint64_t x) { h = (h ^ x) * 1099511628211ull; };
-			for (int64_t i = 0; i < nodes; i++) mix((uint64_t)nid[i]);
-			for (int64_t i = 0; i < 2 * edges; i++) mix((uint64_t)ei[i]);
-			for (int64_t i = 0; i < edges; i++) mix((uint64_t)eid[i]);
-			for (auto c : counts) mix((uint64_t)c);
-			if (dump) {
-				put((int64_t)bkey);
+			for (int64_t i = 0; i < L * s.entries; i++) dirty += s.keys[i] != -1 || s.localid[i] != -1 || s.firstpos[i] != NOT_SEEN;
+			for (int y = 0; y < used; y++) {
+				const int64_t nodes = counts[y][0], edges = counts[y][1];
+				uint64_t h = 1469598103934665603ull;
+				auto mix = [&](uint64_t x) { h = (h ^ x) * 1099511628211ull; };
+				bool sane = nodes >= 0 && nodes <= s.nodeCap && edges >= 0 && edges <= s.edgeCap;
+				if (sane) {
+					for (int64_t i = 0; i < nodes; i++) mix((uint64_t)nid[y][i]);
+					for (int64_t i = 0; i < 2 * edges; i++) mix((uint64_t)ei[y][i]);
+					for (int64_t i = 0; i < edges; i++) mix((uint64_t)eid[y][i]);
+				}
+				for (auto c : counts[y]) mix((uint64_t)c);
+				const int64_t n = (int64_t)seeds[y].size();
+				put((int64_t)bkeys[y]);
 				put(n);
-				for (auto x : seeds) put(x);
+				for (auto x : seeds[y]) put(x);
 				put((int64_t)h);
+				printf("fanouts");
+				for (int f : fan) printf(" %d", f);
+				printf(" call of %d (width %d), lane %d: key %llu, %lld seeds, %lld nodes, %lld edges, hash %016llx, table entries left %lld\n",
+				       used, w, y, (unsigned long long)bkeys[y], (long long)n, (long long)nodes, (long long)edges, (unsigned long long)h,
+				       (long long)dirty);
 			}
-			printf("fanouts");
-			for (int f : fan) printf(" %d", f);
-			printf(" batch %llu: %lld seeds, %lld nodes, %lld edges, hash %016llx, table entries left %lld\n", (unsigned long long)key,
-			       (long long)n, (long long)nodes, (long long)edges, (unsigned long long)h, (long long)dirty);
 		}
 	}
-	if (dump) fclose(dump);
+	fclose(dump);
 	return 0;
 }
