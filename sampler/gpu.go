@@ -233,27 +233,6 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 	return s, nil
 }
 
-// widths are the numbers of lanes a call's kernels are launched for: powers
-// of two up to the sampler's lanes, and its lanes. A call of n batches runs
-// at the least width of at least n.
-func (s *GPU) widths() []int {
-	var w []int
-	for x := 1; x < s.lanes; x *= 2 {
-		w = append(w, x)
-	}
-	return append(w, s.lanes)
-}
-
-// width is the width a call of n batches runs at.
-func (s *GPU) width(n int) int {
-	for _, w := range s.widths() {
-		if w >= n {
-			return w
-		}
-	}
-	return s.lanes
-}
-
 // UseGraph chooses how the sampler enqueues a call's kernels after
 // gnn_set_args: captured once per width as a CUDA graph, launched as one
 // submission (on, the default), or launched one by one (off). The batches
@@ -371,98 +350,6 @@ func (s *GPU) SampleMany(st *cudaext.Stream, jobs []Job) error {
 	return s.enqueue(st, w)
 }
 
-// grid is the launch grid of a kernel over n elements a lane, for w lanes:
-// a block of 256 threads for each 256 elements, at most 8 a multiprocessor
-// over all the lanes (the kernels stride over the rest), lane y in blocks
-// of blockIdx.y = y.
-func (s *GPU) grid(n int64, w int) cudaext.Dim3 {
-	return cudaext.Dim3{X: uint32(max(1, min((n+255)/256, int64(8*s.sms/w)))), Y: uint32(w), Z: 1}
-}
-
-// enqueue enqueues every kernel of a call after gnn_set_args, for w lanes:
-// the same launches for every call of that width (grids sized for the
-// largest batches), which read each lane's batch from s.args. Captured once
-// per width into s.graphs where the driver can.
-func (s *GPU) enqueue(st *cudaext.Stream, w int) error {
-	H := len(s.fanouts)
-	scratch := int32(2*H + 3) // the flags' scan total: the hop's new nodes
-	threads := cudaext.Dim3{X: 256, Y: 1, Z: 1}
-	launch := func(name string, g cudaext.Dim3, b cudaext.Dim3, args ...any) error {
-		if err := s.fn[name].Launch(g, b, 0, st, args...); err != nil {
-			return fmt.Errorf("sampler: %s: %w", name, err)
-		}
-		return nil
-	}
-	if err := launch("gnn_seeds", s.grid(int64(s.maxBatch), w), threads, s.args, s.tableMask); err != nil {
-		return err
-	}
-	if err := launch("gnn_seed_ids", s.grid(int64(s.maxBatch), w), threads, s.args, s.tableMask); err != nil {
-		return err
-	}
-	draw := "gnn_draw32"
-	if s.g.Wide {
-		draw = "gnn_draw64"
-	}
-	for h, k := range s.fanouts {
-		hop := int32(h + 1)
-		edgesAt := int32(3 + H + h) // counts: the hop's edges
-		fc, ec := s.frontierCap[h], s.hopEdgeCap[h]
-		if err := launch("gnn_degrees", s.grid(fc, w), threads, s.g.Indptr, s.args, hop, int32(k)); err != nil {
-			return err
-		}
-		if err := s.scan(st, w, scanDegrees, int32(2+h), fc, edgesAt); err != nil {
-			return err
-		}
-		if err := launch(draw, s.grid(fc, w), threads, s.g.Indptr, s.g.Indices, s.args, hop, int32(k)); err != nil {
-			return err
-		}
-		if err := launch("gnn_first", s.grid(ec, w), threads, s.args, hop, int32(H), s.tableMask); err != nil {
-			return err
-		}
-		if err := launch("gnn_flag_first", s.grid(ec, w), threads, s.args, hop, int32(H)); err != nil {
-			return err
-		}
-		if err := s.scan(st, w, scanFlags, edgesAt, ec, scratch); err != nil {
-			return err
-		}
-		if err := launch("gnn_assign", s.grid(ec, w), threads, s.args, hop, int32(H)); err != nil {
-			return err
-		}
-		if err := launch("gnn_resolve", s.grid(ec, w), threads, s.args, hop, int32(H)); err != nil {
-			return err
-		}
-		if err := launch("gnn_end_hop", cudaext.Dim3{X: 1, Y: uint32(w), Z: 1}, cudaext.Dim3{X: 1, Y: 1, Z: 1}, s.args, hop, int32(H), scratch); err != nil {
-			return err
-		}
-	}
-	if err := launch("gnn_pack", s.grid(s.edgeCap, w), threads, s.args); err != nil {
-		return err
-	}
-	if s.clearWhole {
-		return s.clearTables(st, w)
-	}
-	if err := launch("gnn_reset_find", s.grid(s.nodeCap, w), threads, s.args, s.tableMask); err != nil {
-		return err
-	}
-	return launch("gnn_reset", s.grid(s.nodeCap, w), threads, s.args)
-}
-
-// clearTables enqueues the emptying of the first w lanes' hash tables on
-// st: every key -1, every local id -1, every first position NOT_SEEN.
-func (s *GPU) clearTables(st *cudaext.Stream, w int) error {
-	entries := int64(w) * (s.tableMask + 1)
-	if err := cudaext.MemsetD32Async(s.keys, 0xffffffff, 2*entries, st); err != nil {
-		return fmt.Errorf("sampler: emptying the GPU sampler's tables: %w", err)
-	}
-	if err := cudaext.MemsetD32Async(s.localid, 0xffffffff, entries, st); err != nil {
-		return fmt.Errorf("sampler: emptying the GPU sampler's tables: %w", err)
-	}
-	if err := cudaext.MemsetD32Async(s.firstpos, notSeen, entries, st); err != nil {
-		return fmt.Errorf("sampler: emptying the GPU sampler's tables: %w", err)
-	}
-	return nil
-}
-
 // tableEntries is the size of the hash table of a sampler whose batches hold
 // at most nodes nodes: the power of two at least twice that (at least 1024),
 // so that a probe meets an empty entry within a few.
@@ -472,20 +359,4 @@ func tableEntries(nodes int64) int64 {
 		n *= 2
 	}
 	return n
-}
-
-// scan enqueues, in each of w lanes, the exclusive prefix of an int32
-// array (which: scanDegrees, cnt into off; scanFlags, flag into newid) of
-// counts[nAt] (at most capN) elements, with the total into counts[totalAt]
-// (the lane's counts): two launches over the same grid.
-func (s *GPU) scan(st *cudaext.Stream, w int, which int32, nAt int32, capN int64, totalAt int32) error {
-	nb := max((capN+scanBlock-1)/scanBlock, 1)
-	if nb > s.scanBlocks {
-		return fmt.Errorf("sampler: a scan of %d elements, room for %d", capN, s.scanBlocks*scanBlock)
-	}
-	grid, threads := cudaext.Dim3{X: uint32(nb), Y: uint32(w), Z: 1}, cudaext.Dim3{X: 256, Y: 1, Z: 1}
-	if err := s.fn["gnn_scan_block"].Launch(grid, threads, 0, st, s.args, which, nAt); err != nil {
-		return err
-	}
-	return s.fn["gnn_scan_sum_add"].Launch(grid, threads, 0, st, s.args, which, nAt, totalAt)
 }
