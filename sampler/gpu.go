@@ -49,7 +49,6 @@ type GPU struct {
 	keys              cudaext.DevicePtr // the hash tables' keys (int64 node ids, -1 when empty)
 	localid, firstpos cudaext.DevicePtr // int32 per table entry: -1 / NOT_SEEN when empty
 	tableMask         int64             // a table's entries - 1 (a power of two, >= 2 nodeCap)
-	clearWhole        bool              // the tables emptied by memsets after a call (clearsWhole), not by gnn_reset
 	slot              cudaext.DevicePtr // int64 per node of a batch: its table entry (gnn_reset_find), where !clearWhole
 	args              cudaext.DevicePtr // sample.cu SampleArgs, one per lane: its batch and working memory
 	graphs            map[int]*cudaext.Graph
@@ -57,12 +56,93 @@ type GPU struct {
 	cnt, off          cudaext.DevicePtr // per frontier node (int32)
 	flag, newid, ent  cudaext.DevicePtr // per edge of a hop (int32; ent: the neighbour's table entry)
 	blockSums         cudaext.DevicePtr // per scan block (int64)
-	frontierCap       []int64           // per hop (1-based, index hop-1): most frontier nodes
-	hopEdgeCap        []int64           // per hop: most edges
-	edgeCap, nodeCap  int64
-	maxFront, maxHop  int64
-	scanBlocks        int64
-	Bytes             int64 // device memory held
+	gpuCaps
+	Bytes int64 // device memory held
+}
+
+// gpuCaps are a GPU sampler's capacities, for its batches' most seeds.
+type gpuCaps struct {
+	frontierCap      []int64 // per hop (1-based, index hop-1): most frontier nodes
+	hopEdgeCap       []int64 // per hop: most edges
+	edgeCap, nodeCap int64
+	maxFront, maxHop int64
+	entries          int64 // a lane's hash table
+	clearWhole       bool  // the tables emptied by memsets after a call (clearsWhole), not by gnn_reset
+	scanBlocks       int64
+}
+
+// gpuCapacities checks a GPU sampler's fanouts and batch size and works out
+// its capacities, as batch.Capacity bounds a whole batch.
+func gpuCapacities(numNodes, numEdges int64, fanouts []int, maxBatch int, maxDegree int64) (c gpuCaps, err error) {
+	if len(fanouts) == 0 || len(fanouts) > MaxHops {
+		return c, fmt.Errorf("sampler: %d fanouts, want 1 to %d", len(fanouts), MaxHops)
+	}
+	for i, k := range fanouts {
+		if k != -1 && k < 1 {
+			return c, fmt.Errorf("sampler: fanout %d of hop %d, want -1 (all) or >= 1", k, i+1)
+		}
+	}
+	if maxBatch < 1 {
+		return c, fmt.Errorf("sampler: batch size %d", maxBatch)
+	}
+	sat := func(a, b int64) int64 {
+		if a != 0 && b > (1<<62)/a {
+			return 1 << 62
+		}
+		return a * b
+	}
+	front := int64(maxBatch)
+	c.nodeCap = front
+	for _, f := range fanouts {
+		k := int64(f)
+		if f < 0 || k > maxDegree {
+			k = maxDegree
+		}
+		e := min(sat(front, k), numEdges)
+		c.frontierCap = append(c.frontierCap, front)
+		c.hopEdgeCap = append(c.hopEdgeCap, e)
+		c.maxFront, c.maxHop = max(c.maxFront, front), max(c.maxHop, e)
+		c.edgeCap = min(c.edgeCap+e, numEdges)
+		front = min(e, numNodes)
+		c.nodeCap = min(c.nodeCap+front, numNodes)
+	}
+	if c.nodeCap > 1<<31-1 || c.edgeCap > 1<<31-1 {
+		return c, ErrTooLarge
+	}
+	c.entries = tableEntries(c.nodeCap)
+	if c.entries > 1<<31 { // gnn_first keeps each edge's entry as an int32
+		return c, ErrTooLarge
+	}
+	c.clearWhole = clearsWhole(c.entries)
+	c.scanBlocks = max((max(c.maxFront, c.maxHop)+scanBlock-1)/scanBlock, 1)
+	return c, nil
+}
+
+// laneParts are the bytes of a lane's working memory, array by array in
+// sample.cu SampleArgs' order: keys, localid, firstpos, slot, nbr, dst,
+// cnt, off, flag, newid, ent, block_sums.
+func (c *gpuCaps) laneParts() []int64 {
+	slot := 8 * c.nodeCap
+	if c.clearWhole {
+		slot = 0 // no slot: the tables are emptied whole
+	}
+	return []int64{8 * c.entries, 4 * c.entries, 4 * c.entries, slot, 8 * c.edgeCap, 4 * c.edgeCap,
+		4 * c.maxFront, 4 * c.maxFront, 4 * c.maxHop, 4 * c.maxHop, 4 * c.maxHop, 8 * c.scanBlocks}
+}
+
+// GPULaneBytes is the device memory each lane of a GPU sampler over dg
+// takes (NewGPU's arguments; an error where NewGPU would refuse them): a
+// caller choosing how many lanes to ask for.
+func GPULaneBytes(dg *DeviceGraph, fanouts []int, maxBatch int, maxDegree int64) (int64, error) {
+	c, err := gpuCapacities(dg.NumNodes, dg.NumEdges, fanouts, maxBatch, maxDegree)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, b := range c.laneParts() {
+		n += b
+	}
+	return n + sampleArgsBytes, nil
 }
 
 // gpuKernels are sample.fatbin's entry points.
@@ -110,59 +190,20 @@ func CountsLen(hops int) int { return 2*hops + 4 }
 // MaxLanes) in one call, each lane with working memory of its own. ctx must
 // be current.
 func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, maxDegree int64, lanes int) (_ *GPU, err error) {
-	if len(fanouts) == 0 || len(fanouts) > MaxHops {
-		return nil, fmt.Errorf("sampler: %d fanouts, want 1 to %d", len(fanouts), MaxHops)
-	}
-	for i, k := range fanouts {
-		if k != -1 && k < 1 {
-			return nil, fmt.Errorf("sampler: fanout %d of hop %d, want -1 (all) or >= 1", k, i+1)
-		}
-	}
-	if maxBatch < 1 {
-		return nil, fmt.Errorf("sampler: batch size %d", maxBatch)
+	caps, err := gpuCapacities(dg.NumNodes, dg.NumEdges, fanouts, maxBatch, maxDegree)
+	if err != nil {
+		return nil, err
 	}
 	if lanes < 1 || lanes > MaxLanes {
 		return nil, fmt.Errorf("sampler: %d lanes, want 1 to %d", lanes, MaxLanes)
 	}
 	s := &GPU{g: dg, fanouts: append([]int(nil), fanouts...), maxBatch: maxBatch, lanes: lanes, fn: map[string]*cudaext.Function{},
-		graphs: map[int]*cudaext.Graph{}}
+		graphs: map[int]*cudaext.Graph{}, gpuCaps: caps, tableMask: caps.entries - 1}
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
-	// Capacities per hop, as batch.Capacity bounds a whole batch.
-	sat := func(a, b int64) int64 {
-		if a != 0 && b > (1<<62)/a {
-			return 1 << 62
-		}
-		return a * b
-	}
-	front := int64(maxBatch)
-	s.nodeCap = front
-	for _, f := range fanouts {
-		k := int64(f)
-		if f < 0 || k > maxDegree {
-			k = maxDegree
-		}
-		e := min(sat(front, k), dg.NumEdges)
-		s.frontierCap = append(s.frontierCap, front)
-		s.hopEdgeCap = append(s.hopEdgeCap, e)
-		s.maxFront, s.maxHop = max(s.maxFront, front), max(s.maxHop, e)
-		s.edgeCap = min(s.edgeCap+e, dg.NumEdges)
-		front = min(e, dg.NumNodes)
-		s.nodeCap = min(s.nodeCap+front, dg.NumNodes)
-	}
-	if s.nodeCap > 1<<31-1 || s.edgeCap > 1<<31-1 {
-		return nil, ErrTooLarge
-	}
-	entries := tableEntries(s.nodeCap)
-	if entries > 1<<31 { // gnn_first keeps each edge's entry as an int32
-		return nil, ErrTooLarge
-	}
-	s.tableMask = entries - 1
-	s.clearWhole = clearsWhole(entries)
-	s.scanBlocks = max((max(s.maxFront, s.maxHop)+scanBlock-1)/scanBlock, 1)
 	img, err := cudaext.SampleImage()
 	if err != nil {
 		return nil, err
@@ -178,27 +219,18 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 	if s.sms, err = ctx.Device.Attribute(cudaext.AttrMultiprocessorCount); err != nil {
 		return nil, err
 	}
-	// Each array holds every lane's part; lane holds a lane's part's bytes.
+	// Each array holds every lane's part, in SampleArgs' order.
 	L := int64(lanes)
-	parts := []struct {
-		p    *cudaext.DevicePtr
-		lane int64
-	}{
-		{&s.keys, 8 * entries}, {&s.localid, 4 * entries}, {&s.firstpos, 4 * entries}, {&s.slot, 8 * s.nodeCap},
-		{&s.nbr, 8 * s.edgeCap}, {&s.dst, 4 * s.edgeCap},
-		{&s.cnt, 4 * s.maxFront}, {&s.off, 4 * s.maxFront},
-		{&s.flag, 4 * s.maxHop}, {&s.newid, 4 * s.maxHop}, {&s.ent, 4 * s.maxHop},
-		{&s.blockSums, 8 * s.scanBlocks},
-	}
-	if s.clearWhole {
-		parts[3].lane = 0 // no slot: the tables are emptied whole
-	}
-	for _, a := range append(parts, struct {
-		p    *cudaext.DevicePtr
-		lane int64
-	}{&s.args, sampleArgsBytes}) {
-		n := max(L*a.lane, 16)
-		if *a.p, err = cudaext.MemAlloc(n); err != nil {
+	ptrs := []*cudaext.DevicePtr{&s.keys, &s.localid, &s.firstpos, &s.slot, &s.nbr, &s.dst, &s.cnt, &s.off,
+		&s.flag, &s.newid, &s.ent, &s.blockSums}
+	lane := s.laneParts()
+	for i, p := range append(ptrs, &s.args) {
+		n := int64(sampleArgsBytes)
+		if i < len(lane) {
+			n = lane[i]
+		}
+		n = max(L*n, 16)
+		if *p, err = cudaext.MemAlloc(n); err != nil {
 			return nil, fmt.Errorf("sampler: GPU sampling memory (%d lanes): %w", lanes, err)
 		}
 		s.Bytes += n
@@ -206,9 +238,10 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 	// The lanes' SampleArgs: the working memory's pointers, every lane idle.
 	args := make([]int64, 0, L*sampleArgsBytes/8)
 	for y := range L {
-		at := func(i int) int64 { return int64(*parts[i].p) + y*parts[i].lane }
-		args = append(args, 0, -1, 0, 0, 0, 0, 0, // seeds, n = -1 (idle), key, nid, edge_index, eid, counts
-			at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9), at(10), at(11))
+		args = append(args, 0, -1, 0, 0, 0, 0, 0) // seeds, n = -1 (idle), key, nid, edge_index, eid, counts
+		for i, p := range ptrs {
+			args = append(args, int64(*p)+y*lane[i])
+		}
 	}
 	if len(args)*8 != lanes*sampleArgsBytes {
 		return nil, fmt.Errorf("sampler: %d bytes of SampleArgs for %d lanes", len(args)*8, lanes)

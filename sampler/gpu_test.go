@@ -309,3 +309,29 @@ func TestGPULanesRefused(t *testing.T) {
 		return nil
 	})
 }
+
+// TestGPULaneBytes: a lane's working memory, without a GPU. papers100M's
+// batches of 1024 at [15,10,5]: a table of 2^21 entries (32 MiB, emptied
+// whole: no slot array), 12 bytes an edge of the batch (936,960), 8 a node
+// of the widest frontier (153,600), 12 an edge of the largest hop (768,000),
+// 8 a scan block (750) and the lane's SampleArgs: 55,248,904 bytes. Batches
+// that may reach most of a graph (-1 fanouts) take far more, and bad
+// arguments get NewGPU's error.
+func TestGPULaneBytes(t *testing.T) {
+	papers := &DeviceGraph{NumNodes: 111_059_956, NumEdges: 1_615_685_872}
+	got, err := GPULaneBytes(papers, []int{15, 10, 5}, 1024, 100_000)
+	if want := int64(1<<25 + 12*936_960 + 8*153_600 + 12*768_000 + 8*750 + sampleArgsBytes); err != nil || got != want {
+		t.Errorf("papers100M lane: %d bytes (%v), want %d", got, err, want)
+	}
+	products := &DeviceGraph{NumNodes: 2_449_029, NumEdges: 123_718_280}
+	all, err := GPULaneBytes(products, []int{-1, -1}, 1024, 17_481)
+	if err != nil || all < 1<<30 {
+		t.Errorf("every neighbour of two hops on a products-sized graph: %d bytes a lane (%v), want over 1 GiB", all, err)
+	}
+	if _, err := GPULaneBytes(papers, []int{0}, 1024, 10); err == nil {
+		t.Error("fanout 0: no error")
+	}
+	if _, err := GPULaneBytes(papers, []int{5}, 0, 10); err == nil {
+		t.Error("batch size 0: no error")
+	}
+}

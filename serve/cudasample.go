@@ -118,7 +118,10 @@ func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *reque
 			d.close()
 		}
 	}()
-	lanes := min(b.cfg.SampleLanes, gather.MaxDeviceParts)
+	lanes, err := b.sampleLanes(dev, req, maxDegree)
+	if err != nil {
+		return nil, err
+	}
 	if d.gs, err = sampler.NewGPU(ctx, b.graphs[dev], req.fanouts, req.maxSeeds, maxDegree, lanes); err != nil {
 		return nil, err
 	}
@@ -144,6 +147,37 @@ func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *reque
 	}
 	d.done, err = cudaext.NewEvent(cudaext.EventDisableTiming | cudaext.EventBlockingSync)
 	return d, err
+}
+
+// sampleLaneBudget bounds the device memory of a trainer's GPU sampling
+// lanes past the first: batches that may reach most of a large graph (-1
+// fanouts) need far more working memory a lane than papers100M's 55 MB, and
+// get fewer lanes (at least one) rather than gigabytes more.
+const sampleLaneBudget = 1 << 30
+
+// sampleLanes is how many lanes a ring's GPU sampler gets: the configured
+// number, at most a sweep's batches, cut to what sampleLaneBudget allows.
+func (b *gpuBackend) sampleLanes(dev int, req *request, maxDegree int64) (int, error) {
+	want := min(b.cfg.SampleLanes, gather.MaxDeviceParts)
+	per, err := sampler.GPULaneBytes(b.graphs[dev], req.fanouts, req.maxSeeds, maxDegree)
+	if err != nil {
+		return 0, err
+	}
+	lanes := lanesWithin(want, per, sampleLaneBudget)
+	if lanes < want && b.log != nil {
+		b.log.Info("GPU sampling: fewer lanes than configured, each lane's working memory being large",
+			"device", dev, "lanes", lanes, "configured", want, "lane_bytes", per, "budget_bytes", int64(sampleLaneBudget))
+	}
+	return lanes, nil
+}
+
+// lanesWithin is want lanes of per bytes each, cut so that the lanes past
+// the first take at most budget bytes (at least one lane).
+func lanesWithin(want int, per, budget int64) int {
+	if per <= 0 {
+		return max(want, 1)
+	}
+	return max(1, min(want, 1+int(budget/per)))
 }
 
 // close frees what newDeviceSampling made. Context current.
