@@ -22,9 +22,10 @@ import (
 // block's threads in turn or, where they work together, on threads with
 // real barriers) and launched in the order gpu.go enqueues a call
 // (testdata/emul/sample_emul.cpp), samples the CPU sampler's batches: n_id,
-// edge_index, edge ids and the per-hop counts, six batches in three calls
-// of several lanes (3 batches at a width of 4, a lane idle; 1; 2) on one
-// sampler's working memory (which must come back empty) for each of
+// edge_index, edge ids and the per-hop counts, ten batches in four calls
+// of several lanes (4 batches; 3 at a width of 4, the lane the call before
+// used idle; 1; 2; one batch of no seeds) on one sampler's working memory
+// (which must come back empty, its idle lanes marked idle) for each of
 // [15 10 5], [-1 3], [40 2] and [1 1 1 1], with the tables emptied either
 // way between calls. On a GPU TestGPUMatchesCPU
 // checks the same on the real thing; this one runs everywhere g++ does
@@ -74,8 +75,8 @@ func TestKernelsEmulatedMatchCPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if compared != 24 {
-				t.Fatalf("%d batches compared, want 24", compared)
+			if compared != 40 {
+				t.Fatalf("%d batches compared, want 40", compared)
 			}
 		})
 	}

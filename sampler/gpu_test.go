@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gnnloader/gnnloader/cudaext"
@@ -168,6 +169,34 @@ func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *De
 	for key := uint64(0); key < keys; key++ {
 		compareGPUBatch(t, cpu, st, seedsAll[key], key+keys, H, outs[key])
 	}
+	checkTablesEmpty(t, gs, st)
+}
+
+// checkTablesEmpty: after its calls, every lane's hash table is empty again
+// (keys -1, local ids -1, first positions NOT_SEEN), whichever way it is
+// emptied; a table left dirty would look fresh to the next batch's lookups
+// and fill up over many.
+func checkTablesEmpty(t *testing.T, gs *GPU, st *cudaext.Stream) {
+	t.Helper()
+	entries := int64(gs.lanes) * (gs.tableMask + 1)
+	keys, localid, firstpos := make([]int64, entries), make([]int32, entries), make([]int32, entries)
+	for _, x := range []struct {
+		dst []byte
+		src cudaext.DevicePtr
+	}{{bytesOf(keys), gs.keys}, {bytesOf(localid), gs.localid}, {bytesOf(firstpos), gs.firstpos}} {
+		if err := cudaext.CopyToHost(x.dst, x.src, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dirty := 0
+	for i := range entries {
+		if keys[i] != -1 || localid[i] != -1 || firstpos[i] != notSeen {
+			dirty++
+		}
+	}
+	if dirty > 0 {
+		t.Fatalf("%d of %d table entries (%d lanes) not empty after the sampler's calls", dirty, entries, gs.lanes)
+	}
 }
 
 // driverHasGraphs reports whether a stream can be captured into a graph.
@@ -276,8 +305,20 @@ func TestClearsWhole(t *testing.T) {
 	}
 }
 
-// TestGPULanesRefused: a GPU sampler takes 1 to MaxLanes lanes, and a call
-// of more batches than its lanes is refused (this part needs a GPU).
+// TestNewGPULanes: a GPU sampler takes 1 to MaxLanes lanes; NewGPU refuses
+// others before it touches a device (no GPU needed).
+func TestNewGPULanes(t *testing.T) {
+	dg := &DeviceGraph{NumNodes: 100, NumEdges: 1000}
+	for _, lanes := range []int{0, -1, MaxLanes + 1} {
+		gs, err := NewGPU(nil, dg, []int{2}, 4, 10, lanes)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d lanes, want 1 to %d", lanes, MaxLanes)) {
+			t.Errorf("NewGPU with %d lanes: %v, %v; want the lanes' range", lanes, gs, err)
+		}
+	}
+}
+
+// TestGPULanesRefused: a call of more batches than the sampler's lanes is
+// refused (a GPU needed).
 func TestGPULanesRefused(t *testing.T) {
 	c := cudatest.Context(t)
 	g := testGraphs()[0]
@@ -287,12 +328,6 @@ func TestGPULanesRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer dg.Close()
-		for _, lanes := range []int{0, MaxLanes + 1} {
-			if gs, err := NewGPU(c, dg, []int{2}, 4, g.MaxDegree(), lanes); err == nil {
-				gs.Close()
-				t.Errorf("NewGPU with %d lanes: no error", lanes)
-			}
-		}
 		gs, err := NewGPU(c, dg, []int{2}, 4, g.MaxDegree(), 2)
 		if err != nil {
 			t.Fatal(err)

@@ -70,7 +70,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 	// runs out of memory mid-epoch.
 	var sampling *deviceSampling
 	if req.onDevice {
-		err := ctx.Do(func() (err error) { sampling, err = b.newDeviceSampling(ctx, dev, req, b.maxDeg); return err })
+		err := ctx.Do(func() (err error) { sampling, err = b.newDeviceSampling(ctx, dev, req, b.maxDeg, sweep); return err })
 		if err != nil {
 			ring.Close()
 			giveBack()

@@ -110,15 +110,16 @@ func freePinned(b []byte) {
 	}
 }
 
-// newDeviceSampling makes a ring's GPU sampler. Context current.
-func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *request, maxDegree int64) (_ *deviceSampling, err error) {
+// newDeviceSampling makes a ring's GPU sampler, for fills of at most sweep
+// batches. Context current.
+func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *request, maxDegree int64, sweep int) (_ *deviceSampling, err error) {
 	d := &deviceSampling{batch: req.maxSeeds, clen: sampler.CountsLen(len(req.fanouts)), timing: b.cfg.Timing}
 	defer func() {
 		if err != nil {
 			d.close()
 		}
 	}()
-	lanes, err := b.sampleLanes(dev, req, maxDegree)
+	lanes, err := b.sampleLanes(dev, req, maxDegree, sweep)
 	if err != nil {
 		return nil, err
 	}
@@ -156,9 +157,10 @@ func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *reque
 const sampleLaneBudget = 1 << 30
 
 // sampleLanes is how many lanes a ring's GPU sampler gets: the configured
-// number, at most a sweep's batches, cut to what sampleLaneBudget allows.
-func (b *gpuBackend) sampleLanes(dev int, req *request, maxDegree int64) (int, error) {
-	want := min(b.cfg.SampleLanes, gather.MaxDeviceParts)
+// number, at most a fill's batches (sweep), cut to what sampleLaneBudget
+// allows.
+func (b *gpuBackend) sampleLanes(dev int, req *request, maxDegree int64, sweep int) (int, error) {
+	want := max(1, min(b.cfg.SampleLanes, sweep, gather.MaxDeviceParts))
 	per, err := sampler.GPULaneBytes(b.graphs[dev], req.fanouts, req.maxSeeds, maxDegree)
 	if err != nil {
 		return 0, err

@@ -1,8 +1,9 @@
 // cudaext/kernels/sample.cu's whole call run on the CPU (cuda_emul.h),
 // launched in the order sampler/gpu.go enqueues it, on one sampler of 4
-// lanes: calls of 3, 1 and 2 batches in turn (each call's batches
-// together, one launch of each kernel for them all, at gpu.go's width: 4
-// with a lane idle, 1 and 2),
+// lanes: calls of 4, 3, 1 and 2 batches in turn (each call's batches
+// together, one launch of each kernel for them all, at gpu.go's width: 4,
+// 4 with the lane the call before used idle, 1 and 2; the idle lanes must
+// be marked so), a batch of no seeds among them,
 // for fanouts below and above the degrees, every neighbour (-1), more than
 // 32 draws and a repeated seed. It writes its graph, each case's fanouts
 // and each batch's key, seeds and hash (of n_id, edge_index, edge ids and
@@ -95,7 +96,7 @@ int main(int argc, char **argv) {
 	for (int64_t v = 0; v < N; v++) maxDeg = std::max(maxDeg, indptr[v + 1] - indptr[v]);
 
 	const std::vector<std::vector<int>> cases = {{15, 10, 5}, {-1, 3}, {40, 2}, {1, 1, 1, 1}};
-	const std::vector<int> calls = {3, 1, 2}; // batches a call: widths 4 (a lane idle), 1 and 2
+	const std::vector<int> calls = {4, 3, 1, 2}; // batches a call: widths 4, 4 (lane 3 idle after a batch), 1 and 2
 	int64_t batches = 0;
 	for (int c : calls) batches += c;
 	put(N);
@@ -167,7 +168,7 @@ int main(int argc, char **argv) {
 			std::vector<uint64_t> bkeys(used);
 			LaneList lseeds{}, ln{}, lkey{}, lnid{}, lei{}, leid{}, lcounts{};
 			for (int y = 0; y < used; y++, key++) {
-				const int64_t n = key % 2 ? s.maxBatch / 2 + 1 : s.maxBatch;
+				const int64_t n = key == 6 ? 0 : key % 2 ? s.maxBatch / 2 + 1 : s.maxBatch; // key 6: no seeds
 				seeds[y].resize(n);
 				for (auto &x : seeds[y]) x = (int64_t)(rnd() % N);
 				if (n > 3) seeds[y][n - 1] = seeds[y][0]; // a repeated seed keeps its place
@@ -186,6 +187,12 @@ int main(int argc, char **argv) {
 			}
 			const int w = s.width(used);
 			emul_launch(1, MAX_LANES, false, gnn_set_args, s.args, used, w, lseeds, ln, lkey, lnid, lei, leid, lcounts);
+			for (int y = used; y < w; y++) {
+				if (s.args[y].n != -1) {
+					printf("call of %d at width %d: lane %d not idle (n %lld)\n", used, w, y, (long long)s.args[y].n);
+					return 3;
+				}
+			}
 			const SampleArgs *a = s.args;
 			emul_launch2(s.grid(s.maxBatch, w), w, 256, false, gnn_seeds, a, s.mask);
 			emul_launch2(s.grid(s.maxBatch, w), w, 256, false, gnn_seed_ids, a, s.mask);
