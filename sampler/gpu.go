@@ -12,16 +12,18 @@ import (
 // in device memory: the same batches as Sampler's, byte for byte (the same
 // RNG streams, Floyd's algorithm, edge order and local ids), with no CPU work
 // but the launches. A DeviceGraph holds one device's copy of the CSR, shared
-// by every GPU sampler on that device; a GPU is one trainer's sampler, with
-// its working memory (room for a batch, and a hash table of the nodes a
-// batch has met: 16 bytes an entry, a power of two of at least twice the
-// batch's most nodes, emptied whole after each batch where it is small, else
-// entry by entry with 8 bytes a node to find them). For the usual
-// fanouts that is far less than a graph's worth (41 MB against the 888 MB
-// of two int32 a node for papers100M batches of 1024 at [15,10,5]); where
-// a batch may reach most of the graph (-1 fanouts, small graphs) it can be
-// up to 9 times that (72 bytes a node of the graph against 8), beside the
-// batch's own buffers of 12 bytes an edge. Both must be used in their
+// by every GPU sampler on that device; a GPU is one trainer's sampler, which
+// samples up to its lanes' number of batches together, each lane with its
+// working memory (room for a batch, and a hash table of the nodes a batch
+// has met: 16 bytes an entry, a power of two of at least twice the batch's
+// most nodes, emptied whole after each call where it is small, else entry
+// by entry with 8 bytes a node to find them). For the usual fanouts that is
+// far less than a graph's worth (55 MB a lane against the 888 MB of two
+// int32 a node for papers100M batches of 1024 at [15,10,5]:
+// GPULaneBytes); where a batch may reach most of the graph (-1 fanouts,
+// small graphs) the table can be up to 9 times that (72 bytes a node of the
+// graph against 8), beside the batch's own buffers of 12 bytes an edge and
+// 12 an edge of its largest hop. Both must be used in their
 // context (cudaext.Context.Do).
 
 // DeviceOut is where a GPU-sampled batch goes, in device memory: n_id
