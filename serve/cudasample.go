@@ -19,7 +19,8 @@ import (
 // it gets batches sampled there, straight into its slots, by its own
 // sampler.GPU (working memory sized by its largest batch: room for the
 // batch, and a hash table of 16 bytes an entry, a power of two of at least
-// twice the batch's most nodes). The batches are the CPU
+// twice the batch's most nodes), which samples a fill's batches
+// GPUConfig.SampleLanes at a time (sampleLanes). The batches are the CPU
 // sampler's, byte for byte; the CPU only uploads the seeds and launches.
 
 // loadGraph copies the graph to device dev when the sampling policy wants it
