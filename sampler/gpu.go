@@ -50,7 +50,6 @@ type GPU struct {
 	// part at base + lane x its size).
 	keys              cudaext.DevicePtr // the hash tables' keys (int64 node ids, -1 when empty)
 	localid, firstpos cudaext.DevicePtr // int32 per table entry: -1 / NOT_SEEN when empty
-	tableMask         int64             // a table's entries - 1 (a power of two, >= 2 nodeCap)
 	slot              cudaext.DevicePtr // int64 per node of a batch: its table entry (gnn_reset_find), where !clearWhole
 	args              cudaext.DevicePtr // sample.cu SampleArgs, one per lane: its batch and working memory
 	graphs            map[int]*cudaext.Graph
@@ -68,7 +67,7 @@ type gpuCaps struct {
 	hopEdgeCap       []int64 // per hop: most edges
 	edgeCap, nodeCap int64
 	maxFront, maxHop int64
-	entries          int64 // a lane's hash table
+	entries          int64 // a lane's hash table (a power of two, >= 2 nodeCap)
 	clearWhole       bool  // the tables emptied by memsets after a call (clearsWhole), not by gnn_reset
 	scanBlocks       int64
 }
@@ -119,6 +118,9 @@ func gpuCapacities(numNodes, numEdges int64, fanouts []int, maxBatch int, maxDeg
 	c.scanBlocks = max((max(c.maxFront, c.maxHop)+scanBlock-1)/scanBlock, 1)
 	return c, nil
 }
+
+// mask is a lane's table entries - 1 (the kernels' probes wrap with it).
+func (c *gpuCaps) mask() int64 { return c.entries - 1 }
 
 // laneParts are the bytes of a lane's working memory, array by array in
 // sample.cu SampleArgs' order: keys, localid, firstpos, slot, nbr, dst,
@@ -200,7 +202,7 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 		return nil, fmt.Errorf("sampler: %d lanes, want 1 to %d", lanes, MaxLanes)
 	}
 	s := &GPU{g: dg, fanouts: append([]int(nil), fanouts...), maxBatch: maxBatch, lanes: lanes, fn: map[string]*cudaext.Function{},
-		graphs: map[int]*cudaext.Graph{}, gpuCaps: caps, tableMask: caps.entries - 1}
+		graphs: map[int]*cudaext.Graph{}, gpuCaps: caps}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -221,11 +223,10 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 	if s.sms, err = ctx.Device.Attribute(cudaext.AttrMultiprocessorCount); err != nil {
 		return nil, err
 	}
-	// Each array holds every lane's part, in SampleArgs' order.
+	// Each array holds every lane's part, in SampleArgs' order, and the
+	// SampleArgs one a lane.
 	L := int64(lanes)
-	ptrs := []*cudaext.DevicePtr{&s.keys, &s.localid, &s.firstpos, &s.slot, &s.nbr, &s.dst, &s.cnt, &s.off,
-		&s.flag, &s.newid, &s.ent, &s.blockSums}
-	lane := s.laneParts()
+	ptrs, lane := s.laneArrays(), s.laneParts()
 	for i, p := range append(ptrs, &s.args) {
 		n := int64(sampleArgsBytes)
 		if i < len(lane) {
@@ -266,6 +267,13 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 		return nil, err
 	}
 	return s, nil
+}
+
+// laneArrays are the sampler's arrays of every lane's working memory, in
+// SampleArgs' order (laneParts gives a lane's bytes of each).
+func (s *GPU) laneArrays() []*cudaext.DevicePtr {
+	return []*cudaext.DevicePtr{&s.keys, &s.localid, &s.firstpos, &s.slot, &s.nbr, &s.dst, &s.cnt, &s.off,
+		&s.flag, &s.newid, &s.ent, &s.blockSums}
 }
 
 // UseGraph chooses how the sampler enqueues a call's kernels after
@@ -321,7 +329,7 @@ func (s *GPU) Lanes() int { return s.lanes }
 // Close frees the sampler's device memory. Context current.
 func (s *GPU) Close() error {
 	errs := []error{s.UseGraph(false)}
-	for _, p := range []*cudaext.DevicePtr{&s.keys, &s.localid, &s.firstpos, &s.slot, &s.nbr, &s.dst, &s.cnt, &s.off, &s.flag, &s.newid, &s.ent, &s.blockSums, &s.args} {
+	for _, p := range append(s.laneArrays(), &s.args) {
 		if *p != 0 {
 			errs = append(errs, cudaext.MemFree(*p))
 			*p = 0

@@ -21,14 +21,14 @@ func (s *GPU) widths() []int {
 	return append(w, s.lanes)
 }
 
-// width is the width a call of n batches runs at.
+// width is the width a call of n batches runs at: the least power of two
+// of at least n, or the lanes (one of widths).
 func (s *GPU) width(n int) int {
-	for _, w := range s.widths() {
-		if w >= n {
-			return w
-		}
+	w := 1
+	for w < n {
+		w *= 2
 	}
-	return s.lanes
+	return min(w, s.lanes)
 }
 
 // grid is the launch grid of a kernel over n elements a lane, for w lanes:
@@ -53,10 +53,10 @@ func (s *GPU) enqueue(st *cudaext.Stream, w int) error {
 		}
 		return nil
 	}
-	if err := launch("gnn_seeds", s.grid(int64(s.maxBatch), w), threads, s.args, s.tableMask); err != nil {
+	if err := launch("gnn_seeds", s.grid(int64(s.maxBatch), w), threads, s.args, s.mask()); err != nil {
 		return err
 	}
-	if err := launch("gnn_seed_ids", s.grid(int64(s.maxBatch), w), threads, s.args, s.tableMask); err != nil {
+	if err := launch("gnn_seed_ids", s.grid(int64(s.maxBatch), w), threads, s.args, s.mask()); err != nil {
 		return err
 	}
 	draw := "gnn_draw32"
@@ -76,7 +76,7 @@ func (s *GPU) enqueue(st *cudaext.Stream, w int) error {
 		if err := launch(draw, s.grid(fc, w), threads, s.g.Indptr, s.g.Indices, s.args, hop, int32(k)); err != nil {
 			return err
 		}
-		if err := launch("gnn_first", s.grid(ec, w), threads, s.args, hop, int32(H), s.tableMask); err != nil {
+		if err := launch("gnn_first", s.grid(ec, w), threads, s.args, hop, int32(H), s.mask()); err != nil {
 			return err
 		}
 		if err := launch("gnn_flag_first", s.grid(ec, w), threads, s.args, hop, int32(H)); err != nil {
@@ -101,7 +101,7 @@ func (s *GPU) enqueue(st *cudaext.Stream, w int) error {
 	if s.clearWhole {
 		return s.clearTables(st, w)
 	}
-	if err := launch("gnn_reset_find", s.grid(s.nodeCap, w), threads, s.args, s.tableMask); err != nil {
+	if err := launch("gnn_reset_find", s.grid(s.nodeCap, w), threads, s.args, s.mask()); err != nil {
 		return err
 	}
 	return launch("gnn_reset", s.grid(s.nodeCap, w), threads, s.args)
@@ -110,7 +110,7 @@ func (s *GPU) enqueue(st *cudaext.Stream, w int) error {
 // clearTables enqueues the emptying of the first w lanes' hash tables on
 // st: every key -1, every local id -1, every first position NOT_SEEN.
 func (s *GPU) clearTables(st *cudaext.Stream, w int) error {
-	entries := int64(w) * (s.tableMask + 1)
+	entries := int64(w) * s.entries
 	if err := cudaext.MemsetD32Async(s.keys, 0xffffffff, 2*entries, st); err != nil {
 		return fmt.Errorf("sampler: emptying the GPU sampler's tables: %w", err)
 	}

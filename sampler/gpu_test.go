@@ -80,7 +80,7 @@ func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *De
 	}
 	defer gs.Close()
 	if gs.clearWhole != whole {
-		t.Fatalf("a sampler of %d table entries empties it whole: %v, want %v", gs.tableMask+1, gs.clearWhole, whole)
+		t.Fatalf("a sampler of %d table entries empties it whole: %v, want %v", gs.entries, gs.clearWhole, whole)
 	}
 	if hasGraphs := driverHasGraphs(t); gs.Graph() != hasGraphs {
 		t.Fatalf("a new GPU sampler: Graph() = %v, the driver has graphs: %v", gs.Graph(), hasGraphs)
@@ -178,7 +178,7 @@ func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *De
 // and fill up over many.
 func checkTablesEmpty(t *testing.T, gs *GPU, st *cudaext.Stream) {
 	t.Helper()
-	entries := int64(gs.lanes) * (gs.tableMask + 1)
+	entries := int64(gs.lanes) * gs.entries
 	keys, localid, firstpos := make([]int64, entries), make([]int32, entries), make([]int32, entries)
 	for _, x := range []struct {
 		dst []byte
@@ -368,5 +368,62 @@ func TestGPULaneBytes(t *testing.T) {
 	}
 	if _, err := GPULaneBytes(papers, []int{5}, 0, 10); err == nil {
 		t.Error("batch size 0: no error")
+	}
+}
+
+// TestWidths: a call of n batches runs at the least of the sampler's widths
+// (the graphs captured: powers of two below its lanes, and its lanes) that
+// holds n, for every lane count and call size.
+func TestWidths(t *testing.T) {
+	for lanes := 1; lanes <= MaxLanes; lanes++ {
+		s := &GPU{lanes: lanes}
+		ws := s.widths()
+		for n := 1; n <= lanes; n++ {
+			want := -1
+			for _, w := range ws {
+				if w >= n {
+					want = w
+					break
+				}
+			}
+			if got := s.width(n); got != want {
+				t.Fatalf("%d lanes (widths %v), a call of %d: width %d, want %d", lanes, ws, n, got, want)
+			}
+		}
+	}
+}
+
+// TestGPULaneBytesHostile: a trainer's Open decides the batch size (at most
+// ipc's MaxBatchSize, 2^20 seeds) and the fanouts. However large, a lane's
+// bytes stay within what the graph and that batch size bound (the
+// capacities are capped at its nodes and edges) and never overflow:
+// the caller then gives such a trainer one lane, and its allocation fails
+// with an error. Where the graph itself lets a batch pass 2^31 nodes or
+// edges, ErrTooLarge, before anything is sized.
+func TestGPULaneBytesHostile(t *testing.T) {
+	papers := &DeviceGraph{NumNodes: 111_059_956, NumEdges: 1_615_685_872}
+	// The most a lane can take on it: a table of twice its nodes, 12 bytes
+	// an edge of the batch and of a hop, 8 a frontier node (the seeds, or
+	// nodes of the graph), a node's slot, 8 a scan block of the largest
+	// scan, and SampleArgs.
+	const batch = 1 << 20
+	bound := 16*tableEntries(papers.NumNodes) + 24*papers.NumEdges + 16*papers.NumNodes +
+		8*(max(papers.NumEdges, batch)/scanBlock+1) + sampleArgsBytes
+	for _, tc := range []struct {
+		fanouts []int
+		batch   int
+	}{
+		{[]int{-1, -1, -1}, batch},
+		{[]int{1 << 30, 1 << 30}, batch},
+		{[]int{1 << 30}, batch},
+	} {
+		n, err := GPULaneBytes(papers, tc.fanouts, tc.batch, 1<<20)
+		if err != nil || n <= 1<<30 || n > bound {
+			t.Errorf("fanouts %v, batches of %d: %d bytes a lane (%v), want over 1 GiB and at most %d", tc.fanouts, tc.batch, n, err, bound)
+		}
+	}
+	huge := &DeviceGraph{NumNodes: 3_000_000_000, NumEdges: 5_000_000_000}
+	if n, err := GPULaneBytes(huge, []int{-1, -1}, 1<<20, 1<<20); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("every neighbour on a graph of 5e9 edges: %d bytes a lane, %v; want ErrTooLarge", n, err)
 	}
 }
