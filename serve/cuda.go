@@ -80,7 +80,8 @@ type GPUConfig struct {
 }
 
 // DefaultSampleLanes is GPUConfig.SampleLanes' default. Measured on an H200
-// (docs/benchmarks.md, "A fill's batches sampled together"): papers100M's
+// (docs/benchmarks.md, "The sampling kernels: fewer, fuller launches, a
+// fill's batches together, and every must-show at HEAD"): papers100M's
 // sampling took 0.22-0.23 ms of GPU time a batch beside the training steps
 // with 8 lanes against 0.38-0.41 with 1, and 0.163 ms alone against 0.198
 // (4 lanes: 0.158, 32: 0.171, the lanes' tables then spilling from the L2);

@@ -161,7 +161,7 @@ const sampleLaneBudget = 1 << 30
 // number, at most a fill's batches (sweep), cut to what sampleLaneBudget
 // allows.
 func (b *gpuBackend) sampleLanes(dev int, req *request, maxDegree int64, sweep int) (int, error) {
-	want := max(1, min(b.cfg.SampleLanes, sweep, gather.MaxDeviceParts))
+	want := min(b.cfg.SampleLanes, sweep) // both 1 to 32 (sampler.MaxLanes, gather.MaxSweepParts)
 	per, err := sampler.GPULaneBytes(b.graphs[dev], req.fanouts, req.maxSeeds, maxDegree)
 	if err != nil {
 		return 0, err
