@@ -58,7 +58,7 @@ type GPU struct {
 	flag, newid, ent  cudaext.DevicePtr // per edge of a hop (int32; ent: the neighbour's table entry)
 	blockSums         cudaext.DevicePtr // per scan block (int64)
 	gpuCaps
-	Bytes int64 // device memory held
+	Bytes int64 // device memory held: lanes x GPULaneBytes + GPUFixedBytes
 }
 
 // gpuCaps are a GPU sampler's capacities, for its batches' most seeds.
@@ -149,6 +149,27 @@ func GPULaneBytes(dg *DeviceGraph, fanouts []int, maxBatch int, maxDegree int64)
 	return n + sampleArgsBytes, nil
 }
 
+// GPUFixedBytes is the device memory a GPU sampler holds beside its lanes':
+// a GPU of L lanes holds L x GPULaneBytes + GPUFixedBytes (GPU.Bytes), so a
+// caller knows it before NewGPU allocates it.
+const GPUFixedBytes = gpuArrays * gpuPad
+
+const (
+	gpuArrays = 13 // laneArrays and the SampleArgs
+	gpuPad    = 16 // bytes each array holds past its lanes' parts, so that none is empty (cuMemAlloc refuses 0 bytes)
+)
+
+// arrayBytes are the bytes NewGPU allocates for each of its arrays with
+// lanes lanes, in laneArrays' order and then the SampleArgs': every lane's
+// part and gpuPad. Their sum is GPU.Bytes.
+func (c *gpuCaps) arrayBytes(lanes int) []int64 {
+	parts := append(c.laneParts(), sampleArgsBytes)
+	for i, p := range parts {
+		parts[i] = int64(lanes)*p + gpuPad
+	}
+	return parts
+}
+
 // gpuKernels are sample.fatbin's entry points.
 var gpuKernels = []string{"gnn_set_args", "gnn_seeds", "gnn_seed_ids", "gnn_degrees", "gnn_scan_block", "gnn_scan_sum_add",
 	"gnn_draw32", "gnn_draw64", "gnn_first", "gnn_flag_first", "gnn_assign", "gnn_resolve", "gnn_end_hop",
@@ -224,19 +245,14 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 		return nil, err
 	}
 	// Each array holds every lane's part, in SampleArgs' order, and the
-	// SampleArgs one a lane.
+	// SampleArgs one a lane (arrayBytes).
 	L := int64(lanes)
-	ptrs, lane := s.laneArrays(), s.laneParts()
+	ptrs, lane, sizes := s.laneArrays(), s.laneParts(), s.arrayBytes(lanes)
 	for i, p := range append(ptrs, &s.args) {
-		n := int64(sampleArgsBytes)
-		if i < len(lane) {
-			n = lane[i]
-		}
-		n = max(L*n, 16)
-		if *p, err = cudaext.MemAlloc(n); err != nil {
+		if *p, err = cudaext.MemAlloc(sizes[i]); err != nil {
 			return nil, fmt.Errorf("sampler: GPU sampling memory (%d lanes): %w", lanes, err)
 		}
-		s.Bytes += n
+		s.Bytes += sizes[i]
 	}
 	// The lanes' SampleArgs: the working memory's pointers, every lane idle.
 	args := make([]int64, 0, L*sampleArgsBytes/8)

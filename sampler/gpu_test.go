@@ -82,6 +82,9 @@ func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *De
 	if gs.clearWhole != whole {
 		t.Fatalf("a sampler of %d table entries empties it whole: %v, want %v", gs.entries, gs.clearWhole, whole)
 	}
+	if per, err := GPULaneBytes(dg, fanouts, batch+2, maxDeg); err != nil || gs.Bytes != int64(lanes)*per+GPUFixedBytes {
+		t.Fatalf("a sampler of %d lanes holds %d bytes, want %d lanes of %d (%v) and %d", lanes, gs.Bytes, lanes, per, err, GPUFixedBytes)
+	}
 	if hasGraphs := driverHasGraphs(t); gs.Graph() != hasGraphs {
 		t.Fatalf("a new GPU sampler: Graph() = %v, the driver has graphs: %v", gs.Graph(), hasGraphs)
 	} else if graph && !hasGraphs {
@@ -368,6 +371,61 @@ func TestGPULaneBytes(t *testing.T) {
 	}
 	if _, err := GPULaneBytes(papers, []int{5}, 0, 10); err == nil {
 		t.Error("batch size 0: no error")
+	}
+}
+
+// TestGPUBytes: what NewGPU allocates (arrayBytes, summed into GPU.Bytes)
+// is lanes x GPULaneBytes + GPUFixedBytes for every lane count, so a
+// caller knows a sampler's memory before making it; each array is not
+// empty and holds every lane's part. The small cases have parts of fewer
+// bytes than the pad (a frontier of one node, one scan block, no edges, no
+// slot array).
+func TestGPUBytes(t *testing.T) {
+	arrays := len((&GPU{}).laneArrays()) + 1 // and the SampleArgs
+	if arrays != gpuArrays {
+		t.Fatalf("%d arrays of a GPU sampler, GPUFixedBytes counts %d", arrays, gpuArrays)
+	}
+	for _, tc := range []struct {
+		nodes, edges int64
+		fanouts      []int
+		batch        int
+		maxDeg       int64
+	}{
+		{111_059_956, 1_615_685_872, []int{15, 10, 5}, 1024, 100_000}, // papers100M
+		{2_449_029, 123_718_280, []int{-1, -1}, 1024, 17_481},         // every neighbour: a table never emptied whole
+		{10, 0, []int{1}, 1, 0},                                       // no edges
+		{10, 20, []int{1}, 1, 3},
+		{2708, 5429, []int{5, 3}, 34, 168},
+	} {
+		for _, whole := range []bool{true, false} {
+			setClearWhole(t, whole)
+			dg := &DeviceGraph{NumNodes: tc.nodes, NumEdges: tc.edges}
+			per, err := GPULaneBytes(dg, tc.fanouts, tc.batch, tc.maxDeg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := gpuCapacities(tc.nodes, tc.edges, tc.fanouts, tc.batch, tc.maxDeg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts := append(c.laneParts(), sampleArgsBytes)
+			for lanes := 1; lanes <= MaxLanes; lanes++ {
+				sizes := c.arrayBytes(lanes)
+				if len(sizes) != arrays {
+					t.Fatalf("%d array sizes, want %d", len(sizes), arrays)
+				}
+				var sum int64
+				for i, n := range sizes {
+					if n <= 0 || n < int64(lanes)*parts[i] {
+						t.Fatalf("%v, %d lanes: array %d of %d bytes, a lane's part %d", tc, lanes, i, n, parts[i])
+					}
+					sum += n
+				}
+				if want := int64(lanes)*per + GPUFixedBytes; sum != want {
+					t.Errorf("%v, clearWhole %v, %d lanes: %d bytes, want %d x %d + %d = %d", tc, whole, lanes, sum, lanes, per, GPUFixedBytes, want)
+				}
+			}
+		}
 	}
 }
 
