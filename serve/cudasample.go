@@ -87,9 +87,21 @@ type deviceSampling struct {
 // countsRing is how many fills' counts may be in flight on the device.
 const countsRing = 4
 
-func (d *deviceSampling) bytes() int64 {
-	return d.gs.Bytes + int64(gather.MaxDeviceParts)*int64(8*d.batch+countsRing*8*d.clen)
+// bytes is the device memory the sampling holds.
+func (d *deviceSampling) bytes() int64 { return samplingBytes(d.gs.Bytes, d.batch, d.clen) }
+
+// samplingBytes is the device memory of a ring's GPU sampling with a
+// sampler of gpu bytes, for batches of at most batch seeds and clen counts:
+// the sampler's, the seeds of a fill's batches and countsRing fills'
+// counts.
+func samplingBytes(gpu int64, batch, clen int) int64 {
+	return gpu + seedsBytes(batch) + countsRing*countsBytes(clen)
 }
+
+// seedsBytes and countsBytes are the device buffers of a fill's seeds and
+// of one fill's counts.
+func seedsBytes(batch int) int64 { return int64(gather.MaxDeviceParts) * int64(8*batch) }
+func countsBytes(clen int) int64 { return int64(gather.MaxDeviceParts) * int64(8*clen) }
 
 // pinnedHost is page-aligned host memory registered with the driver.
 func pinnedHost(n int) ([]byte, error) {
@@ -130,11 +142,11 @@ func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *reque
 	if d.st, err = cudaext.NewStream(); err != nil {
 		return nil, err
 	}
-	if d.seeds, err = cudaext.MemAlloc(int64(gather.MaxDeviceParts) * int64(8*d.batch)); err != nil {
+	if d.seeds, err = cudaext.MemAlloc(seedsBytes(d.batch)); err != nil {
 		return nil, err
 	}
 	for k := range d.counts {
-		if d.counts[k], err = cudaext.MemAlloc(int64(gather.MaxDeviceParts) * int64(8*d.clen)); err != nil {
+		if d.counts[k], err = cudaext.MemAlloc(countsBytes(d.clen)); err != nil {
 			return nil, err
 		}
 		if d.read[k], err = cudaext.NewEvent(cudaext.EventDisableTiming); err != nil {
