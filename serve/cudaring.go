@@ -41,20 +41,21 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		}
 		sweep = sweepFits(sweep, r.Bytes/8)
 	}
-	bytes := pingpong.CUDARingBytes(slots, l)
-	b.mu.Lock()
-	if b.cfg.SlotMemory > 0 && b.used[dev]+bytes > b.cfg.SlotMemory {
-		used := b.used[dev]
-		b.mu.Unlock()
-		return nil, slotMemoryErrorf(ipc.CodeBusy, "%d slots of %d bytes do not fit in the GPU slot memory of %s (%d of %d bytes in use)", slots, l.SlotBytes, name, used, b.cfg.SlotMemory)
+	// The slots and the GPU sampling are counted against the slot memory
+	// before either is allocated.
+	var mem *samplingMemory
+	if req.onDevice {
+		m, err := b.samplingFor(dev, req, b.maxDeg, sweep)
+		if err != nil {
+			return nil, perrf(ipc.CodeInternal, "%s: sampling on the GPU: %v", name, err)
+		}
+		mem = &m
 	}
-	b.used[dev] += bytes
-	b.mu.Unlock()
-	giveBack := func() {
-		b.mu.Lock()
-		b.used[dev] -= bytes
-		b.mu.Unlock()
+	reserved, err := b.reserveRing(dev, slots, l.SlotBytes, pingpong.CUDARingBytes(slots, l), mem)
+	if err != nil {
+		return nil, err
 	}
+	giveBack := func() { b.unreserve(dev, reserved) }
 	ring, err := pingpong.NewCUDARing(ctx, slots, l, b.cfg.Reserve)
 	if err != nil {
 		giveBack()
@@ -63,14 +64,20 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		}
 		return nil, perrf(ipc.CodeInternal, "%s: %v", name, err)
 	}
-	// The trainer's GPU sampling buffers, then its tables with their
-	// sweeps' planning memory, then, once all of it fits the slot memory,
-	// (for the device's first trainer) the cache: the cache takes what is
-	// left, and nothing this ring needs is allocated after it, so no sweep
-	// runs out of memory mid-epoch.
+	// The trainer's GPU sampling buffers (counted with its slots), then its
+	// tables with their sweeps' planning memory, then, once all of it fits
+	// the slot memory, (for the device's first trainer) the cache: the cache
+	// takes what is left, and nothing this ring needs is allocated after
+	// it, so no sweep runs out of memory mid-epoch.
 	var sampling *deviceSampling
-	if req.onDevice {
-		err := ctx.Do(func() (err error) { sampling, err = b.newDeviceSampling(ctx, dev, req, b.maxDeg, sweep); return err })
+	if mem != nil {
+		err := ctx.Do(func() (err error) {
+			if sampling, err = b.newDeviceSampling(ctx, dev, req, b.maxDeg, mem.lanes); err == nil && sampling.bytes() != mem.bytes() {
+				err = fmt.Errorf("%d bytes, %d counted before they were allocated", sampling.bytes(), mem.bytes())
+				sampling.close()
+			}
+			return err
+		})
 		if err != nil {
 			ring.Close()
 			giveBack()
@@ -78,16 +85,6 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 				return nil, slotMemoryErrorf(ipc.CodeBusy, "%s: sampling on the GPU: %v", name, err)
 			}
 			return nil, perrf(ipc.CodeInternal, "%s: sampling on the GPU: %v", name, err)
-		}
-		b.mu.Lock()
-		b.used[dev] += sampling.bytes()
-		b.mu.Unlock()
-		giveSlots := giveBack
-		giveBack = func() {
-			giveSlots()
-			b.mu.Lock()
-			b.used[dev] -= sampling.bytes()
-			b.mu.Unlock()
 		}
 	}
 	// undo frees what this Open allocated so far (groups: its tables) and
@@ -116,10 +113,10 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		undo(nil)
 		return nil, groupErr(err)
 	}
-	// The trainer's GPU working memory counts against the slot memory as
-	// its slots do: known only once allocated, it is checked here, and a
-	// trainer it does not fit beside is refused (with the default slots,
-	// it tries half as many: admitRing).
+	// The tables' sweep planning memory counts against the slot memory as
+	// the slots and the sampling do: known only once allocated, it is
+	// checked here, and a trainer it does not fit beside is refused (with
+	// the default slots, it tries half as many: admitRing).
 	var planned int64
 	for _, g := range groups {
 		planned += g.table.PlanBytes()
@@ -138,13 +135,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 			slots, l.SlotBytes, sampled, planned, name, used, b.cfg.SlotMemory)
 	}
 	b.mu.Unlock()
-	giveRing := giveBack
-	giveBack = func() {
-		giveRing()
-		b.mu.Lock()
-		b.used[dev] -= planned
-		b.mu.Unlock()
-	}
+	giveBack = func() { b.unreserve(dev, reserved+planned) }
 	if err := b.useCache(ctx, dev, plan, groups, req); err != nil {
 		undo(groups)
 		return nil, groupErr(err)
@@ -163,6 +154,51 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		giveBack()
 	}
 	return r, nil
+}
+
+// reserveRing counts a trainer's ring against device dev's slot memory
+// before any of it is allocated: ringBytes for its slots slots of
+// slotBytes each and, where it samples on the GPU (s not nil), s.bytes()
+// for its sampling, whose lanes it cuts to the most that fit beside the
+// slots in what is left of GPUConfig.SlotMemory (at least one, or the
+// trainer is refused). The check and the count are made together under
+// b.mu, so two Opens cannot both take what is left. It returns the bytes
+// counted, for unreserve once the ring is closed or not made.
+func (b *gpuBackend) reserveRing(dev, slots int, slotBytes, ringBytes int64, s *samplingMemory) (int64, error) {
+	name, limit := fmt.Sprintf("cuda:%d", dev), b.cfg.SlotMemory
+	b.mu.Lock()
+	used := b.used[dev]
+	if limit > 0 && used+ringBytes > limit {
+		b.mu.Unlock()
+		return 0, slotMemoryErrorf(ipc.CodeBusy, "%d slots of %d bytes do not fit in the GPU slot memory of %s (%d of %d bytes in use)", slots, slotBytes, name, used, limit)
+	}
+	bytes, want := ringBytes, 0
+	if s != nil {
+		want = s.lanes
+		lanes := lanesInSlotMemory(want, s.per, s.fixed, limit, used+ringBytes)
+		if lanes < 1 {
+			b.mu.Unlock()
+			return 0, slotMemoryErrorf(ipc.CodeBusy, "%d slots of %d bytes with their GPU sampling (%d bytes with one lane) do not fit in the GPU slot memory of %s (%d of %d bytes in use)",
+				slots, slotBytes, s.per+s.fixed, name, used, limit)
+		}
+		s.lanes = lanes
+		bytes += s.bytes()
+	}
+	b.used[dev] += bytes
+	b.mu.Unlock()
+	if s != nil && s.lanes < want && b.log != nil {
+		b.log.Info("GPU sampling: fewer lanes than configured, to fit the GPU slot memory",
+			"device", dev, "lanes", s.lanes, "configured", want, "lane_bytes", s.per, "slot_memory_bytes", limit, "in_use_bytes", used+ringBytes)
+	}
+	return bytes, nil
+}
+
+// unreserve gives back bytes of device dev's slot memory counted by
+// reserveRing or after it.
+func (b *gpuBackend) unreserve(dev int, bytes int64) {
+	b.mu.Lock()
+	b.used[dev] -= bytes
+	b.mu.Unlock()
 }
 
 // sweepWidth is the most batches one fill of a GPU ring with slots slots

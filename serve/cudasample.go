@@ -20,8 +20,9 @@ import (
 // sampler.GPU (working memory sized by its largest batch: room for the
 // batch, and a hash table of 16 bytes an entry, a power of two of at least
 // twice the batch's most nodes), which samples a fill's batches
-// GPUConfig.SampleLanes at a time (sampleLanes). The batches are the CPU
-// sampler's, byte for byte; the CPU only uploads the seeds and launches.
+// GPUConfig.SampleLanes at a time, or fewer where memory is short
+// (samplingFor, reserveRing). The batches are the CPU sampler's, byte for
+// byte; the CPU only uploads the seeds and launches.
 
 // loadGraph copies the graph to device dev when the sampling policy wants it
 // there: "gpu" always (an error if it does not fit), "auto" when it takes at
@@ -87,7 +88,8 @@ type deviceSampling struct {
 // countsRing is how many fills' counts may be in flight on the device.
 const countsRing = 4
 
-// bytes is the device memory the sampling holds.
+// bytes is the device memory the sampling holds (samplingMemory.bytes
+// before it is made).
 func (d *deviceSampling) bytes() int64 { return samplingBytes(d.gs.Bytes, d.batch, d.clen) }
 
 // samplingBytes is the device memory of a ring's GPU sampling with a
@@ -123,19 +125,15 @@ func freePinned(b []byte) {
 	}
 }
 
-// newDeviceSampling makes a ring's GPU sampler, for fills of at most sweep
-// batches. Context current.
-func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *request, maxDegree int64, sweep int) (_ *deviceSampling, err error) {
+// newDeviceSampling makes a ring's GPU sampler, with lanes lanes
+// (samplingFor, cut by reserveRing). Context current.
+func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *request, maxDegree int64, lanes int) (_ *deviceSampling, err error) {
 	d := &deviceSampling{batch: req.maxSeeds, clen: sampler.CountsLen(len(req.fanouts)), timing: b.cfg.Timing}
 	defer func() {
 		if err != nil {
 			d.close()
 		}
 	}()
-	lanes, err := b.sampleLanes(dev, req, maxDegree, sweep)
-	if err != nil {
-		return nil, err
-	}
 	if d.gs, err = sampler.NewGPU(ctx, b.graphs[dev], req.fanouts, req.maxSeeds, maxDegree, lanes); err != nil {
 		return nil, err
 	}
@@ -169,21 +167,35 @@ func (b *gpuBackend) newDeviceSampling(ctx *cudaext.Context, dev int, req *reque
 // get fewer lanes (at least one) rather than gigabytes more.
 const sampleLaneBudget = 1 << 30
 
-// sampleLanes is how many lanes a ring's GPU sampler gets: the configured
-// number, at most a fill's batches (sweep), cut to what sampleLaneBudget
-// allows.
-func (b *gpuBackend) sampleLanes(dev int, req *request, maxDegree int64, sweep int) (int, error) {
+// samplingMemory is the device memory a ring's GPU sampling will take,
+// known before any of it is allocated: lanes of per bytes each
+// (sampler.GPULaneBytes), and fixed bytes beside them (samplingBytes with
+// sampler.GPUFixedBytes). bytes is what deviceSampling.bytes counts once
+// it is made.
+type samplingMemory struct {
+	lanes      int
+	per, fixed int64
+}
+
+func (m samplingMemory) bytes() int64 { return int64(m.lanes)*m.per + m.fixed }
+
+// samplingFor is the memory of a ring's GPU sampling on device dev, with
+// the lanes it gets before the slot memory's cut (reserveRing): the
+// configured number, at most a fill's batches (sweep), cut to what
+// sampleLaneBudget allows.
+func (b *gpuBackend) samplingFor(dev int, req *request, maxDegree int64, sweep int) (samplingMemory, error) {
 	want := min(b.cfg.SampleLanes, sweep) // both 1 to 32 (sampler.MaxLanes, gather.MaxSweepParts)
 	per, err := sampler.GPULaneBytes(b.graphs[dev], req.fanouts, req.maxSeeds, maxDegree)
 	if err != nil {
-		return 0, err
+		return samplingMemory{}, err
 	}
 	lanes := lanesWithin(want, per, sampleLaneBudget)
 	if lanes < want && b.log != nil {
 		b.log.Info("GPU sampling: fewer lanes than configured, each lane's working memory being large",
 			"device", dev, "lanes", lanes, "configured", want, "lane_bytes", per, "budget_bytes", int64(sampleLaneBudget))
 	}
-	return lanes, nil
+	fixed := samplingBytes(sampler.GPUFixedBytes, req.maxSeeds, sampler.CountsLen(len(req.fanouts)))
+	return samplingMemory{lanes: lanes, per: per, fixed: fixed}, nil
 }
 
 // lanesWithin is want lanes of per bytes each, cut so that the lanes past
@@ -193,6 +205,23 @@ func lanesWithin(want int, per, budget int64) int {
 		return max(want, 1)
 	}
 	return max(1, min(want, 1+int(budget/per)))
+}
+
+// lanesInSlotMemory is want lanes of per bytes each, beside fixed bytes,
+// cut to the most that fit in the slot memory limit (0: no cap) with used
+// bytes of it taken; 0 where not even one lane fits.
+func lanesInSlotMemory(want int, per, fixed, limit, used int64) int {
+	if limit <= 0 {
+		return want
+	}
+	free := limit - used // both at least 0
+	if free < fixed {
+		return 0
+	}
+	if free -= fixed; per <= 0 {
+		return want
+	}
+	return int(min(int64(want), free/per))
 }
 
 // close frees what newDeviceSampling made. Context current.
