@@ -3,10 +3,12 @@ package serve
 // The default slots of a GPU trainer, and what it gets when they do not fit.
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/gnnloader/gnnloader/cudaext/cudatest"
 	"github.com/gnnloader/gnnloader/ipc"
+	"github.com/gnnloader/gnnloader/sampler"
 )
 
 // TestCUDADefaultSlotsHalveToFit: a GPU trainer that takes the default
@@ -138,5 +140,70 @@ func TestCUDADefaultSlotsHalveToFit(t *testing.T) {
 	c.expectError(ipc.CodeLimit, "exceed the whole memory budget")
 	if got := dial(t, tight).handshake(req).Slots; got != 16 {
 		t.Errorf("under a budget short of 32 slots, a trainer that does not ask got %d slots, want 16", got)
+	}
+}
+
+// TestCUDASamplingFitsSlotMemory: a GPU trainer's sampling is counted
+// against the GPU slot memory with its slots, before either is allocated,
+// as samplingFor predicts it (lanes x sampler.GPULaneBytes and the bytes
+// beside them). With room for its slots, one lane and its sweep planning,
+// a trainer configured for 2 lanes gets 1 and is served whole; with room
+// for its slots and not one lane, it is refused busy, naming the
+// sampling's bytes, and nothing stays counted.
+func TestCUDASamplingFitsSlotMemory(t *testing.T) {
+	cudatest.Devices(t)
+	req := openReq()
+	req.Device, req.Slots = "cuda:0", 4 // sweeps of 2: 2 lanes
+	g := GPUConfig{Devices: []int{0}, Sampling: "gpu", SweepPlan: "gpu", SampleLanes: 2}
+	probe, _ := gpuServer(t, Config{}, g)
+	dial(t, probe).handshake(req)
+	r := cudaRingOf(t, probe, 0)
+	if r.sampling == nil || r.sampling.gs.Lanes() != 2 {
+		t.Fatalf("a trainer of 4 slots with 2 lanes configured: sampling %v, want 2 lanes on the GPU", r.sampling)
+	}
+	per, err := sampler.GPULaneBytes(probe.gpu.graphs[0], []int{5, 3}, r.sampling.batch, probe.gpu.maxDeg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := samplingBytes(sampler.GPUFixedBytes, r.sampling.batch, r.sampling.clen)
+	if got := r.sampling.bytes(); got != 2*per+fixed {
+		t.Fatalf("2 lanes' sampling holds %d bytes, predicted 2 x %d + %d", got, per, fixed)
+	}
+	var planned int64
+	for _, grp := range r.groups {
+		planned += grp.table.PlanBytes()
+	}
+	ring := int64(metricSums(t, probe)["gnnloader_gpu_slot_bytes"]) - 2*per - fixed - planned
+	if planned >= per {
+		t.Fatalf("sweep planning of %d bytes, a lane of %d: room for one lane and the planning would take two lanes, and the cut below would not be tested", planned, per)
+	}
+
+	// Room for the slots, one lane and the planning: one lane, served.
+	mem := ring + fixed + per + planned
+	g.SlotMemory = mem
+	srv, src := gpuServer(t, Config{}, g)
+	c := dial(t, srv)
+	if got := c.handshake(req).Slots; got != 4 {
+		t.Fatalf("slot memory for 4 slots and one lane to the byte: %d slots", got)
+	}
+	if lanes := cudaRingOf(t, srv, 0).sampling.gs.Lanes(); lanes != 1 {
+		t.Fatalf("slot memory for one lane beside the slots: %d lanes", lanes)
+	}
+	if got := int64(metricSums(t, srv)["gnnloader_gpu_slot_bytes"]); got != mem {
+		t.Fatalf("GPU slot memory in use %d bytes, want all %d", got, mem)
+	}
+	checkCUDAEpoch(t, c, srv, src)
+
+	// Room for the slots and not one lane: refused before the sampling is
+	// made, nothing counted.
+	g.SlotMemory = ring + fixed + per - 1
+	tight, _ := gpuServer(t, Config{}, g)
+	c = dial(t, tight)
+	c.hello()
+	c.send(&req)
+	c.expectError(ipc.CodeBusy, fmt.Sprintf("GPU sampling (%d bytes with one lane) do not fit in the GPU slot memory", per+fixed))
+	waitFor(t, func() bool { return tight.Trainers() == 0 })
+	if got := metricSums(t, tight)["gnnloader_gpu_slot_bytes"]; got != 0 {
+		t.Fatalf("after the refusal: %v bytes of GPU slot memory in use", got)
 	}
 }
