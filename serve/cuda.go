@@ -28,8 +28,12 @@ type GPUConfig struct {
 	// Reserve is GPU memory that slots never take, left to the trainers
 	// (0 = 1 GiB; negative = none).
 	Reserve int64
-	// SlotMemory caps the bytes of all slots on one GPU (0 = no cap beyond
-	// the device's free memory less Reserve).
+	// SlotMemory caps the bytes of all slots on one GPU with the trainers'
+	// working memory (0 = no cap beyond the device's free memory less
+	// Reserve): a trainer's GPU sampling is counted with its slots before
+	// either is allocated, with fewer lanes than SampleLanes where they do
+	// not fit (at least one, else the trainer is refused), and its sweep
+	// planning once allocated.
 	SlotMemory int64
 	// SweepBatches caps the batches one gather pass may cover (a sorted
 	// sweep reads a row shared by them once): 0 means half the trainer's
@@ -71,6 +75,8 @@ type GPUConfig struct {
 	// together, one launch of each kernel for them all, each with working
 	// memory of its own (about 55 MB a lane for papers100M's batches of
 	// 1024 at [15,10,5]): 1 to sampler.MaxLanes, 0 = DefaultSampleLanes.
+	// A trainer gets fewer where a fill has fewer batches, where its lanes
+	// are large, or where they do not fit SlotMemory.
 	SampleLanes int
 	// SweepPlan is where a sweep is planned: "gpu" (the default: the GPU
 	// sorts and merges the batches' ids itself, and no CPU time goes to it)

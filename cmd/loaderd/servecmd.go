@@ -95,7 +95,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		fs.StringVar(&a.gpuCfg.SweepPlan, "sweep-plan", "gpu", "where a GPU fill plans its sweep over the batches' ids: gpu (the GPU sorts and merges them) or cpu (the CPU does, as before)")
 		fs.BoolVar(&a.gpuCfg.Timing, "gpu-timing", false, "time each GPU fill's phases with CUDA events (planning, PCIe read, assembly, sampling, the fill stream idle) and export them as gnnloader_gpu_fill_seconds_total{phase}")
 		fs.StringVar(&a.gpuReserve, "gpu-reserve", "1GiB", "GPU memory slots never take, left to the trainers")
-		fs.StringVar(&a.gpuSlotMemory, "gpu-slot-memory", "0", "most memory for trainers' slots, with their sampling and sweep-planning memory, on one GPU (0 = its free memory less --gpu-reserve)")
+		fs.StringVar(&a.gpuSlotMemory, "gpu-slot-memory", "0", "most memory for trainers' slots, with their sampling (counted before it is allocated, with fewer lanes where short) and sweep-planning memory, on one GPU (0 = its free memory less --gpu-reserve)")
 		fs.StringVar(&a.tableSocket, "table-socket", "", "also share the feature table read-only (a memfd, SCM_RIGHTS) with trainers connecting to this socket, for baselines that gather features themselves (empty = off)")
 		fs.StringVar(&a.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the daemon to this file until it stops (go tool pprof reads it)")
 		fs.StringVar(&a.fillTrace, "fill-trace", "", "write a line per slot fill to this file: \"fill UNIX_NS BATCHES HOST_NS HELD CONN ANNOUNCED_NS\" (start, batches, host time, batches the trainer held, its connection, time until its last batch was announced), to line the daemon's work up with a trainer's steps (bench-train.sh FILL_TRACE=1; empty = off)")
