@@ -1,0 +1,218 @@
+package main
+
+// Tests of loaderd convert.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/internal/half"
+)
+
+// sameButFeatures fails unless every file of the dataset at a, features
+// aside, is in b byte for byte (manifests aside: they name the new type).
+func sameButFeatures(t *testing.T, a, b string) {
+	t.Helper()
+	m, err := datasets.ReadManifest(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range m.Files {
+		if f.Role == "features" || strings.HasSuffix(f.Role, ":features") { // node:TYPE:features in a heterogeneous one
+			continue
+		}
+		x, errA := os.ReadFile(filepath.Join(a, f.Name))
+		y, errB := os.ReadFile(filepath.Join(b, f.Name))
+		if errA != nil || errB != nil || !bytes.Equal(x, y) {
+			t.Errorf("%s: %d bytes in %s, %d in %s (%v, %v)", f.Name, len(x), a, len(y), b, errA, errB)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatalf("%s: no file besides the features compared", a)
+	}
+}
+
+// checkFloat16Of fails unless the dataset at b holds a's float32 features
+// as float16, each element the nearest.
+func checkFloat16Of(t *testing.T, a, b string) {
+	t.Helper()
+	x, err := datasets.Open(a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	y, err := datasets.Open(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close()
+	if x.FeatureDType != datasets.Float32 || y.FeatureDType != datasets.Float16 || 2*len(y.Features) != len(x.Features) {
+		t.Fatalf("%s: %s features, %d bytes; %s: %s, %d bytes", a, x.FeatureDType, len(x.Features), b, y.FeatureDType, len(y.Features))
+	}
+	for i := 0; i < len(x.Features)/4; i++ {
+		want := half.Float32ToFloat16(math.Float32frombits(binary.LittleEndian.Uint32(x.Features[4*i:])))
+		if got := binary.LittleEndian.Uint16(y.Features[2*i:]); got != want {
+			t.Fatalf("element %d: %#x, want %#x", i, got, want)
+		}
+	}
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	code, stdout, errOut := runCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d\n%s%s", args, code, stdout, errOut)
+	}
+	return stdout
+}
+
+// TestConvert: convert --dtype float16 writes Cora's features as float16
+// (each element the nearest) and every other file as it was; the result
+// verifies. Converting to the type the features have, or in place without
+// --overwrite, is refused and writes nothing; with --overwrite it converts
+// in place.
+func TestConvert(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "cora"), filepath.Join(dir, "cora16")
+	mustRun(t, "import", "npz", "../../testdata/cora.npz", "--out", src)
+	orig := filepath.Join(dir, "orig")
+	mustRun(t, "import", "npz", "../../testdata/cora.npz", "--out", orig)
+
+	out := mustRun(t, "convert", src, "--dtype", "float16", "--out", dst)
+	if !strings.Contains(out, "1433 x float16 features (were float32") {
+		t.Errorf("convert printed %q", out)
+	}
+	mustRun(t, "verify", dst)
+	checkFloat16Of(t, src, dst)
+	sameButFeatures(t, src, dst)
+
+	// Nothing to do, or no --overwrite: refused, nothing written.
+	again := filepath.Join(dir, "again")
+	if code, _, errOut := runCmd(t, "convert", dst, "--dtype", "float16", "--out", again); code != 1 || !strings.Contains(errOut, "float16 already") {
+		t.Errorf("convert of float16 features to float16: exit %d\n%s", code, errOut)
+	}
+	if _, err := os.Stat(again); !os.IsNotExist(err) {
+		t.Errorf("a refused convert left %s (%v)", again, err)
+	}
+	if code, _, errOut := runCmd(t, "convert", src, "--dtype", "float16", "--out", src+"/."); code != 2 || !strings.Contains(errOut, "add --overwrite") {
+		t.Errorf("convert in place without --overwrite: exit %d\n%s", code, errOut)
+	}
+	sameButFeatures(t, orig, src)
+	checkFloat16Of(t, orig, dst) // src still float32: compared through orig, its twin
+
+	// In place.
+	mustRun(t, "convert", src, "--dtype", "float16", "--out", src, "--overwrite")
+	mustRun(t, "verify", src)
+	checkFloat16Of(t, orig, src)
+	sameButFeatures(t, orig, src)
+}
+
+// TestConvertRefusals: features that are not floats, or float32 values past
+// float16's range, are refused with the reason, and an in-place conversion
+// that fails leaves the dataset as it was.
+func TestConvertRefusals(t *testing.T) {
+	dir := t.TempDir()
+	ints := filepath.Join(dir, "ints")
+	mustRun(t, "gen", "--like", "cora", "--scale", "0.2", "--dtype", "int32", "--out", ints)
+	if code, _, errOut := runCmd(t, "convert", ints, "--dtype", "float16", "--out", filepath.Join(dir, "x")); code != 1 || !strings.Contains(errOut, "only float types convert") {
+		t.Errorf("convert of int32 features: exit %d\n%s", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"convert", ints, "--out", filepath.Join(dir, "x")},                     // no --dtype
+		{"convert", ints, "--dtype", "float16"},                                 // no --out
+		{"convert", ints, "--dtype", "uint8", "--out", filepath.Join(dir, "x")}, // not a float type
+		{"convert", "--dtype", "float16", "--out", filepath.Join(dir, "x")},     // no input
+	} {
+		if code, _, errOut := runCmd(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2\n%s", args, code, errOut)
+		}
+	}
+
+	// A float32 value float16 cannot hold, converted in place: refused,
+	// the dataset untouched.
+	small := filepath.Join(dir, "small")
+	mustRun(t, "gen", "--like", "cora", "--scale", "0.2", "--out", small)
+	ds, err := datasets.Open(small, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ds.Data
+	d.Features = append([]byte(nil), ds.Features...)
+	binary.LittleEndian.PutUint32(d.Features[4*7:], math.Float32bits(1e6))
+	big := filepath.Join(dir, "big")
+	err = datasets.Write(big, &d, nil)
+	ds.Close() // after the write: d's other arrays are ds's memory
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(filepath.Join(big, "manifest.json"))
+	if code, _, errOut := runCmd(t, "convert", big, "--dtype", "float16", "--out", big, "--overwrite"); code != 1 || !strings.Contains(errOut, "past float16's range") {
+		t.Errorf("convert of 1e6 to float16: exit %d\n%s", code, errOut)
+	}
+	after, _ := os.ReadFile(filepath.Join(big, "manifest.json"))
+	if !bytes.Equal(before, after) {
+		t.Error("a failed in-place convert changed the manifest")
+	}
+	mustRun(t, "verify", big)
+	// bfloat16 keeps float32's range.
+	mustRun(t, "convert", big, "--dtype", "bfloat16", "--out", big, "--overwrite")
+	if m, err := datasets.ReadManifest(big); err != nil || m.FeatureDType != datasets.BFloat16 {
+		t.Errorf("after convert to bfloat16: %v, %v", m, err)
+	}
+}
+
+// TestConvertHetero: a heterogeneous dataset's node types' features are
+// converted, each, and its edges are written as they were.
+func TestConvertHetero(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "mag"), filepath.Join(dir, "mag16")
+	mustRun(t, "gen", "--like", "mag", "--scale", "0.002", "--out", src)
+	out := mustRun(t, "convert", src, "--dtype", "bfloat16", "--out", dst)
+	if !strings.Contains(out, "node types as bfloat16") {
+		t.Errorf("convert printed %q", out)
+	}
+	mustRun(t, "verify", dst)
+	sameButFeatures(t, src, dst)
+	a, err := datasets.Open(src, &datasets.OpenOptions{AllowHetero: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := datasets.Open(dst, &datasets.OpenOptions{AllowHetero: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	converted := 0
+	for i, x := range a.Hetero.NodeTypes {
+		y := b.Hetero.NodeTypes[i]
+		if x.FeatureDim == 0 {
+			continue
+		}
+		if y.FeatureDType != datasets.BFloat16 || 2*len(y.Features) != len(x.Features) {
+			t.Errorf("node type %s: %s, %d bytes (was %s, %d)", x.Name, y.FeatureDType, len(y.Features), x.FeatureDType, len(x.Features))
+			continue
+		}
+		for k := 0; k < len(x.Features)/4; k++ {
+			want := half.Float32ToBFloat16(math.Float32frombits(binary.LittleEndian.Uint32(x.Features[4*k:])))
+			if got := binary.LittleEndian.Uint16(y.Features[2*k:]); got != want {
+				t.Fatalf("node type %s element %d: %#x, want %#x", x.Name, k, got, want)
+			}
+		}
+		converted++
+	}
+	if converted == 0 {
+		t.Fatal("no node type with features in the generated mag")
+	}
+	if code, _, errOut := runCmd(t, "convert", dst, "--dtype", "bfloat16", "--out", filepath.Join(dir, "x")); code != 1 || !strings.Contains(errOut, "bfloat16 already") {
+		t.Errorf("convert of bfloat16 mag to bfloat16: exit %d\n%s", code, errOut)
+	}
+}
