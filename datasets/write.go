@@ -46,6 +46,33 @@ func WriteContext(ctx context.Context, dir string, d *Data, opts *WriteOptions) 
 	return writeDir(ctx, dir, columnsOf(d), manifestOf(d), opts)
 }
 
+// CheckWritable reports whether Write could write a dataset at dir with
+// WriteOptions.Overwrite = overwrite, as Write itself checks it: nothing at
+// dir, or (overwrite) a dataset directory or an empty one. A command that
+// reads for minutes before it writes asks first.
+func CheckWritable(dir string, overwrite bool) error {
+	_, _, err := writeTarget(filepath.Clean(dir), overwrite)
+	return err
+}
+
+// writeTarget checks what is at dir for a write: nothing (exists false), or,
+// with overwrite, a dataset whose files it returns (or an empty directory).
+func writeTarget(dir string, overwrite bool) (old []string, exists bool, err error) {
+	if _, err := os.Lstat(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	if !overwrite {
+		return nil, false, fmt.Errorf("%s already exists (use overwrite to replace it)", dir)
+	}
+	if old, err = replaceable(dir); err != nil {
+		return nil, false, err
+	}
+	return old, true, nil
+}
+
 // writeDir writes the columns and the manifest m (which gets their file
 // entries) as a dataset directory at dir, the way Write describes.
 func writeDir(ctx context.Context, dir string, cols []namedColumn, m *Manifest, opts *WriteOptions) (err error) {
@@ -62,17 +89,8 @@ func writeDir(ctx context.Context, dir string, cols []namedColumn, m *Manifest, 
 	if err := recoverStale(parent, base); err != nil {
 		return err
 	}
-	var old []string // the files of the dataset being replaced
-	exists := false
-	if _, err := os.Lstat(dir); err == nil {
-		if !opts.Overwrite {
-			return fmt.Errorf("%s already exists (use overwrite to replace it)", dir)
-		}
-		if old, err = replaceable(dir); err != nil {
-			return err
-		}
-		exists = true
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	old, exists, err := writeTarget(dir, opts.Overwrite) // old: the files of the dataset being replaced
+	if err != nil {
 		return err
 	}
 	tmp := filepath.Join(parent, fmt.Sprintf(".%s.tmp-%d", base, os.Getpid()))

@@ -5,9 +5,11 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -37,6 +39,28 @@ func sameButFeatures(t *testing.T, a, b string) {
 	}
 	if n == 0 {
 		t.Fatalf("%s: no file besides the features compared", a)
+	}
+	// The manifests say the same but for the features' type and files.
+	facts := func(dir string) map[string]any {
+		raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "files")
+		delete(m, "feature_dtype")
+		if types, ok := m["node_types"].([]any); ok {
+			for _, nt := range types {
+				delete(nt.(map[string]any), "feature_dtype")
+			}
+		}
+		return m
+	}
+	if x, y := facts(a), facts(b); !reflect.DeepEqual(x, y) {
+		t.Errorf("manifests differ beyond the features:\n%s: %v\n%s: %v", a, x, b, y)
 	}
 }
 
@@ -136,6 +160,21 @@ func TestConvertRefusals(t *testing.T) {
 		}
 	}
 
+	// --out taken: refused before the input is read (this input does not
+	// exist, so an error naming it would mean it was read first).
+	if code, _, errOut := runCmd(t, "convert", filepath.Join(dir, "missing"), "--dtype", "float16", "--out", ints); code != 1 || !strings.Contains(errOut, "already exists") {
+		t.Errorf("convert onto an existing --out: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "import", "npz", filepath.Join(dir, "missing.npz"), "--out", ints); code != 1 || !strings.Contains(errOut, "already exists") {
+		t.Errorf("import onto an existing --out: exit %d\n%s", code, errOut)
+	}
+	notDataset := filepath.Join(dir, "home")
+	os.Mkdir(notDataset, 0o755)
+	os.WriteFile(filepath.Join(notDataset, "thesis.tex"), []byte("years of work"), 0o644)
+	if code, _, errOut := runCmd(t, "convert", filepath.Join(dir, "missing"), "--dtype", "float16", "--out", notDataset, "--overwrite"); code != 1 || !strings.Contains(errOut, "refusing to overwrite") {
+		t.Errorf("convert --overwrite onto a directory that is not a dataset: exit %d\n%s", code, errOut)
+	}
+
 	// A float32 value float16 cannot hold, converted in place: refused,
 	// the dataset untouched.
 	small := filepath.Join(dir, "small")
@@ -215,4 +254,29 @@ func TestConvertHetero(t *testing.T) {
 	if code, _, errOut := runCmd(t, "convert", dst, "--dtype", "bfloat16", "--out", filepath.Join(dir, "x")); code != 1 || !strings.Contains(errOut, "bfloat16 already") {
 		t.Errorf("convert of bfloat16 mag to bfloat16: exit %d\n%s", code, errOut)
 	}
+}
+
+// TestConvertKeepsEverythingElse: a dataset with edge attributes and
+// weights, node and edge times and link splits (gen --like citation2)
+// keeps all of them, its manifest's facts and every file but the features.
+func TestConvertKeepsEverythingElse(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "c2"), filepath.Join(dir, "c2-16")
+	mustRun(t, "gen", "--like", "citation2", "--scale", "0.0005", "--edge-dim", "3", "--edge-weights", "--time", "--out", src)
+	m, err := datasets.ReadManifest(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{"edge_attr", "edge_weight", "edge_time", "node_time"} {
+		if m.File(role) == nil {
+			t.Fatalf("gen --like citation2 wrote no %s", role)
+		}
+	}
+	if len(m.LinkSplits) == 0 {
+		t.Fatal("gen --like citation2 wrote no link splits")
+	}
+	mustRun(t, "convert", src, "--dtype", "float16", "--out", dst)
+	mustRun(t, "verify", dst)
+	sameButFeatures(t, src, dst)
+	checkFloat16Of(t, src, dst)
 }

@@ -51,6 +51,11 @@ func runConvert(ctx context.Context, e *env, args []string) error {
 	if same, _ := samePath(pos[0], out); same && !overwrite {
 		return usageError{"--out is the input dataset: add --overwrite to convert it in place"}
 	}
+	// What is at --out is checked before the dataset is read (minutes, and
+	// its size in memory, for a large one), and again by the write.
+	if err := datasets.CheckWritable(out, overwrite); err != nil {
+		return err
+	}
 	p := newProgress(e.log, 5*time.Second)
 	defer p.Finish()
 	start := time.Now()

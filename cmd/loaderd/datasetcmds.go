@@ -89,6 +89,9 @@ func runGen(ctx context.Context, e *env, args []string) error {
 	default:
 		return usageError{fmt.Sprintf("--undirected must be true or false, not %q", undirected)}
 	}
+	if err := datasets.CheckWritable(out, overwrite); err != nil { // before the work, and again by the write
+		return err
+	}
 	p := newProgress(e.log, 5*time.Second)
 	defer p.Finish()
 	opts.Progress = p
@@ -167,6 +170,9 @@ func runImport(ctx context.Context, e *env, args []string) error {
 		if to, err = datasets.ParseDType(dtype); err != nil || !to.IsFloat() {
 			return usageError{fmt.Sprintf("--dtype %q: want float16, bfloat16, float32 or float64", dtype)}
 		}
+	}
+	if err := datasets.CheckWritable(out, overwrite); err != nil { // before the import, and again by the write
+		return err
 	}
 	p := newProgress(e.log, 5*time.Second)
 	defer p.Finish()
