@@ -110,19 +110,16 @@ func (g *CUDA) loadPlan() error {
 func (g *CUDA) ensurePlan(rows int64) error {
 	b := &g.plan
 	if b.bitmap == 0 {
-		b.words = (g.tab.NumRows + 31) / 32
-		b.blocks = (b.words + wordsPerBlock - 1) / wordsPerBlock
+		b.words, b.blocks = planWords(g.tab.NumRows)
 		var err error
-		for _, a := range []struct {
-			p *cudaext.DevicePtr
-			n int64
-		}{{&b.bitmap, 4 * b.words}, {&b.wordBase, 4 * b.words}, {&b.blockSums, 4 * b.blocks}, {&b.unique, 16}, {&b.stats, 32},
-			{&b.cursor, 16}} {
-			if *a.p, err = cudaext.MemAlloc(max(a.n, 16)); err != nil {
+		sizes := planFixedSizes(g.tab.NumRows)
+		for i, p := range []*cudaext.DevicePtr{&b.bitmap, &b.wordBase, &b.blockSums, &b.unique, &b.stats, &b.cursor} {
+			n := sizes[i]
+			if *p, err = cudaext.MemAlloc(n); err != nil {
 				b.free()
 				return fmt.Errorf("gather: sweep planning memory: %w", err)
 			}
-			b.fixedBytes += max(a.n, 16)
+			b.fixedBytes += n
 		}
 		if err := cudaext.MemsetD32Async(b.bitmap, 0, b.words, g.stream); err != nil {
 			return err
@@ -150,16 +147,14 @@ func (g *CUDA) ensurePlan(rows int64) error {
 		}
 	}
 	b.capRows, b.capIDs, b.perBytes = 0, 0, 0
+	sizes := planPerSizes(rows, ids)
 	for i, p := range per {
-		n := 4 * rows
-		if i == len(per)-1 {
-			n = 8 * ids // extras
-		}
+		n := sizes[i]
 		var err error
-		if *p, err = cudaext.MemAlloc(max(n, 16)); err != nil {
+		if *p, err = cudaext.MemAlloc(n); err != nil {
 			return fmt.Errorf("gather: the plan of a sweep of %d ids on the GPU: %w", ids, err)
 		}
-		b.perBytes += max(n, 16)
+		b.perBytes += n
 	}
 	b.capIDs = ids
 	b.capRows = rows
@@ -176,6 +171,43 @@ func (g *CUDA) ReservePlan(ids int64) error {
 		return fmt.Errorf("gather: reserving a sweep of %d ids (1 to %d)", ids, MaxSweepIDs)
 	}
 	return g.do(func() error { return g.planFor(ids) })
+}
+
+// PlanBytesFor is the device memory a new backend's sweep planning takes
+// over a table of tableRows rows once ReservePlan(ids) has made it hold a
+// sweep of ids ids (PlanBytes then): a daemon knows it before it makes the
+// backend.
+func PlanBytesFor(tableRows, ids int64) int64 {
+	var n int64
+	for _, b := range planFixedSizes(tableRows) {
+		n += b
+	}
+	for _, b := range planPerSizes(min(ids, tableRows), ids) {
+		n += b
+	}
+	return n
+}
+
+// planWords is the bitmap's words over a table of rows rows, and the scan
+// blocks over them.
+func planWords(rows int64) (words, blocks int64) {
+	words = (rows + 31) / 32
+	return words, (words + wordsPerBlock - 1) / wordsPerBlock
+}
+
+// planFixedSizes are the bytes of the plan buffers sized by the table
+// alone, in ensurePlan's order: bitmap, wordBase, blockSums, unique, stats,
+// cursor (each at least 16: cuMemAlloc refuses 0 bytes).
+func planFixedSizes(tableRows int64) [6]int64 {
+	words, blocks := planWords(tableRows)
+	return [6]int64{max(4*words, 16), max(4*words, 16), max(4*blocks, 16), 16, 32, 16}
+}
+
+// planPerSizes are the bytes of the plan buffers sized by a sweep of ids
+// ids over rows distinct rows at most, in ensurePlan's order: rows, cnt,
+// first (a word a row) and extras (two words an id).
+func planPerSizes(rows, ids int64) [4]int64 {
+	return [4]int64{max(4*rows, 16), max(4*rows, 16), max(4*rows, 16), max(8*ids, 16)}
 }
 
 // PlanBytes is the device memory the backend's sweep planning holds now

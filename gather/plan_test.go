@@ -208,6 +208,27 @@ func TestReservePlanRefusesBadSizes(t *testing.T) {
 	}
 }
 
+// PlanBytesFor is what a new backend's planning holds after ReservePlan:
+// worked out by hand for papers100M's table and for tables smaller than the
+// sweep (at most as many distinct rows as the table has).
+func TestPlanBytesFor(t *testing.T) {
+	for _, c := range []struct {
+		rows, ids, want int64
+	}{
+		// 3,470,624 words of bitmap and of word bases, 3,390 block sums,
+		// 64 bytes of counters; 1000 rows of id, count and first, 8000
+		// bytes of lists.
+		{111_059_956, 1000, 2*4*3_470_624 + 4*3_390 + 64 + 3*4*1000 + 8*1000},
+		{10, 3, 16 + 16 + 16 + 64 + 3*16 + 24},        // every buffer at least 16 bytes
+		{10, 100, 16 + 16 + 16 + 64 + 3*4*10 + 8*100}, // rows capped at the table's
+		{50_000, 30_000, 2*4*1563 + 16 + 64 + 3*4*30_000 + 8*30_000},
+	} {
+		if got := PlanBytesFor(c.rows, c.ids); got != c.want {
+			t.Errorf("PlanBytesFor(%d, %d) = %d, want %d", c.rows, c.ids, got, c.want)
+		}
+	}
+}
+
 // ReservePlan allocates a sweep's planning memory up front: a sweep of up
 // to the reserved ids then allocates nothing (the buffers stay where they
 // were) and still delivers every row; one larger grows them.
@@ -253,8 +274,8 @@ func TestReservePlan(t *testing.T) {
 	if err := g.ReservePlan(reserved); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := g.PlanBytes(), planBytes(reserved); got != want {
-		t.Fatalf("PlanBytes after ReservePlan(%d): %d, want %d", reserved, got, want)
+	if got, want := g.PlanBytes(), planBytes(reserved); got != want || got != PlanBytesFor(rows, reserved) {
+		t.Fatalf("PlanBytes after ReservePlan(%d): %d, want %d (PlanBytesFor: %d)", reserved, got, want, PlanBytesFor(rows, reserved))
 	}
 	held := g.plan
 	if held.capIDs != reserved || held.capRows != reserved {

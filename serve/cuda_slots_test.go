@@ -147,8 +147,9 @@ func TestCUDADefaultSlotsHalveToFit(t *testing.T) {
 // against the GPU slot memory with its slots, before either is allocated,
 // as samplingFor predicts it (lanes x sampler.GPULaneBytes and the bytes
 // beside them). With room for its slots, one lane and its sweep planning,
-// a trainer configured for 2 lanes gets 1 and is served whole; with room
-// for its slots and not one lane, it is refused busy, naming the
+// a trainer configured for 2 lanes gets 1 (the sweep planning, made after
+// the sampling, counted in the cut) and is served whole; with room for its
+// slots and planning and not one lane, it is refused busy, naming the
 // sampling's bytes, and nothing stays counted.
 func TestCUDASamplingFitsSlotMemory(t *testing.T) {
 	cudatest.Devices(t)
@@ -178,25 +179,27 @@ func TestCUDASamplingFitsSlotMemory(t *testing.T) {
 		t.Fatalf("sweep planning of %d bytes, a lane of %d: room for one lane and the planning would take two lanes, and the cut below would not be tested", planned, per)
 	}
 
-	// Room for the slots, one lane and the planning: one lane, served.
-	mem := ring + fixed + per + planned
+	// Room for the slots, the planning and a byte short of two lanes: two
+	// lanes would fit beside the slots alone, but the planning comes after
+	// the sampling and must fit too. One lane, served.
+	mem := ring + planned + fixed + 2*per - 1
 	g.SlotMemory = mem
 	srv, src := gpuServer(t, Config{}, g)
 	c := dial(t, srv)
 	if got := c.handshake(req).Slots; got != 4 {
-		t.Fatalf("slot memory for 4 slots and one lane to the byte: %d slots", got)
+		t.Fatalf("slot memory for 4 slots, their planning and one lane: %d slots", got)
 	}
 	if lanes := cudaRingOf(t, srv, 0).sampling.gs.Lanes(); lanes != 1 {
-		t.Fatalf("slot memory for one lane beside the slots: %d lanes", lanes)
+		t.Fatalf("slot memory for one lane beside the slots and planning: %d lanes", lanes)
 	}
-	if got := int64(metricSums(t, srv)["gnnloader_gpu_slot_bytes"]); got != mem {
-		t.Fatalf("GPU slot memory in use %d bytes, want all %d", got, mem)
+	if got, want := int64(metricSums(t, srv)["gnnloader_gpu_slot_bytes"]), ring+planned+fixed+per; got != want {
+		t.Fatalf("GPU slot memory in use %d bytes, want %d", got, want)
 	}
 	checkCUDAEpoch(t, c, srv, src)
 
-	// Room for the slots and not one lane: refused before the sampling is
-	// made, nothing counted.
-	g.SlotMemory = ring + fixed + per - 1
+	// Room for the slots and their planning and not one lane: refused
+	// before the sampling is made, nothing counted.
+	g.SlotMemory = ring + planned + fixed + per - 1
 	tight, _ := gpuServer(t, Config{}, g)
 	c = dial(t, tight)
 	c.hello()

@@ -11,6 +11,7 @@ import (
 	"github.com/gnnloader/gnnloader/cudaext"
 	"github.com/gnnloader/gnnloader/gather"
 	"github.com/gnnloader/gnnloader/pingpong"
+	"github.com/gnnloader/gnnloader/pinned"
 )
 
 // Fill fills slots[j] with bs[j]: the structure first (the batches write it
@@ -133,25 +134,51 @@ func (b *gpuBackend) newGroups(ctx *cudaext.Context, dev int, plan []groupPlan, 
 		if p.labels != "" {
 			opts.Labels = b.labels[dev][p.labels]
 		}
-		store := b.src.stores[p.table]
-		if p.table == "" { // labels alone: any registered table will do
-			if store = b.src.stores[plan[0].table]; store == nil {
-				store = b.store
-			}
-		}
-		g, err := gather.NewCUDA(ctx, store, &opts)
+		g, err := gather.NewCUDA(ctx, b.groupStore(plan, i), &opts)
 		if err != nil {
 			return fail(fmt.Errorf("table %s: %w", p.table, err))
 		}
 		groups = append(groups, gatherGroup{ids: p.ids, x: p.x, y: p.y, table: g})
-		// What Fill sweeps on the device (a region of no ids sweeps nothing).
-		if ids := int64(sweep) * (layout.Regions[p.ids].Bytes / 8); ids > 0 && (b.cfg.SweepPlan == "gpu" || p.y >= 0) {
+		if ids := b.sweepIDs(p, layout, sweep); ids > 0 {
 			if err := g.ReservePlan(ids); err != nil {
 				return fail(fmt.Errorf("table %s: %w", p.table, err))
 			}
 		}
 	}
 	return groups, nil
+}
+
+// groupStore is the table plan[i]'s backend reads: its own, or for a group
+// of labels alone any registered one.
+func (b *gpuBackend) groupStore(plan []groupPlan, i int) *pinned.Store {
+	store := b.src.stores[plan[i].table]
+	if plan[i].table == "" {
+		if store = b.src.stores[plan[0].table]; store == nil {
+			store = b.store
+		}
+	}
+	return store
+}
+
+// sweepIDs is the most ids a fill of sweep batches has group p's backend
+// plan on the device (0: it plans none; a region of no ids sweeps nothing).
+func (b *gpuBackend) sweepIDs(p groupPlan, layout pingpong.Layout, sweep int) int64 {
+	if ids := int64(sweep) * (layout.Regions[p.ids].Bytes / 8); ids > 0 && (b.cfg.SweepPlan == "gpu" || p.y >= 0) {
+		return ids
+	}
+	return 0
+}
+
+// planBytes is the planning memory newGroups' backends will hold
+// (gather.PlanBytesFor), known before they are made.
+func (b *gpuBackend) planBytes(plan []groupPlan, layout pingpong.Layout, sweep int) int64 {
+	var n int64
+	for i, p := range plan {
+		if ids, store := b.sweepIDs(p, layout, sweep), b.groupStore(plan, i); ids > 0 && store != nil {
+			n += gather.PlanBytesFor(store.NumRows, ids)
+		}
+	}
+	return n
 }
 
 // useCache gives the groups that gather the node features their device's

@@ -51,7 +51,7 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 		}
 		mem = &m
 	}
-	reserved, err := b.reserveRing(dev, slots, l.SlotBytes, pingpong.CUDARingBytes(slots, l), mem)
+	reserved, err := b.reserveRing(dev, slots, l.SlotBytes, pingpong.CUDARingBytes(slots, l), b.planBytes(plan, l, sweep), mem)
 	if err != nil {
 		return nil, err
 	}
@@ -159,27 +159,30 @@ func (b *gpuBackend) newRing(req *request, layout *batch.Layout, l pingpong.Layo
 // reserveRing counts a trainer's ring against device dev's slot memory
 // before any of it is allocated: ringBytes for its slots slots of
 // slotBytes each and, where it samples on the GPU (s not nil), s.bytes()
-// for its sampling, whose lanes it cuts to the most that fit beside the
-// slots in what is left of GPUConfig.SlotMemory (at least one, or the
-// trainer is refused). The check and the count are made together under
-// b.mu, so two Opens cannot both take what is left. It returns the bytes
-// counted, for unreserve once the ring is closed or not made.
-func (b *gpuBackend) reserveRing(dev, slots int, slotBytes, ringBytes int64, s *samplingMemory) (int64, error) {
+// for its sampling, whose lanes it cuts to the most that fit in what is
+// left of GPUConfig.SlotMemory beside the slots and planBytes for the
+// sweep planning its tables will take (at least one lane, or the trainer
+// is refused; the planning itself is counted once the tables are made).
+// The check and the count are made together under b.mu, so two Opens
+// cannot both take what is left. It returns the bytes counted, for
+// unreserve once the ring is closed or not made.
+func (b *gpuBackend) reserveRing(dev, slots int, slotBytes, ringBytes, planBytes int64, s *samplingMemory) (int64, error) {
 	name, limit := fmt.Sprintf("cuda:%d", dev), b.cfg.SlotMemory
 	b.mu.Lock()
 	used := b.used[dev]
-	if limit > 0 && used+ringBytes > limit {
+	if limit > 0 && used+ringBytes+planBytes > limit {
 		b.mu.Unlock()
-		return 0, slotMemoryErrorf(ipc.CodeBusy, "%d slots of %d bytes do not fit in the GPU slot memory of %s (%d of %d bytes in use)", slots, slotBytes, name, used, limit)
+		return 0, slotMemoryErrorf(ipc.CodeBusy, "%d slots of %d bytes and their sweep planning (%d bytes) do not fit in the GPU slot memory of %s (%d of %d bytes in use)",
+			slots, slotBytes, planBytes, name, used, limit)
 	}
 	bytes, want := ringBytes, 0
 	if s != nil {
 		want = s.lanes
-		lanes := lanesInSlotMemory(want, s.per, s.fixed, limit, used+ringBytes)
+		lanes := lanesInSlotMemory(want, s.per, s.fixed, limit, used+ringBytes+planBytes)
 		if lanes < 1 {
 			b.mu.Unlock()
-			return 0, slotMemoryErrorf(ipc.CodeBusy, "%d slots of %d bytes with their GPU sampling (%d bytes with one lane) do not fit in the GPU slot memory of %s (%d of %d bytes in use)",
-				slots, slotBytes, s.per+s.fixed, name, used, limit)
+			return 0, slotMemoryErrorf(ipc.CodeBusy, "%d slots of %d bytes, their sweep planning (%d bytes) and their GPU sampling (%d bytes with one lane) do not fit in the GPU slot memory of %s (%d of %d bytes in use)",
+				slots, slotBytes, planBytes, s.per+s.fixed, name, used, limit)
 		}
 		s.lanes = lanes
 		bytes += s.bytes()
@@ -188,7 +191,8 @@ func (b *gpuBackend) reserveRing(dev, slots int, slotBytes, ringBytes int64, s *
 	b.mu.Unlock()
 	if s != nil && s.lanes < want && b.log != nil {
 		b.log.Info("GPU sampling: fewer lanes than configured, to fit the GPU slot memory",
-			"device", dev, "lanes", s.lanes, "configured", want, "lane_bytes", s.per, "slot_memory_bytes", limit, "in_use_bytes", used+ringBytes)
+			"device", dev, "lanes", s.lanes, "configured", want, "lane_bytes", s.per, "slot_memory_bytes", limit, "in_use_bytes", used+ringBytes,
+			"planning_bytes", planBytes)
 	}
 	return bytes, nil
 }

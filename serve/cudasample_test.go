@@ -139,34 +139,44 @@ func TestSamplingForPredicts(t *testing.T) {
 
 // TestReserveRing: a trainer's slots and GPU sampling are counted against
 // the slot memory before they are allocated: the sampling's lanes cut to
-// what is left beside the slots, a trainer refused (busy, nothing counted)
-// when not one lane fits, or its slots alone do not; without a slot
-// memory all of it is counted, uncut. Concurrent Opens never take more
-// than the slot memory between them.
+// what is left beside the slots and the sweep planning still to come, a
+// trainer refused (busy, nothing counted) when not one lane fits, or its
+// slots and planning alone do not; without a slot memory all of it is
+// counted, uncut. Concurrent Opens never take more than the slot memory
+// between them.
 func TestReserveRing(t *testing.T) {
 	const (
 		ring  = 100 << 20 // the slots' bytes
 		per   = 50 << 20  // a lane's
 		fixed = 3 << 20
+		plan  = 20 << 20 // the sweep planning's
 	)
 	sampling := func(lanes int) *samplingMemory { return &samplingMemory{lanes: lanes, per: per, fixed: fixed} }
 	for _, tc := range []struct {
 		name        string
 		limit, used int64
+		plan        int64 // the sweep planning's bytes, counted later
 		sampling    *samplingMemory
 		lanes       int    // 0: refused
 		text        string // the refusal's
 	}{
-		{"no slot memory", 0, 1 << 40, sampling(8), 8, ""},
-		{"all the lanes", ring + fixed + 8*per, 0, sampling(8), 8, ""},
-		{"some lanes", 10<<20 + ring + fixed + 5*per + per - 1, 10 << 20, sampling(8), 5, ""},
-		{"one lane", ring + fixed + per, 0, sampling(8), 1, ""},
-		{"no lane", ring + fixed + per - 1, 0, sampling(8), 0, "GPU sampling (" + fmt.Sprint(per+fixed) + " bytes with one lane) do not fit in the GPU slot memory"},
-		{"no slots", ring - 1, 0, sampling(8), 0, "2 slots of 50 bytes do not fit in the GPU slot memory"},
-		{"no sampling on the GPU", ring, 0, nil, 0, ""},
+		{"no slot memory", 0, 1 << 40, plan, sampling(8), 8, ""},
+		{"all the lanes", ring + fixed + 8*per, 0, 0, sampling(8), 8, ""},
+		{"all the lanes and the planning", ring + plan + fixed + 8*per, 0, plan, sampling(8), 8, ""},
+		{"some lanes", 10<<20 + ring + fixed + 5*per + per - 1, 10 << 20, 0, sampling(8), 5, ""},
+		{"some lanes, room left for the planning", 10<<20 + ring + plan + fixed + 5*per + per - 1, 10 << 20, plan, sampling(8), 5, ""},
+		{"one lane", ring + fixed + per, 0, 0, sampling(8), 1, ""},
+		// Two lanes would fit beside the slots, but not beside the
+		// planning too: one lane, and the planning fits after it.
+		{"one lane beside the planning", ring + plan + fixed + 2*per - 1, 0, plan, sampling(2), 1, ""},
+		{"no lane", ring + fixed + per - 1, 0, 0, sampling(8), 0, "GPU sampling (" + fmt.Sprint(per+fixed) + " bytes with one lane) do not fit in the GPU slot memory"},
+		{"no lane beside the planning", ring + plan + fixed + per - 1, 0, plan, sampling(8), 0, "sweep planning (" + fmt.Sprint(plan) + " bytes) and their GPU sampling (" + fmt.Sprint(per+fixed) + " bytes with one lane) do not fit in the GPU slot memory"},
+		{"no slots", ring - 1, 0, 0, sampling(8), 0, "2 slots of 50 bytes and their sweep planning (0 bytes) do not fit in the GPU slot memory"},
+		{"no room for the planning", ring + plan - 1, 0, plan, nil, 0, "2 slots of 50 bytes and their sweep planning (" + fmt.Sprint(plan) + " bytes) do not fit in the GPU slot memory"},
+		{"no sampling on the GPU", ring, 0, 0, nil, 0, ""},
 	} {
 		b := &gpuBackend{cfg: GPUConfig{SlotMemory: tc.limit}, used: map[int]int64{1: tc.used}}
-		got, err := b.reserveRing(1, 2, 50, ring, tc.sampling)
+		got, err := b.reserveRing(1, 2, 50, ring, tc.plan, tc.sampling)
 		if tc.text != "" {
 			if err == nil || ipc.CodeOf(err) != ipc.CodeBusy || !errors.As(err, new(slotMemoryError)) || !strings.Contains(err.Error(), tc.text) {
 				t.Errorf("%s: %v, want busy: %q", tc.name, err, tc.text)
@@ -209,7 +219,7 @@ func TestReserveRing(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := b.reserveRing(0, 2, 50, ring, sampling(1)); err == nil {
+			if _, err := b.reserveRing(0, 2, 50, ring, 0, sampling(1)); err == nil {
 				mu.Lock()
 				served++
 				mu.Unlock()
