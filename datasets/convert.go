@@ -26,12 +26,14 @@ func (d *Data) ConvertFeatures(to DType, workers int) error {
 }
 
 // ConvertFeatures converts the features of every node type that has float
-// features (see Data.ConvertFeatures); types without features are left
-// alone, and nothing changes unless every conversion is possible.
+// features (see Data.ConvertFeatures), a type of no nodes included (its
+// type changes, so that every type's features end up as to); types without
+// features are left alone, and nothing changes unless every conversion is
+// possible.
 func (h *Hetero) ConvertFeatures(to DType, workers int) error {
 	outs := make([][]byte, len(h.NodeTypes))
 	for i, t := range h.NodeTypes {
-		if t.FeatureDim == 0 || len(t.Features) == 0 {
+		if t.FeatureDim == 0 {
 			continue
 		}
 		out, err := convertRows(t.Features, t.FeatureDType, to, t.FeatureDim, workers)

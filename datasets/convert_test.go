@@ -137,3 +137,27 @@ func TestConvertFeaturesHetero(t *testing.T) {
 		t.Fatal("no node type had features to convert")
 	}
 }
+
+// TestConvertHeteroEmptyType: a node type with features but no nodes has
+// its type converted with the others, so no dataset mixes them; a type
+// without features keeps none.
+func TestConvertHeteroEmptyType(t *testing.T) {
+	h := &Hetero{NodeTypes: []*NodeType{
+		{Name: "a", NumNodes: 2, FeatureDim: 2, FeatureDType: Float32, Features: make([]byte, 16)},
+		{Name: "empty", NumNodes: 0, FeatureDim: 2, FeatureDType: Float32},
+		{Name: "none", NumNodes: 3},
+	}}
+	if err := h.ConvertFeatures(Float16, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, nt := range h.NodeTypes {
+		want := Float16
+		if nt.FeatureDim == 0 {
+			want = ""
+		}
+		bytes := int(nt.NumNodes) * nt.FeatureDim * want.Size()
+		if nt.FeatureDType != want || len(nt.Features) != bytes {
+			t.Errorf("node type %s: %q, %d bytes; want %q, %d", nt.Name, nt.FeatureDType, len(nt.Features), want, bytes)
+		}
+	}
+}

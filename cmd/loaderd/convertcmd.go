@@ -107,7 +107,7 @@ func runConvert(ctx context.Context, e *env, args []string) error {
 func heteroFeatureTypes(h *datasets.Hetero, to datasets.DType) (int, error) {
 	n, any := 0, false
 	for _, t := range h.NodeTypes {
-		if t.FeatureDim == 0 || len(t.Features) == 0 {
+		if t.FeatureDim == 0 {
 			continue
 		}
 		any = true
