@@ -65,7 +65,7 @@ func sameButFeatures(t *testing.T, a, b string) {
 }
 
 // checkFloat16Of fails unless the dataset at b holds a's float32 features
-// as float16, each element the nearest.
+// as float16, each element the nearest, over as many edges.
 func checkFloat16Of(t *testing.T, a, b string) {
 	t.Helper()
 	x, err := datasets.Open(a, nil)
@@ -78,8 +78,9 @@ func checkFloat16Of(t *testing.T, a, b string) {
 		t.Fatal(err)
 	}
 	defer y.Close()
-	if x.FeatureDType != datasets.Float32 || y.FeatureDType != datasets.Float16 || 2*len(y.Features) != len(x.Features) {
-		t.Fatalf("%s: %s features, %d bytes; %s: %s, %d bytes", a, x.FeatureDType, len(x.Features), b, y.FeatureDType, len(y.Features))
+	if x.FeatureDType != datasets.Float32 || y.FeatureDType != datasets.Float16 || 2*len(y.Features) != len(x.Features) || y.Graph.NumEdges() != x.Graph.NumEdges() {
+		t.Fatalf("%s: %s features, %d bytes, %d edges; %s: %s, %d bytes, %d edges", a, x.FeatureDType, len(x.Features), x.Graph.NumEdges(),
+			b, y.FeatureDType, len(y.Features), y.Graph.NumEdges())
 	}
 	for i := 0; i < len(x.Features)/4; i++ {
 		want := half.Float32ToFloat16(math.Float32frombits(binary.LittleEndian.Uint32(x.Features[4*i:])))

@@ -8,7 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
+	"os"
 	"time"
 
 	"github.com/gnnloader/gnnloader/datasets"
@@ -48,7 +48,7 @@ func runConvert(ctx context.Context, e *env, args []string) error {
 	if err != nil || !to.IsFloat() {
 		return usageError{fmt.Sprintf("--dtype %q: want float16, bfloat16, float32 or float64", dtype)}
 	}
-	if same, _ := samePath(pos[0], out); same && !overwrite {
+	if sameDir(pos[0], out) && !overwrite {
 		return usageError{"--out is the input dataset: add --overwrite to convert it in place"}
 	}
 	// What is at --out is checked before the dataset is read (minutes, and
@@ -124,26 +124,10 @@ func heteroFeatureTypes(h *datasets.Hetero, to datasets.DType) (int, error) {
 	return n, nil
 }
 
-// samePath reports whether a and b name the same directory (after making
-// them absolute and resolving links where they exist).
-func samePath(a, b string) (bool, error) {
-	abs := func(p string) (string, error) {
-		p, err := filepath.Abs(p)
-		if err != nil {
-			return "", err
-		}
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return r, nil
-		}
-		return p, nil
-	}
-	x, err := abs(a)
-	if err != nil {
-		return false, err
-	}
-	y, err := abs(b)
-	if err != nil {
-		return false, err
-	}
-	return x == y, nil
+// sameDir reports whether a and b name one existing directory (through
+// links, relative paths or another mount of it).
+func sameDir(a, b string) bool {
+	x, errA := os.Stat(a)
+	y, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(x, y)
 }

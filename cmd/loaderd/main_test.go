@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,9 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gnnloader/gnnloader/datasets"
 	"github.com/gnnloader/gnnloader/gather"
-	"github.com/gnnloader/gnnloader/internal/half"
 	"github.com/gnnloader/gnnloader/ipc"
 )
 
@@ -171,25 +167,7 @@ func TestImportDType(t *testing.T) {
 	if code, stdout, errOut := runCmd(t, "verify", half16); code != 0 {
 		t.Fatalf("verify: exit %d\n%s%s", code, stdout, errOut)
 	}
-	a, err := datasets.Open(full, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := datasets.Open(half16, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if b.FeatureDType != datasets.Float16 || 2*len(b.Features) != len(a.Features) || b.Graph.NumEdges() != a.Graph.NumEdges() {
-		t.Fatalf("float16 import: %s, %d feature bytes (float32: %d), %d edges (%d)", b.FeatureDType, len(b.Features), len(a.Features), b.Graph.NumEdges(), a.Graph.NumEdges())
-	}
-	for i := 0; i < len(a.Features)/4; i++ {
-		want := half.Float32ToFloat16(math.Float32frombits(binary.LittleEndian.Uint32(a.Features[4*i:])))
-		if got := binary.LittleEndian.Uint16(b.Features[2*i:]); got != want {
-			t.Fatalf("element %d: %#x, want %#x", i, got, want)
-		}
-	}
+	checkFloat16Of(t, full, half16)
 }
 
 // TestVerifyChecksManifest: loaderd verify refuses a manifest edited after
