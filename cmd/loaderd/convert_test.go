@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -280,4 +281,81 @@ func TestConvertKeepsEverythingElse(t *testing.T) {
 	mustRun(t, "verify", dst)
 	sameButFeatures(t, src, dst)
 	checkFloat16Of(t, src, dst)
+}
+
+// TestConvertHostileInput: a dataset whose files were tampered with (a
+// truncated feature file, a manifest claiming more nodes than the files
+// hold, a feature_dim past what the bytes make, garbage in place of the
+// Arrow file) is refused with the file named, exit 1, no panic, and
+// nothing written at --out, even with --overwrite onto the input itself.
+func TestConvertHostileInput(t *testing.T) {
+	dir := t.TempDir()
+	clean := filepath.Join(dir, "clean")
+	mustRun(t, "gen", "--like", "cora", "--scale", "0.2", "--seed", "5", "--out", clean)
+	copyDir := func(name string) string {
+		d := filepath.Join(dir, name)
+		os.Mkdir(d, 0o755)
+		entries, _ := os.ReadDir(clean)
+		for _, e := range entries {
+			b, _ := os.ReadFile(filepath.Join(clean, e.Name()))
+			os.WriteFile(filepath.Join(d, e.Name()), b, 0o644)
+		}
+		return d
+	}
+	editManifest := func(d, from, to string) {
+		mf := filepath.Join(d, "manifest.json")
+		b, _ := os.ReadFile(mf)
+		if !bytes.Contains(b, []byte(from)) {
+			t.Fatalf("manifest has no %q", from)
+		}
+		os.WriteFile(mf, bytes.Replace(b, []byte(from), []byte(to), 1), 0o644)
+		os.Remove(filepath.Join(d, "manifest.json.xxh64")) // an edited manifest with no checksum: the files' checks still hold
+	}
+	m, err := datasets.ReadManifest(clean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feat := m.File("features").Name
+	cases := map[string]func(d string){
+		"truncated features": func(d string) {
+			p := filepath.Join(d, feat)
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, b[:len(b)/2], 0o644)
+		},
+		"garbage features": func(d string) {
+			p := filepath.Join(d, feat)
+			b, _ := os.ReadFile(p)
+			for i := range b {
+				b[i] = 0xff
+			}
+			os.WriteFile(p, b, 0o644)
+		},
+		"more nodes than the files hold": func(d string) {
+			editManifest(d, `"num_nodes": `+strconv.FormatInt(m.NumNodes, 10), `"num_nodes": 1000000000000`)
+		},
+		"feature_dim past the bytes": func(d string) {
+			editManifest(d, `"feature_dim": `+strconv.Itoa(m.FeatureDim), `"feature_dim": 2147483647`)
+		},
+	}
+	for name, spoil := range cases {
+		d := copyDir(strings.ReplaceAll(name, " ", "-"))
+		spoil(d)
+		before, _ := os.ReadFile(filepath.Join(d, "manifest.json"))
+		out := filepath.Join(dir, "out-"+filepath.Base(d))
+		for _, args := range [][]string{
+			{"convert", d, "--dtype", "float16", "--out", out},
+			{"convert", d, "--dtype", "float16", "--out", d, "--overwrite"},
+		} {
+			code, stdout, errOut := runCmd(t, args...)
+			if code != 1 || strings.Contains(errOut, "panic") || stdout != "" {
+				t.Errorf("%s: %v: exit %d, want 1 with an error\n%s%s", name, args, code, stdout, errOut)
+			}
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%s: a refused convert left %s (%v)", name, out, err)
+		}
+		if after, _ := os.ReadFile(filepath.Join(d, "manifest.json")); !bytes.Equal(before, after) {
+			t.Errorf("%s: a refused in-place convert changed the input's manifest", name)
+		}
+	}
 }
