@@ -48,15 +48,14 @@ type GPU struct {
 
 	// Every lane's working memory, lane after lane in each array (a lane's
 	// part at base + lane x its size).
-	keys              cudaext.DevicePtr // the hash tables' keys (int64 node ids, -1 when empty)
-	localid, firstpos cudaext.DevicePtr // int32 per table entry: -1 / NOT_SEEN when empty
-	slot              cudaext.DevicePtr // int64 per node of a batch: its table entry (gnn_reset_find), where !clearWhole
-	args              cudaext.DevicePtr // sample.cu SampleArgs, one per lane: its batch and working memory
-	graphs            map[int]*cudaext.Graph
-	nbr, dst          cudaext.DevicePtr // per edge of a batch: neighbour id (int64), target (int32)
-	cnt, off          cudaext.DevicePtr // per frontier node (int32)
-	flag, newid, ent  cudaext.DevicePtr // per edge of a hop (int32; ent: the neighbour's table entry)
-	blockSums         cudaext.DevicePtr // per scan block (int64)
+	table            cudaext.DevicePtr // the hash tables: sample.cu Entry (16 bytes: key, local id, first position; all ones when empty)
+	slot             cudaext.DevicePtr // int64 per node of a batch: its table entry (gnn_reset_find), where !clearWhole
+	args             cudaext.DevicePtr // sample.cu SampleArgs, one per lane: its batch and working memory
+	graphs           map[int]*cudaext.Graph
+	nbr, dst         cudaext.DevicePtr // per edge of a batch: neighbour id (int64), target (int32)
+	cnt, off         cudaext.DevicePtr // per frontier node (int32)
+	flag, newid, ent cudaext.DevicePtr // per edge of a hop (int32; ent: the neighbour's table entry)
+	blockSums        cudaext.DevicePtr // per scan block (int64)
 	gpuCaps
 	Bytes int64 // device memory held: lanes x GPULaneBytes + GPUFixedBytes
 }
@@ -123,14 +122,14 @@ func gpuCapacities(numNodes, numEdges int64, fanouts []int, maxBatch int, maxDeg
 func (c *gpuCaps) mask() int64 { return c.entries - 1 }
 
 // laneParts are the bytes of a lane's working memory, array by array in
-// sample.cu SampleArgs' order: keys, localid, firstpos, slot, nbr, dst,
-// cnt, off, flag, newid, ent, block_sums.
+// sample.cu SampleArgs' order: table, slot, nbr, dst, cnt, off, flag,
+// newid, ent, block_sums.
 func (c *gpuCaps) laneParts() []int64 {
 	slot := 8 * c.nodeCap
 	if c.clearWhole {
 		slot = 0 // no slot: the tables are emptied whole
 	}
-	return []int64{8 * c.entries, 4 * c.entries, 4 * c.entries, slot, 8 * c.edgeCap, 4 * c.edgeCap,
+	return []int64{entryBytes * c.entries, slot, 8 * c.edgeCap, 4 * c.edgeCap,
 		4 * c.maxFront, 4 * c.maxFront, 4 * c.maxHop, 4 * c.maxHop, 4 * c.maxHop, 8 * c.scanBlocks}
 }
 
@@ -155,7 +154,7 @@ func GPULaneBytes(dg *DeviceGraph, fanouts []int, maxBatch int, maxDegree int64)
 const GPUFixedBytes = gpuArrays * gpuPad
 
 const (
-	gpuArrays = 13 // laneArrays and the SampleArgs
+	gpuArrays = 11 // laneArrays and the SampleArgs
 	gpuPad    = 16 // bytes each array holds past its lanes' parts, so that none is empty (cuMemAlloc refuses 0 bytes)
 )
 
@@ -176,11 +175,11 @@ var gpuKernels = []string{"gnn_set_args", "gnn_seeds", "gnn_seed_ids", "gnn_degr
 	"gnn_pack", "gnn_reset_find", "gnn_reset"}
 
 const (
-	scanBlock       = 1024       // sample.cu SCAN_BLOCK
-	notSeen         = 0x7fffffff // sample.cu NOT_SEEN
-	sampleArgsBytes = 19 * 8     // sample.cu SampleArgs
-	scanDegrees     = 0          // sample.cu SCAN_DEGREES
-	scanFlags       = 1          // sample.cu SCAN_FLAGS
+	scanBlock       = 1024   // sample.cu SCAN_BLOCK
+	entryBytes      = 16     // sample.cu Entry: a hash table entry
+	sampleArgsBytes = 17 * 8 // sample.cu SampleArgs
+	scanDegrees     = 0      // sample.cu SCAN_DEGREES
+	scanFlags       = 1      // sample.cu SCAN_FLAGS
 	// MaxLanes is the most batches one call of a GPU sampler samples
 	// (sample.cu MAX_LANES).
 	MaxLanes = 32
@@ -192,7 +191,7 @@ const (
 const SampleGraphEnv = "GNNLOADER_SAMPLE_GRAPH"
 
 // clearWholeBytes: a lane's hash table of at most this many bytes is emptied
-// after each call whole, by three memsets (a linear write: about 10 µs for
+// after each call whole, by one memset (a linear write: about 10 µs for
 // papers100M's 32 MiB), rather than entry by entry (gnn_reset_find and
 // gnn_reset: the batch's nodes looked up and written at random, 61 µs a
 // batch in docs/benchmarks.md's Nsight Compute run). A larger table (batches
@@ -203,7 +202,7 @@ var clearWholeBytes int64 = 64 << 20
 
 // clearsWhole reports whether a table of entries entries (16 bytes each) is
 // emptied by memsets after each batch.
-func clearsWhole(entries int64) bool { return 16*entries <= clearWholeBytes }
+func clearsWhole(entries int64) bool { return entryBytes*entries <= clearWholeBytes }
 
 // CountsLen is the length of a GPU-sampled batch's counts for hops hops:
 // [0] nodes, [1] edges, [2 .. 2+hops] nodes added per hop (seeds first),
@@ -288,8 +287,7 @@ func NewGPU(ctx *cudaext.Context, dg *DeviceGraph, fanouts []int, maxBatch int, 
 // laneArrays are the sampler's arrays of every lane's working memory, in
 // SampleArgs' order (laneParts gives a lane's bytes of each).
 func (s *GPU) laneArrays() []*cudaext.DevicePtr {
-	return []*cudaext.DevicePtr{&s.keys, &s.localid, &s.firstpos, &s.slot, &s.nbr, &s.dst, &s.cnt, &s.off,
-		&s.flag, &s.newid, &s.ent, &s.blockSums}
+	return []*cudaext.DevicePtr{&s.table, &s.slot, &s.nbr, &s.dst, &s.cnt, &s.off, &s.flag, &s.newid, &s.ent, &s.blockSums}
 }
 
 // UseGraph chooses how the sampler enqueues a call's kernels after

@@ -108,16 +108,10 @@ func (s *GPU) enqueue(st *cudaext.Stream, w int) error {
 }
 
 // clearTables enqueues the emptying of the first w lanes' hash tables on
-// st: every key -1, every local id -1, every first position NOT_SEEN.
+// st: every bit of every entry set (key -1, local id -1, first position
+// NOT_SEEN), one memset for them all.
 func (s *GPU) clearTables(st *cudaext.Stream, w int) error {
-	entries := int64(w) * s.entries
-	if err := cudaext.MemsetD32Async(s.keys, 0xffffffff, 2*entries, st); err != nil {
-		return fmt.Errorf("sampler: emptying the GPU sampler's tables: %w", err)
-	}
-	if err := cudaext.MemsetD32Async(s.localid, 0xffffffff, entries, st); err != nil {
-		return fmt.Errorf("sampler: emptying the GPU sampler's tables: %w", err)
-	}
-	if err := cudaext.MemsetD32Async(s.firstpos, notSeen, entries, st); err != nil {
+	if err := cudaext.MemsetD32Async(s.table, 0xffffffff, int64(w)*s.entries*entryBytes/4, st); err != nil {
 		return fmt.Errorf("sampler: emptying the GPU sampler's tables: %w", err)
 	}
 	return nil

@@ -176,24 +176,19 @@ func checkGPUSampler(t *testing.T, c *cudaext.Context, g *datasets.Graph, dg *De
 }
 
 // checkTablesEmpty: after its calls, every lane's hash table is empty again
-// (keys -1, local ids -1, first positions NOT_SEEN), whichever way it is
-// emptied; a table left dirty would look fresh to the next batch's lookups
-// and fill up over many.
+// (every bit of every entry set: key -1, local id -1, first position
+// NOT_SEEN), whichever way it is emptied; a table left dirty would look
+// fresh to the next batch's lookups and fill up over many.
 func checkTablesEmpty(t *testing.T, gs *GPU, st *cudaext.Stream) {
 	t.Helper()
 	entries := int64(gs.lanes) * gs.entries
-	keys, localid, firstpos := make([]int64, entries), make([]int32, entries), make([]int32, entries)
-	for _, x := range []struct {
-		dst []byte
-		src cudaext.DevicePtr
-	}{{bytesOf(keys), gs.keys}, {bytesOf(localid), gs.localid}, {bytesOf(firstpos), gs.firstpos}} {
-		if err := cudaext.CopyToHost(x.dst, x.src, st); err != nil {
-			t.Fatal(err)
-		}
+	words := make([]int64, entries*entryBytes/8) // an entry: its key, then its local id and first position
+	if err := cudaext.CopyToHost(bytesOf(words), gs.table, st); err != nil {
+		t.Fatal(err)
 	}
 	dirty := 0
 	for i := range entries {
-		if keys[i] != -1 || localid[i] != -1 || firstpos[i] != notSeen {
+		if words[2*i] != -1 || words[2*i+1] != -1 {
 			dirty++
 		}
 	}

@@ -13,11 +13,15 @@
 //
 // The nodes a batch has met are kept in a hash table of its lane's own,
 // sized for the batch (a power of two of at least twice its most nodes, so
-// its probes stay short and it never fills): keys (int64 node ids, -1 when
-// empty), and for each key its local id (-1: none yet) and first position
-// (NOT_SEEN: none yet). Below, localid[v] and firstpos[v] stand for v's
-// entry. The table is a few MB where arrays over the whole graph were
-// hundreds (888 MB for papers100M), so its random reads stay in the L2.
+// its probes stay short and it never fills): an Entry of 16 bytes per slot,
+// its key (int64 node id, -1 when empty), the key's local id (-1: none yet)
+// and first position (NOT_SEEN: none yet) side by side, so that the random
+// accesses of an edge to its neighbour's entry (a probe, the local id, the
+// first position, in four kernels) meet one 32-byte sector, not one in each
+// of three arrays. An empty entry is all ones, so one memset empties a
+// table. Below, localid[v] and firstpos[v] stand for v's entry's fields.
+// The table is tens of MB where arrays over the whole graph were hundreds
+// (888 MB for papers100M).
 //
 // One call (up to MAX_LANES batches), on one stream:
 //   gnn_set_args     the call's batches' arguments into args (below), the
@@ -41,12 +45,12 @@
 //     gnn_assign     localid[v], n_id of the new nodes
 //     gnn_resolve    source local id of every edge of the hop
 //   gnn_pack         edge_index's targets row after its sources
-//   then the table emptied for the next batch: whole, by three memsets
+//   then the table emptied for the next batch: whole, by one memset
 //   (sampler/gpu.go, for a table of up to clearWholeBytes), or entry by
 //   entry:
 //   gnn_reset_find   the table entry of every n_id (into a scratch array:
 //                    no entry is emptied while another is still looked up)
-//   gnn_reset        those entries emptied: key -1, localid -1, firstpos max
+//   gnn_reset        those entries emptied: all ones
 // Counts (nodes and edges per hop) live in a small device array, `counts`:
 //   counts[0] = nodes so far, counts[1] = edges so far,
 //   counts[2 + h] = nodes added at hop h (h = 0: the seeds),
@@ -54,6 +58,14 @@
 //   counts[2 + 2H + 1] = the new nodes of the hop (scratch: the flags' scan).
 // Kernels read their sizes from there, so one batch needs no host sync.
 #include <stdint.h>
+
+// Entry: a slot of a lane's hash table. Empty: every bit set (key -1,
+// localid -1, firstpos NOT_SEEN).
+struct __align__(16) Entry {
+	int64_t key;       // the node (EMPTY_KEY: none)
+	int32_t localid;   // its local id in the batch (-1: none yet)
+	uint32_t firstpos; // the least position it was met at in the hop being numbered (NOT_SEEN: none yet)
+};
 
 // SampleArgs: one lane's batch and working memory, in device memory (an
 // array of a sampler's lanes). gnn_set_args, launched on its own, writes the
@@ -68,8 +80,7 @@ struct SampleArgs {
 	int64_t *eid;        // out: edge ids
 	int64_t *counts;     // out: the counts (above)
 	// The lane's working memory.
-	int64_t *keys;                 // the table's keys (-1: empty)
-	int32_t *localid, *firstpos;   // per table entry
+	Entry *table;                  // the hash table (mask + 1 entries)
 	int64_t *slot;                 // per node: its entry (gnn_reset_find)
 	int64_t *nbr;                  // per edge of the batch: the neighbour's id
 	int32_t *dst;                  // per edge of the batch: the target's local id
@@ -88,7 +99,7 @@ struct SampleArgs {
 
 #define GOLDEN 0x9E3779B97F4A7C15ull
 #define SCAN_BLOCK 1024 // elements a block of the scans covers (256 threads x 4)
-#define NOT_SEEN 0x7fffffff
+#define NOT_SEEN 0xffffffffu
 #define EMPTY_KEY (-1LL)
 #define LOCAL_DRAWS 32 // fanouts up to this keep their drawn positions in registers / local memory
 #define LOADS_IN_FLIGHT 8 // neighbour loads a draw issues before it uses them
@@ -130,17 +141,17 @@ struct Rng {
 #define GRID_STRIDE(i, n) \
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
-// table_insert returns v's entry in the table (keys, mask + 1 entries),
-// claiming an empty one if v has none: linear probing from v's hash. A key
-// only ever goes from empty to a node within a batch, so a stale read is
-// empty, and the compare-and-swap then tells.
-__device__ __forceinline__ int64_t table_insert(int64_t *keys, int64_t mask, int64_t v) {
+// table_insert returns v's entry in the table (mask + 1 entries), claiming
+// an empty one if v has none: linear probing from v's hash. A key only ever
+// goes from empty to a node within a batch, so a stale read is empty, and
+// the compare-and-swap then tells.
+__device__ __forceinline__ int64_t table_insert(Entry *table, int64_t mask, int64_t v) {
 	int64_t h = (int64_t)(mix64((uint64_t)v) & (uint64_t)mask);
 	for (;;) {
-		const int64_t k = keys[h];
+		const int64_t k = table[h].key;
 		if (k == v) return h;
 		if (k == EMPTY_KEY) {
-			const int64_t old = (int64_t)atomicCAS((unsigned long long *)&keys[h], (unsigned long long)EMPTY_KEY,
+			const int64_t old = (int64_t)atomicCAS((unsigned long long *)&table[h].key, (unsigned long long)EMPTY_KEY,
 			                                       (unsigned long long)v);
 			if (old == EMPTY_KEY || old == v) return h;
 		}
@@ -150,10 +161,10 @@ __device__ __forceinline__ int64_t table_insert(int64_t *keys, int64_t mask, int
 
 // table_find returns v's entry, -1 when v has none (never, for a node the
 // batch inserted in an earlier kernel).
-__device__ __forceinline__ int64_t table_find(const int64_t *__restrict__ keys, int64_t mask, int64_t v) {
+__device__ __forceinline__ int64_t table_find(const Entry *__restrict__ table, int64_t mask, int64_t v) {
 	int64_t h = (int64_t)(mix64((uint64_t)v) & (uint64_t)mask);
 	for (;;) {
-		const int64_t k = keys[h];
+		const int64_t k = table[h].key;
 		if (k == v) return h;
 		if (k == EMPTY_KEY) return -1;
 		h = (h + 1) & mask;
@@ -198,7 +209,7 @@ gnn_seeds(const SampleArgs *__restrict__ args, int64_t mask) {
 	GRID_STRIDE(i, n) {
 		const int64_t v = seeds[i];
 		nid[i] = v;
-		atomicMin(&a->firstpos[table_insert(a->keys, mask, v)], (int32_t)i);
+		atomicMin(&a->table[table_insert(a->table, mask, v)].firstpos, (uint32_t)i);
 	}
 }
 
@@ -210,12 +221,10 @@ gnn_seed_ids(const SampleArgs *__restrict__ args, int64_t mask) {
 	const int64_t *__restrict__ seeds = a->seeds;
 	const int64_t n = a->n;
 	int64_t *__restrict__ counts = a->counts;
-	const int64_t *__restrict__ keys = a->keys;
-	int32_t *__restrict__ localid = a->localid;
-	const int32_t *__restrict__ firstpos = a->firstpos;
+	Entry *__restrict__ table = a->table;
 	GRID_STRIDE(i, n) {
-		const int64_t t = table_find(keys, mask, seeds[i]);
-		if (t >= 0 && firstpos[t] == (int32_t)i) localid[t] = (int32_t)i;
+		const int64_t t = table_find(table, mask, seeds[i]);
+		if (t >= 0 && table[t].firstpos == (uint32_t)i) table[t].localid = (int32_t)i;
 	}
 	if (blockIdx.x == 0 && threadIdx.x == 0) {
 		counts[0] = n; // nodes so far
@@ -431,15 +440,13 @@ gnn_first(const SampleArgs *__restrict__ args, int hop, int hops, int64_t mask) 
 	LANE(args)
 	const int64_t *__restrict__ counts = a->counts;
 	const int64_t *__restrict__ nbr = a->nbr;
-	int64_t *keys = a->keys;
-	const int32_t *__restrict__ localid = a->localid;
-	int32_t *__restrict__ firstpos = a->firstpos;
+	Entry *table = a->table;
 	int32_t *__restrict__ ent = a->ent;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
 	GRID_STRIDE(i, e) {
-		const int64_t t = table_insert(keys, mask, nbr[eb + i]);
+		const int64_t t = table_insert(table, mask, nbr[eb + i]);
 		ent[i] = (int32_t)t;
-		if (localid[t] < 0) atomicMin(&firstpos[t], (int32_t)i);
+		if (table[t].localid < 0) atomicMin(&table[t].firstpos, (uint32_t)i);
 	}
 }
 
@@ -449,13 +456,13 @@ extern "C" __global__ void __launch_bounds__(256)
 gnn_flag_first(const SampleArgs *__restrict__ args, int hop, int hops) {
 	LANE(args)
 	const int32_t *__restrict__ ent = a->ent;
-	const int32_t *__restrict__ localid = a->localid;
-	const int32_t *__restrict__ firstpos = a->firstpos;
+	const Entry *__restrict__ table = a->table;
 	int32_t *__restrict__ flag = a->flag;
 	const int64_t e = a->counts[2 + hops + 1 + hop - 1];
 	GRID_STRIDE(i, e) {
-		const int32_t t = ent[i];
-		flag[i] = (localid[t] < 0 && firstpos[t] == (int32_t)i) ? 1 : 0;
+		// The entry's local id and first position in one 8-byte load.
+		const int2 lf = *(const int2 *)&table[ent[i]].localid;
+		flag[i] = (lf.x < 0 && (uint32_t)lf.y == (uint32_t)i) ? 1 : 0;
 	}
 }
 
@@ -470,13 +477,13 @@ gnn_assign(const SampleArgs *__restrict__ args, int hop, int hops) {
 	const int32_t *__restrict__ flag = a->flag;
 	const int32_t *__restrict__ newid = a->newid;
 	const int32_t *__restrict__ ent = a->ent;
-	int32_t *__restrict__ localid = a->localid;
+	Entry *__restrict__ table = a->table;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1], base = counts[0];
 	GRID_STRIDE(i, e) {
 		if (flag[i]) {
 			const int64_t v = nbr[eb + i];
 			const int64_t l = base + newid[i];
-			localid[ent[i]] = (int32_t)l;
+			table[ent[i]].localid = (int32_t)l;
 			nid[l] = v;
 		}
 	}
@@ -490,9 +497,9 @@ gnn_resolve(const SampleArgs *__restrict__ args, int hop, int hops) {
 	const int64_t *__restrict__ counts = a->counts;
 	int64_t *__restrict__ src = a->edge_index;
 	const int32_t *__restrict__ ent = a->ent;
-	const int32_t *__restrict__ localid = a->localid;
+	const Entry *__restrict__ table = a->table;
 	const int64_t eb = counts[1], e = counts[2 + hops + 1 + hop - 1];
-	GRID_STRIDE(i, e) src[eb + i] = (int64_t)localid[ent[i]];
+	GRID_STRIDE(i, e) src[eb + i] = (int64_t)table[ent[i]].localid;
 }
 
 // gnn_end_hop: the hop's new nodes (the flags' total, counts[scan_at]) and
@@ -525,10 +532,10 @@ extern "C" __global__ void __launch_bounds__(256)
 gnn_reset_find(const SampleArgs *__restrict__ args, int64_t mask) {
 	LANE(args)
 	const int64_t *__restrict__ nid = a->nid;
-	const int64_t *__restrict__ keys = a->keys;
+	const Entry *__restrict__ table = a->table;
 	int64_t *__restrict__ slot = a->slot;
 	const int64_t n = a->counts[0];
-	GRID_STRIDE(i, n) slot[i] = table_find(keys, mask, nid[i]);
+	GRID_STRIDE(i, n) slot[i] = table_find(table, mask, nid[i]);
 }
 
 // gnn_reset: the entries gnn_reset_find found back to empty (after it: a
@@ -538,15 +545,10 @@ extern "C" __global__ void __launch_bounds__(256)
 gnn_reset(const SampleArgs *__restrict__ args) {
 	LANE(args)
 	const int64_t *__restrict__ slot = a->slot;
-	int64_t *__restrict__ keys = a->keys;
-	int32_t *__restrict__ localid = a->localid;
-	int32_t *__restrict__ firstpos = a->firstpos;
+	int4 *__restrict__ table = (int4 *)a->table;
 	const int64_t n = a->counts[0];
 	GRID_STRIDE(i, n) {
 		const int64_t t = slot[i];
-		if (t < 0) continue;
-		keys[t] = EMPTY_KEY;
-		localid[t] = -1;
-		firstpos[t] = NOT_SEEN;
+		if (t >= 0) table[t] = make_int4(-1, -1, -1, -1); // every bit set: empty
 	}
 }

@@ -23,6 +23,15 @@
 #define __restrict__ __restrict
 #define __launch_bounds__(x)
 #define __shared__ static
+#define __align__(n) alignas(n)
+
+struct int2 {
+	int x, y;
+};
+struct alignas(16) int4 {
+	int x, y, z, w;
+};
+inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
 
 struct dim3s {
 	unsigned x, y, z;
@@ -38,6 +47,13 @@ inline unsigned long long atomicCAS(unsigned long long *a, unsigned long long co
 inline int atomicMin(int *a, int v) {
 	std::atomic_ref<int> r(*a);
 	int old = r.load();
+	while (v < old && !r.compare_exchange_weak(old, v)) {
+	}
+	return old;
+}
+inline unsigned atomicMin(unsigned *a, unsigned v) {
+	std::atomic_ref<unsigned> r(*a);
+	unsigned old = r.load();
 	while (v < old && !r.compare_exchange_weak(old, v)) {
 	}
 	return old;

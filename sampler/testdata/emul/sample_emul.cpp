@@ -39,8 +39,9 @@ struct Sampler {
 	int64_t maxBatch, nodeCap = 0, edgeCap = 0, maxFront = 0, maxHop = 0, scanBlocks = 0, mask = 0, entries = 0;
 	std::vector<int64_t> frontierCap, hopEdgeCap;
 	// Every lane's working memory, lane after lane (gpu.go's layout).
-	std::vector<int64_t> keys, slot, nbr, blockSums;
-	std::vector<int32_t> localid, firstpos, dst, cnt, off, flag, newid, ent;
+	std::vector<Entry> table;
+	std::vector<int64_t> slot, nbr, blockSums;
+	std::vector<int32_t> dst, cnt, off, flag, newid, ent;
 	SampleArgs args[LANES]{};
 	unsigned sms = 2;
 	// gpu.go grid: at most 8 blocks a multiprocessor over the w lanes.
@@ -60,11 +61,11 @@ static int64_t table_entries(int64_t nodes) {
 	return n;
 }
 
-static void clear_tables(Sampler &s, int w) {
-	std::fill(s.keys.begin(), s.keys.begin() + w * s.entries, -1);
-	std::fill(s.localid.begin(), s.localid.begin() + w * s.entries, -1);
-	std::fill(s.firstpos.begin(), s.firstpos.begin() + w * s.entries, NOT_SEEN);
-}
+// clear_tables: gpu.go's memset, every bit of the first w lanes' entries set.
+static void clear_tables(Sampler &s, int w) { memset(s.table.data(), 0xff, w * s.entries * sizeof(Entry)); }
+
+// empty: an entry as the memset leaves it (key -1, local id -1, first position NOT_SEEN).
+static bool empty(const Entry &e) { return e.key == EMPTY_KEY && e.localid == -1 && e.firstpos == NOT_SEEN; }
 
 static void scan(Sampler &s, int w, int which, int nAt, int64_t capN, int totalAt) {
 	const int64_t nb = std::max<int64_t>((capN + SCAN_BLOCK - 1) / SCAN_BLOCK, 1);
@@ -131,9 +132,7 @@ int main(int argc, char **argv) {
 		s.mask = s.entries - 1;
 		s.scanBlocks = std::max<int64_t>((std::max(s.maxFront, s.maxHop) + SCAN_BLOCK - 1) / SCAN_BLOCK, 1);
 		const int64_t L = LANES;
-		s.keys.assign(L * s.entries, 0);
-		s.localid.assign(L * s.entries, 0);
-		s.firstpos.assign(L * s.entries, 0);
+		s.table.assign(L * s.entries, Entry{0, 0, 0});
 		clear_tables(s, LANES);
 		s.slot.assign(L * s.nodeCap, 0);
 		s.nbr.assign(L * s.edgeCap, 0);
@@ -147,9 +146,7 @@ int main(int argc, char **argv) {
 		for (int y = 0; y < LANES; y++) {
 			SampleArgs &a = s.args[y];
 			a.n = -1;
-			a.keys = s.keys.data() + y * s.entries;
-			a.localid = s.localid.data() + y * s.entries;
-			a.firstpos = s.firstpos.data() + y * s.entries;
+			a.table = s.table.data() + y * s.entries;
 			a.slot = s.slot.data() + y * s.nodeCap;
 			a.nbr = s.nbr.data() + y * s.edgeCap;
 			a.dst = s.dst.data() + y * s.edgeCap;
@@ -219,7 +216,7 @@ int main(int argc, char **argv) {
 			}
 			// Every lane's table must be empty again for the next call.
 			int64_t dirty = 0;
-			for (int64_t i = 0; i < L * s.entries; i++) dirty += s.keys[i] != -1 || s.localid[i] != -1 || s.firstpos[i] != NOT_SEEN;
+			for (int64_t i = 0; i < L * s.entries; i++) dirty += !empty(s.table[i]);
 			for (int y = 0; y < used; y++) {
 				const int64_t nodes = counts[y][0], edges = counts[y][1];
 				uint64_t h = 1469598103934665603ull;
