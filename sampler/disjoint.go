@@ -246,6 +246,7 @@ type dchunk struct {
 	set      posSet
 	local    []int32 // subgraph-local id -> batch-local id (dPlace)
 	tooLarge bool
+	sink     int64 // what sampleSubgraph's early reads of rows summed (kept so that they are not dropped)
 }
 
 const (

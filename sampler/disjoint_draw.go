@@ -43,11 +43,22 @@ func sampleSubgraph[I int32 | int64](sc *dscratch, ch *dchunk, idx []I, s int) {
 	key := subgraphKey(sc.key, s)
 	ip := d.g.Indptr
 	lo, hi := 0, 1
+	// A hop's frontier rows touchAhead at a time: their starts and degrees
+	// read together, then their rows (touchRows), then drawn from.
+	var starts, degs [touchAhead]int64
+	var touched I
 	for h, k := range d.fanouts {
 		e0 := len(ch.src)
 		for p := lo; p < hi; p++ {
-			v := ch.nodes[base+p]
-			st, deg := ip[v], ip[v+1]-ip[v]
+			j := (p - lo) % touchAhead
+			if j == 0 {
+				n := min(touchAhead, hi-p)
+				for q, v := range ch.nodes[base+p : base+p+n] {
+					starts[q], degs[q] = ip[v], ip[v+1]-ip[v]
+				}
+				touched += touchRows(idx, starts[:n], degs[:n])
+			}
+			st, deg := starts[j], degs[j]
 			r := rng{nodeSeed(key, h+1, p-lo)}
 			pick(d, ch, idx, st, deg, k, t, &r)
 			for _, pos := range ch.picked {
@@ -64,6 +75,7 @@ func sampleSubgraph[I int32 | int64](sc *dscratch, ch *dchunk, idx []I, s int) {
 			}
 			if len(ch.nodes)-base >= math.MaxInt32 {
 				ch.tooLarge = true
+				ch.sink += int64(touched)
 				return
 			}
 		}
@@ -71,6 +83,7 @@ func sampleSubgraph[I int32 | int64](sc *dscratch, ch *dchunk, idx []I, s int) {
 		lo, hi = hi, len(ch.nodes)-base
 		cnt[h+1] = hi - lo
 	}
+	ch.sink += int64(touched)
 }
 
 // pick sets ch.picked to the CSR positions a node whose row is

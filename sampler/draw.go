@@ -23,7 +23,11 @@ func sampleChunk[I int32 | int64](sc *scratch, idx []I, c int) {
 		eid = sc.b.EID[sc.eb : sc.eb+sc.e]
 	}
 	k := int64(sc.k)
+	var touched I
 	for p := a; p < z; p++ {
+		if (p-a)%touchAhead == 0 {
+			touched += touchRows(idx, sc.start[p:min(p+touchAhead, z)], sc.deg[p:min(p+touchAhead, z)])
+		}
 		st, d := sc.start[p], sc.deg[p]
 		row := idx[st : st+d]
 		m := d
@@ -80,6 +84,27 @@ func sampleChunk[I int32 | int64](sc *scratch, idx []I, c int) {
 		}
 		e += int(m)
 	}
+	sc.rowSink[c] += int64(touched)
+}
+
+// touchAhead is how many frontier nodes' rows sampleChunk reads together
+// before drawing from them: their first (and last) cache lines loaded by
+// independent loads, so that the memory system fetches them in parallel
+// rather than one miss per node as each draw reaches its row (the rows
+// lie at random in a CSR far larger than the caches).
+const touchAhead = 16
+
+// touchRows reads the first and last index of each non-empty row (start,
+// degree) and returns their sum, which the caller keeps (so that the loads
+// are not dropped as dead code).
+func touchRows[I int32 | int64](idx []I, start, deg []int64) I {
+	var s I
+	for i, st := range start {
+		if d := deg[i]; d > 0 {
+			s += idx[st] + idx[st+d-1]
+		}
+	}
+	return s
 }
 
 // posSet is a set of row positions for Floyd's algorithm with a large

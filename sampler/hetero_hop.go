@@ -36,6 +36,7 @@ type hscratch struct {
 // edge type rel, whose edges start at edge (within the hop).
 type hwork struct {
 	rel, a, z, edges, edge int
+	sink                   int64 // what drawHetero's early reads of rows summed (kept so that they are not dropped)
 }
 
 const (
@@ -187,9 +188,20 @@ func drawHetero[I int32 | int64](sc *hscratch, w *hwork, set *posSet, idx []I) {
 	out, eid, dst := sc.nbr[w.rel], et.EID[eb:], et.Dst[eb:]
 	ip := r.g.Indptr
 	e := w.edge
+	// The rows of touchAhead dst nodes at a time: their starts and degrees
+	// read together, then their rows (touchRows), then drawn from.
+	var starts, degs [touchAhead]int64
+	var touched I
 	for p := w.a; p < w.z; p++ {
-		v := nid[p]
-		st, d := ip[v], ip[v+1]-ip[v]
+		j := (p - w.a) % touchAhead
+		if j == 0 {
+			n := min(touchAhead, w.z-p)
+			for q, v := range nid[p : p+n] {
+				starts[q], degs[q] = ip[v], ip[v+1]-ip[v]
+			}
+			touched += touchRows(idx, starts[:n], degs[:n])
+		}
+		st, d := starts[j], degs[j]
 		m := d
 		if k >= 0 && d > k {
 			m = k
@@ -224,6 +236,7 @@ func drawHetero[I int32 | int64](sc *hscratch, w *hwork, set *posSet, idx []I) {
 		}
 		e += int(m)
 	}
+	w.sink += int64(touched)
 }
 
 // dedup numbers the hop's new nodes of node type t: over its edge types

@@ -55,6 +55,8 @@ type scratch struct {
 	pc, nd, bt  int     // sort chunks, top-digit buckets, bucket groups
 	topShift    uint
 	posBits     uint
+
+	rowSink []int64 // per frontier chunk: what sampleChunk's early reads of rows summed (kept so that they are not dropped)
 }
 
 const (
@@ -117,6 +119,7 @@ func (sc *scratch) runHop(hop, k, lo, hi int) error {
 	sc.deg = grow(sc.deg, n)
 	sc.fc = numChunks(n, w, minFrontierChunk)
 	sc.chunkEdges = grow(sc.chunkEdges, sc.fc+1)
+	sc.rowSink = grow(sc.rowSink, sc.fc)
 	sc.team.run(phDegrees, sc.fc, w-1)
 	total := 0
 	for c := 0; c < sc.fc; c++ {
