@@ -50,15 +50,15 @@ func sampleSubgraph[I int32 | int64](sc *dscratch, ch *dchunk, idx []I, s int) {
 	for h, k := range d.fanouts {
 		e0 := len(ch.src)
 		for p := lo; p < hi; p++ {
-			j := (p - lo) % touchAhead
-			if j == 0 {
+			at := (p - lo) % touchAhead // p's place in its block
+			if at == 0 {
 				n := min(touchAhead, hi-p)
 				for q, v := range ch.nodes[base+p : base+p+n] {
 					starts[q], degs[q] = ip[v], ip[v+1]-ip[v]
 				}
 				touched += touchRows(idx, starts[:n], degs[:n])
 			}
-			st, deg := starts[j], degs[j]
+			st, deg := starts[at], degs[at]
 			r := rng{nodeSeed(key, h+1, p-lo)}
 			pick(d, ch, idx, st, deg, k, t, &r)
 			for _, pos := range ch.picked {

@@ -67,7 +67,7 @@ type gpuCaps struct {
 	edgeCap, nodeCap int64
 	maxFront, maxHop int64
 	entries          int64 // a lane's hash table (a power of two, >= 2 nodeCap)
-	clearWhole       bool  // the tables emptied by memsets after a call (clearsWhole), not by gnn_reset
+	clearWhole       bool  // the tables emptied by a memset after a call (clearsWhole), not by gnn_reset
 	scanBlocks       int64
 }
 
@@ -201,7 +201,7 @@ const SampleGraphEnv = "GNNLOADER_SAMPLE_GRAPH"
 var clearWholeBytes int64 = 64 << 20
 
 // clearsWhole reports whether a table of entries entries (16 bytes each) is
-// emptied by memsets after each batch.
+// emptied by a memset after each call.
 func clearsWhole(entries int64) bool { return entryBytes*entries <= clearWholeBytes }
 
 // CountsLen is the length of a GPU-sampled batch's counts for hops hops:

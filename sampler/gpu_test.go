@@ -20,7 +20,7 @@ import (
 // row on one sampler (its working memory must come back clean), of full and
 // smaller sizes, one at a time and enqueued back to back, with the kernels
 // launched as the captured CUDA graph (the default) and one by one, and the
-// hash table emptied whole by memsets (small tables, the default) and entry
+// hash table emptied whole by a memset (small tables, the default) and entry
 // by entry by the reset kernels, on a sampler of one lane and of four (the
 // back-to-back batches then sampled together: a call of three, at a width of
 // four with a lane idle, then a call of one).

@@ -193,15 +193,15 @@ func drawHetero[I int32 | int64](sc *hscratch, w *hwork, set *posSet, idx []I) {
 	var starts, degs [touchAhead]int64
 	var touched I
 	for p := w.a; p < w.z; p++ {
-		j := (p - w.a) % touchAhead
-		if j == 0 {
+		at := (p - w.a) % touchAhead // p's place in its block
+		if at == 0 {
 			n := min(touchAhead, w.z-p)
 			for q, v := range nid[p : p+n] {
 				starts[q], degs[q] = ip[v], ip[v+1]-ip[v]
 			}
 			touched += touchRows(idx, starts[:n], degs[:n])
 		}
-		st, d := starts[j], degs[j]
+		st, d := starts[at], degs[at]
 		m := d
 		if k >= 0 && d > k {
 			m = k

@@ -25,7 +25,7 @@
 #define __shared__ static
 #define __align__(n) alignas(n)
 
-struct int2 {
+struct alignas(8) int2 {
 	int x, y;
 };
 struct alignas(16) int4 {
