@@ -3,25 +3,40 @@ package datasets
 // Converting node features between float types (import --dtype).
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/gnnloader/gnnloader/internal/half"
 )
 
 // ConvertFeatures stores the node features as to, converting every element
 // (float types only: float64, float32, float16, bfloat16; rounded to
-// nearest). "" or the type they have already changes nothing. Features of
-// another type, a target that is not a float type, or finite values past
-// the target's range (float16's largest is 65504) are an error and leave d
-// as it was. workers <= 0 means GOMAXPROCS.
+// nearest) into new memory. "" or the type they have already changes
+// nothing. Features of another type, a target that is not a float type, or
+// finite values past the target's range (float16's largest is 65504) are an
+// error and leave d as it was. workers <= 0 means GOMAXPROCS.
 func (d *Data) ConvertFeatures(to DType, workers int) error {
-	out, err := convertRows(d.Features, d.FeatureDType, to, d.FeatureDim, workers)
-	if err != nil {
+	return d.convertFeatures(to, workers, false)
+}
+
+// ConvertFeaturesInPlace is ConvertFeatures, except that a conversion to a
+// type no wider (float32 to float16, say) is written into the features' own
+// memory: d.Features becomes its first bytes, and the table is never held
+// twice (a float32 table and its float16 copy took 1.5 times the table's
+// memory). Anything else sharing that memory sees it change. The checks
+// run before anything is written: an error leaves d as it was.
+func (d *Data) ConvertFeaturesInPlace(to DType, workers int) error {
+	return d.convertFeatures(to, workers, true)
+}
+
+func (d *Data) convertFeatures(to DType, workers int, inPlace bool) error {
+	c, err := planConversion(d.Features, d.FeatureDType, to, d.FeatureDim, workers, inPlace)
+	if err != nil || c == nil {
 		return err
 	}
-	if out != nil {
-		d.Features, d.FeatureDType = out, to
-	}
+	d.Features, d.FeatureDType = c.apply(), to
 	return nil
 }
 
@@ -31,20 +46,31 @@ func (d *Data) ConvertFeatures(to DType, workers int) error {
 // features are left alone, and nothing changes unless every conversion is
 // possible.
 func (h *Hetero) ConvertFeatures(to DType, workers int) error {
-	outs := make([][]byte, len(h.NodeTypes))
+	return h.convertFeatures(to, workers, false)
+}
+
+// ConvertFeaturesInPlace is Hetero.ConvertFeatures with each node type's
+// features converted as Data.ConvertFeaturesInPlace converts them; every
+// type is checked before any is written.
+func (h *Hetero) ConvertFeaturesInPlace(to DType, workers int) error {
+	return h.convertFeatures(to, workers, true)
+}
+
+func (h *Hetero) convertFeatures(to DType, workers int, inPlace bool) error {
+	plans := make([]*conversion, len(h.NodeTypes))
 	for i, t := range h.NodeTypes {
 		if t.FeatureDim == 0 {
 			continue
 		}
-		out, err := convertRows(t.Features, t.FeatureDType, to, t.FeatureDim, workers)
+		c, err := planConversion(t.Features, t.FeatureDType, to, t.FeatureDim, workers, inPlace)
 		if err != nil {
 			return fmt.Errorf("node type %q: %w", t.Name, err)
 		}
-		outs[i] = out
+		plans[i] = c
 	}
-	for i := range h.NodeTypes {
-		if outs[i] != nil {
-			h.NodeTypes[i].Features, h.NodeTypes[i].FeatureDType = outs[i], to
+	for i, c := range plans {
+		if c != nil {
+			h.NodeTypes[i].Features, h.NodeTypes[i].FeatureDType = c.apply(), to
 		}
 	}
 	return nil
@@ -54,40 +80,106 @@ func (h *Hetero) ConvertFeatures(to DType, workers int) error {
 // element as it is: adding to +0 would turn -0 into +0.
 var negZero = math.Float64bits(math.Copysign(0, -1))
 
-// convertRows returns rows of dim elements of type from as type to, or nil
-// when nothing is to change.
-func convertRows(rows []byte, from, to DType, dim, workers int) ([]byte, error) {
+// conversion is a checked conversion of rows of features from one float
+// type to another (planConversion), done by apply.
+type conversion struct {
+	rows      []byte
+	from, to  DType
+	n, fs, ts int // elements, and the bytes of one in each type
+	workers   int
+	inPlace   bool
+}
+
+// planConversion checks a conversion of rows (dim elements each) from
+// `from` to `to`, reading them only: nil when nothing is to change; an
+// error for a type that is not a float, bytes that are not whole rows, or
+// a finite value that would become infinite (only a type no wider can
+// overflow: float64 to float32 or float16, float32 or bfloat16 to float16).
+// inPlace: apply writes a conversion to a type no wider over rows.
+func planConversion(rows []byte, from, to DType, dim, workers int, inPlace bool) (*conversion, error) {
 	if to == "" || to == from {
 		return nil, nil
 	}
 	if !to.IsFloat() || !from.IsFloat() {
 		return nil, fmt.Errorf("converting %s features to %s: only float types convert (float64, float32, float16, bfloat16)", from, to)
 	}
-	get, _, _ := elemCodec(from)
-	back, put, _ := elemCodec(to)
 	fs, ts := from.Size(), to.Size()
 	n := len(rows) / fs
 	if n*fs != len(rows) || (dim > 0 && n%dim != 0) {
 		return nil, fmt.Errorf("converting features: %d bytes are not whole rows of %d %s elements", len(rows), dim, from)
 	}
-	out := make([]byte, n*ts)
-	w := workerCount(workers)
-	chunk := max((n+w-1)/w, 1<<16)
-	// Per chunk: how many finite values became infinite (past the new
-	// type's range: refused below, nothing lost), and the first of them.
+	c := &conversion{rows: rows, from: from, to: to, n: n, fs: fs, ts: ts, workers: workerCount(workers), inPlace: inPlace && ts <= fs}
+	if ts <= fs {
+		// Before anything is written: an error leaves rows as they were.
+		if err := c.check(dim); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// apply converts, as planConversion checked: in place (the first n*ts bytes
+// of rows) or into new memory.
+func (c *conversion) apply() []byte {
+	if c.inPlace {
+		c.narrowInPlace()
+		return c.rows[: c.n*c.ts : c.n*c.ts]
+	}
+	out := make([]byte, c.n*c.ts)
+	if narrow, _ := halfOf(c.from, c.to); narrow != nil {
+		le := binary.LittleEndian
+		parallelRange(c.n, c.workers, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				le.PutUint16(out[i*2:], narrow(math.Float32frombits(le.Uint32(c.rows[i*4:]))))
+			}
+		})
+		return out
+	}
+	get, _, _ := elemCodec(c.from)
+	_, put, _ := elemCodec(c.to)
+	parallelRange(c.n, c.workers, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			put(out[i*c.ts:], get(c.rows[i*c.fs:], negZero))
+		}
+	})
+	return out
+}
+
+// check finds finite values that the conversion would make infinite (past
+// the new type's range): an error naming how many and the first.
+func (c *conversion) check(dim int) error {
+	get, _, _ := elemCodec(c.from)
+	back, put, _ := elemCodec(c.to)
+	narrow, inf := halfOf(c.from, c.to)
+	w := c.workers
+	chunk := max((c.n+w-1)/w, 1<<16)
+	// Per chunk: how many finite values became infinite, and the first.
 	type overflow struct{ count, first int }
-	over := make([]overflow, (n+chunk-1)/chunk)
+	over := make([]overflow, (c.n+chunk-1)/chunk)
 	var wg sync.WaitGroup
-	for c := range over {
-		lo, hi := c*chunk, min((c+1)*chunk, n)
+	for k := range over {
+		lo, hi := k*chunk, min((k+1)*chunk, c.n)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o := &over[c]
+			o := &over[k]
+			if narrow != nil { // float32 to a 16-bit float: the same test, without the float64 round trip
+				le := binary.LittleEndian
+				for i := lo; i < hi; i++ {
+					f := le.Uint32(c.rows[i*4:])
+					if f&0x7fffffff < 0x7f800000 && narrow(math.Float32frombits(f))&0x7fff == inf {
+						if o.count++; o.count == 1 {
+							o.first = i
+						}
+					}
+				}
+				return
+			}
+			var tmp [8]byte
 			for i := lo; i < hi; i++ {
-				v := get(rows[i*fs:], negZero) // -0 + x is x, -0 included
-				put(out[i*ts:], v)
-				if !math.IsInf(math.Float64frombits(v), 0) && math.IsInf(math.Float64frombits(back(out[i*ts:], 0)), 0) {
+				v := get(c.rows[i*c.fs:], negZero) // -0 + x is x, -0 included
+				put(tmp[:], v)
+				if !math.IsInf(math.Float64frombits(v), 0) && math.IsInf(math.Float64frombits(back(tmp[:], 0)), 0) {
 					if o.count++; o.count == 1 {
 						o.first = i
 					}
@@ -104,8 +196,78 @@ func convertRows(rows []byte, from, to DType, dim, workers int) ([]byte, error) 
 		total += o.count
 	}
 	if total > 0 {
-		return nil, fmt.Errorf("converting %s features to %s: %d values are past %s's range (the first at row %d, element %d: %g); they would become infinite: choose a wider type (bfloat16 keeps float32's range)",
-			from, to, total, to, first/max(dim, 1), first%max(dim, 1), math.Float64frombits(get(rows[first*fs:], negZero)))
+		return fmt.Errorf("converting %s features to %s: %d values are past %s's range (the first at row %d, element %d: %g); they would become infinite: choose a wider type (bfloat16 keeps float32's range)",
+			c.from, c.to, total, c.to, first/max(dim, 1), first%max(dim, 1), math.Float64frombits(get(c.rows[first*c.fs:], negZero)))
 	}
-	return out, nil
+	return nil
+}
+
+// narrowInPlace writes element i as the new type at byte i*ts of rows, over
+// the old elements (ts <= fs). Element i's new bytes cover old bytes of
+// elements at most i, so going up in order never overwrites an element
+// not yet read; and once the first lo elements are done, the elements
+// [lo, lo*fs/ts) write only over old bytes of elements below lo (done)
+// and read none of each other's, so each such wave runs on every worker.
+// Of the same size (float16 and bfloat16) an element overwrites only
+// itself: all at once.
+func (c *conversion) narrowInPlace() {
+	get, _, _ := elemCodec(c.from)
+	_, put, _ := elemCodec(c.to)
+	conv := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			put(c.rows[i*c.ts:], get(c.rows[i*c.fs:], negZero))
+		}
+	}
+	if narrow, _ := halfOf(c.from, c.to); narrow != nil {
+		le := binary.LittleEndian
+		conv = func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				le.PutUint16(c.rows[i*2:], narrow(math.Float32frombits(le.Uint32(c.rows[i*4:]))))
+			}
+		}
+	}
+	if c.ts == c.fs {
+		parallelRange(c.n, c.workers, conv)
+		return
+	}
+	lo := min(c.n, 1<<16) // the first elements in order, on one goroutine
+	conv(0, lo)
+	for lo < c.n {
+		hi := min(c.n, lo*(c.fs/c.ts))
+		parallelRange(hi-lo, c.workers, func(a, b int) { conv(lo+a, lo+b) })
+		lo = hi
+	}
+}
+
+// parallelRange runs f over [0, n) cut into up to workers ranges of at
+// least 1<<16 elements, each on its own goroutine, and waits for them.
+func parallelRange(n, workers int, f func(lo, hi int)) {
+	chunk := max((n+workers-1)/workers, 1<<16)
+	var wg sync.WaitGroup
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+// halfOf is, for float32 to float16 or bfloat16, the rounding the element
+// codecs apply (elemCodec: float32 to float64 is exact, and back to
+// float32 before rounding) and the bits of its infinity (sign cleared); nil
+// for any other pair.
+func halfOf(from, to DType) (func(float32) uint16, uint16) {
+	if from != Float32 {
+		return nil, 0
+	}
+	switch to {
+	case Float16:
+		return half.Float32ToFloat16, 0x7c00
+	case BFloat16:
+		return half.Float32ToBFloat16, 0x7f80
+	}
+	return nil, 0
 }

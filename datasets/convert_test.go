@@ -161,3 +161,106 @@ func TestConvertHeteroEmptyType(t *testing.T) {
 		}
 	}
 }
+
+// inPlaceSource is n float64 values of one kind each (small and large,
+// negative, -0, subnormal for float16, near its largest, infinite, NaN), as features of type
+// from (converted from float64, every value within float16's range).
+func inPlaceSource(t *testing.T, n int, from DType) []byte {
+	t.Helper()
+	specials := []float64{math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 6e-8, 6e4, -6e4, 1.0 / 3} // 6e4: within float16 from bfloat16 too
+	r := uint64(12345)
+	vals := make([]byte, 8*n)
+	for i := range n {
+		r = r*6364136223846793005 + 1442695040888963407
+		v := (float64(r>>11)/(1<<53) - 0.5) * 200
+		if i%97 == 0 {
+			v = specials[(i/97)%len(specials)]
+		}
+		binary.LittleEndian.PutUint64(vals[8*i:], math.Float64bits(v))
+	}
+	d := Data{FeatureDim: 1, FeatureDType: Float64, Features: vals}
+	if err := d.ConvertFeatures(from, 0); err != nil {
+		t.Fatal(err)
+	}
+	return d.Features
+}
+
+// TestConvertFeaturesInPlace: every conversion to a type no wider, in the
+// features' own memory, gives the bytes the conversion into new memory
+// gives (on 1, 3 and 8 workers, over enough elements for the parallel
+// waves after the first 65536), its result the first bytes of the old
+// slice; a conversion to a wider type leaves the old memory alone; a value
+// past the new type's range is refused before anything is written, and a
+// heterogeneous dataset is checked whole before any node type is.
+func TestConvertFeaturesInPlace(t *testing.T) {
+	const n = 9*(1<<16) + 4321
+	for _, from := range []DType{Float64, Float32, BFloat16, Float16} {
+		src := inPlaceSource(t, n, from)
+		for _, to := range []DType{Float64, Float32, BFloat16, Float16} {
+			if to == from {
+				continue
+			}
+			want := Data{FeatureDim: 1, FeatureDType: from, Features: src}
+			if err := want.ConvertFeatures(to, 0); err != nil {
+				t.Fatalf("%s to %s into new memory: %v", from, to, err)
+			}
+			for _, workers := range []int{1, 3, 8} {
+				mem := append([]byte(nil), src...)
+				d := Data{FeatureDim: 1, FeatureDType: from, Features: mem}
+				if err := d.ConvertFeaturesInPlace(to, workers); err != nil {
+					t.Fatalf("%s to %s in place, %d workers: %v", from, to, workers, err)
+				}
+				if d.FeatureDType != to || string(d.Features) != string(want.Features) {
+					t.Fatalf("%s to %s in place, %d workers: %s, %d bytes, equal to the copy's %v", from, to, workers,
+						d.FeatureDType, len(d.Features), string(d.Features) == string(want.Features))
+				}
+				narrow := to.Size() <= from.Size()
+				if shared := &d.Features[0] == &mem[0]; shared != narrow || (narrow && cap(d.Features) != len(d.Features)) {
+					t.Fatalf("%s to %s in place: in the old memory %v (want %v), cap %d of %d bytes", from, to, shared, narrow, cap(d.Features), len(d.Features))
+				}
+				if !narrow && string(mem) != string(src) {
+					t.Fatalf("%s to %s (wider) changed the old memory", from, to)
+				}
+			}
+		}
+	}
+
+	// Past the range: refused whole, nothing written, in place or not.
+	src := inPlaceSource(t, n, Float32)
+	binary.LittleEndian.PutUint32(src[4*(n-5):], math.Float32bits(70000)) // the last wave
+	for _, inPlace := range []bool{false, true} {
+		mem := append([]byte(nil), src...)
+		d := Data{FeatureDim: 1, FeatureDType: Float32, Features: mem}
+		convert := d.ConvertFeatures
+		if inPlace {
+			convert = d.ConvertFeaturesInPlace
+		}
+		if err := convert(Float16, 3); err == nil || !strings.Contains(err.Error(), "1 values are past float16's range") ||
+			d.FeatureDType != Float32 || string(mem) != string(src) || string(d.Features) != string(src) {
+			t.Errorf("70000 to float16 (in place %v): %v; dtype %s, memory unchanged %v", inPlace, err, d.FeatureDType, string(mem) == string(src))
+		}
+	}
+	near := append([]byte(nil), inPlaceSource(t, n, Float32)...) // float32's largest rounds past bfloat16's
+	binary.LittleEndian.PutUint32(near[4*(n/2):], math.Float32bits(math.MaxFloat32))
+	for _, inPlace := range []bool{false, true} {
+		d := Data{FeatureDim: 1, FeatureDType: Float32, Features: append([]byte(nil), near...)}
+		convert := d.ConvertFeatures
+		if inPlace {
+			convert = d.ConvertFeaturesInPlace
+		}
+		if err := convert(BFloat16, 3); err == nil || !strings.Contains(err.Error(), "1 values are past bfloat16's range") ||
+			string(d.Features) != string(near) {
+			t.Errorf("float32's largest to bfloat16 (in place %v): %v", inPlace, err)
+		}
+	}
+	good := inPlaceSource(t, 1000, Float32)
+	h := &Hetero{NodeTypes: []*NodeType{
+		{Name: "good", NumNodes: 1000, FeatureDim: 1, FeatureDType: Float32, Features: append([]byte(nil), good...)},
+		{Name: "bad", NumNodes: n, FeatureDim: 1, FeatureDType: Float32, Features: append([]byte(nil), src...)},
+	}}
+	if err := h.ConvertFeaturesInPlace(Float16, 0); err == nil || !strings.Contains(err.Error(), `node type "bad"`) ||
+		string(h.NodeTypes[0].Features) != string(good) || h.NodeTypes[0].FeatureDType != Float32 {
+		t.Errorf("a heterogeneous dataset with one type past float16's range: %v; the good type unchanged %v (%s)",
+			err, string(h.NodeTypes[0].Features) == string(good), h.NodeTypes[0].FeatureDType)
+	}
+}

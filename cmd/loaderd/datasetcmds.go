@@ -188,7 +188,7 @@ func runImport(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			if err := h.ConvertFeatures(to, opts.Workers); err != nil {
+			if err := h.ConvertFeaturesInPlace(to, opts.Workers); err != nil { // the imported table is not needed as it was
 				return err
 			}
 			if err := datasets.WriteHetero(ctx, out, h, &datasets.WriteOptions{Overwrite: overwrite, Progress: p}); err != nil {
@@ -206,7 +206,7 @@ func runImport(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := d.ConvertFeatures(to, opts.Workers); err != nil {
+	if err := d.ConvertFeaturesInPlace(to, opts.Workers); err != nil { // the imported table is not needed as it was
 		return err
 	}
 	if err := datasets.WriteContext(ctx, out, d, &datasets.WriteOptions{Overwrite: overwrite, Progress: p}); err != nil {
