@@ -1,6 +1,7 @@
 package datasets
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -228,5 +229,76 @@ func TestArrowPanicBecomesError(t *testing.T) {
 	_, err := openNoPanic(t, dir, nil)
 	if err == nil || !strings.Contains(err.Error(), ".arrow: the Arrow reader failed") || !strings.Contains(err.Error(), "flatbuffer out of range") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestOpenRefusesWhatMemoryCannotHold: a dataset whose files to be read
+// into memory outgrow the machine's memory and swap (here made smaller
+// than the dataset) is refused before any of it is allocated, homogeneous
+// or heterogeneous; without its features (as verify streams them) it
+// opens, and at the real machine's memory it opens whole.
+func TestOpenRefusesWhatMemoryCannotHold(t *testing.T) {
+	dir := t.TempDir()
+	homo, hetero := filepath.Join(dir, "cora"), filepath.Join(dir, "mag")
+	d, err := Generate(GenOptions{Like: "cora", Scale: 0.2, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(homo, d, nil); err != nil {
+		t.Fatal(err)
+	}
+	h, err := GenerateHetero(GenOptions{Like: "mag", Scale: 0.002, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteHetero(context.Background(), hetero, h, nil); err != nil {
+		t.Fatal(err)
+	}
+	sizes := func(path string) (all, features int64) {
+		m, err := ReadManifest(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m.Files {
+			all += f.Bytes
+			if f.Role == roleFeatures {
+				features = f.Bytes
+			}
+		}
+		return all, features
+	}
+	real := machineMemory
+	t.Cleanup(func() { machineMemory = real })
+	allocs := 0
+	alloc := func(n int64) ([]byte, error) { allocs++; return make([]byte, n), nil }
+	for _, path := range []string{homo, hetero} {
+		all, _ := sizes(path)
+		machineMemory = func() int64 { return all - 1 }
+		ds, err := Open(path, &OpenOptions{AllowHetero: true, AllocFeatures: alloc, FreeFeatures: func([]byte) error { return nil }})
+		if err == nil || !strings.Contains(err.Error(), "more than this machine's memory and swap") {
+			ds.Close()
+			t.Errorf("%s: opened past the machine's memory: %v", path, err)
+		}
+	}
+	if allocs != 0 {
+		t.Errorf("a refused Open allocated features %d times", allocs)
+	}
+	all, features := sizes(homo)
+	machineMemory = func() int64 { return all - features } // everything but the features fits
+	if ds, err := Open(homo, &OpenOptions{NoFeatures: true}); err != nil {
+		t.Errorf("without its features the dataset fits: %v", err)
+	} else {
+		ds.Close()
+	}
+	machineMemory = real
+	if real() <= 0 {
+		t.Fatal("the machine's memory is unknown here: the check never refuses")
+	}
+	for _, path := range []string{homo, hetero} {
+		ds, err := Open(path, &OpenOptions{AllowHetero: true})
+		if err != nil {
+			t.Errorf("%s at the machine's own memory: %v", path, err)
+		}
+		ds.Close()
 	}
 }

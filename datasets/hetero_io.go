@@ -225,6 +225,9 @@ func openHetero(dir string, m *Manifest, opts *OpenOptions, ds *Dataset) error {
 	for _, f := range m.Files {
 		total += f.Bytes
 	}
+	if err := fitsMemory(dir, total); err != nil {
+		return err
+	}
 	progress := orNop(opts.Progress)
 	progress.Begin("read", total)
 	var wg sync.WaitGroup

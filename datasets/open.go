@@ -130,11 +130,17 @@ func Open(dir string, opts *OpenOptions) (_ *Dataset, err error) {
 		return ds, nil
 	}
 	progress := orNop(opts.Progress)
-	var total int64
+	var total, held int64 // the bytes read, and those kept in memory
 	for _, f := range m.Files {
+		if !opts.skips(f.Role) {
+			held += f.Bytes
+		}
 		if !opts.skips(f.Role) || opts.streamFeatures {
 			total += f.Bytes
 		}
+	}
+	if err := fitsMemory(dir, held); err != nil {
+		return nil, err
 	}
 	if opts.SkipChecksums {
 		progress.Begin("read", total)
@@ -323,4 +329,26 @@ func (ds *Dataset) Close() error {
 	ds.Data = Data{}
 	ds.Hetero = nil
 	return errors.Join(errs...)
+}
+
+// machineMemory is the machine's memory and swap in bytes (0: unknown); a
+// variable so that tests can make it small.
+var machineMemory = func() int64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return (int64(si.Totalram) + int64(si.Totalswap)) * int64(si.Unit)
+}
+
+// fitsMemory refuses, before anything is allocated or read, a dataset
+// whose files to be kept in memory (held bytes, as the manifest records
+// them and the files' sizes then match) outgrow the machine's memory and
+// swap: reading them would end in the kernel's out-of-memory killer, not
+// an error (a file grown sparse to terabytes, with a manifest to match).
+func fitsMemory(dir string, held int64) error {
+	if have := machineMemory(); have > 0 && held > have {
+		return fmt.Errorf("dataset %s: its files hold %d bytes to read into memory, more than this machine's memory and swap (%d bytes)", dir, held, have)
+	}
+	return nil
 }
