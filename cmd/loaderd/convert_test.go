@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -286,8 +287,9 @@ func TestConvertKeepsEverythingElse(t *testing.T) {
 // TestConvertHostileInput: a dataset whose files were tampered with (a
 // truncated feature file, a manifest claiming more nodes than the files
 // hold, a feature_dim past what the bytes make, garbage in place of the
-// Arrow file) is refused with the file named, exit 1, no panic, and
-// nothing written at --out, even with --overwrite onto the input itself.
+// Arrow file, a feature file of terabytes) is refused with the reason,
+// exit 1, no panic, and nothing written at --out, even with --overwrite
+// onto the input itself.
 func TestConvertHostileInput(t *testing.T) {
 	dir := t.TempDir()
 	clean := filepath.Join(dir, "clean")
@@ -336,6 +338,16 @@ func TestConvertHostileInput(t *testing.T) {
 		"feature_dim past the bytes": func(d string) {
 			editManifest(d, `"feature_dim": `+strconv.Itoa(m.FeatureDim), `"feature_dim": 2147483647`)
 		},
+		// More than any test machine's memory and swap: refused before it
+		// is allocated or read (reading it would end in the OOM killer).
+		"a feature file grown sparse to 4 TiB, the manifest to match": func(d string) {
+			if err := os.Truncate(filepath.Join(d, feat), 1<<42); err != nil {
+				t.Fatalf("growing %s sparse: %v", feat, err)
+			}
+			editManifest(d, fmt.Sprintf(`"role": "features",
+      "bytes": %d`, m.File("features").Bytes), `"role": "features",
+      "bytes": 4398046511104`)
+		},
 	}
 	for name, spoil := range cases {
 		d := copyDir(strings.ReplaceAll(name, " ", "-"))
@@ -349,6 +361,9 @@ func TestConvertHostileInput(t *testing.T) {
 			code, stdout, errOut := runCmd(t, args...)
 			if code != 1 || strings.Contains(errOut, "panic") || stdout != "" {
 				t.Errorf("%s: %v: exit %d, want 1 with an error\n%s%s", name, args, code, stdout, errOut)
+			}
+			if strings.Contains(name, "sparse") && !strings.Contains(errOut, "more than this machine's memory and swap") {
+				t.Errorf("%s: refused for another reason than its size:\n%s", name, errOut)
 			}
 		}
 		if _, err := os.Stat(out); !os.IsNotExist(err) {

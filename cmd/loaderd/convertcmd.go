@@ -9,9 +9,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/gnnloader/gnnloader/datasets"
+	"github.com/gnnloader/gnnloader/pinned"
 )
 
 func init() {
@@ -62,9 +65,10 @@ func runConvert(ctx context.Context, e *env, args []string) error {
 	// The features in memory of the command's own, writable (an opened
 	// dataset's is read-only), so that a conversion to a type no wider
 	// writes over them (ConvertFeaturesInPlace).
+	var mem featureMemory
+	defer mem.freeAll()
 	ds, err := datasets.Open(pos[0], &datasets.OpenOptions{AllowHetero: true, Workers: workers, Progress: p,
-		AllocFeatures: func(n int64) ([]byte, error) { return make([]byte, n), nil },
-		FreeFeatures:  func([]byte) error { return nil }})
+		AllocFeatures: mem.alloc, FreeFeatures: mem.free})
 	if err != nil {
 		return err
 	}
@@ -137,4 +141,43 @@ func sameDir(a, b string) bool {
 	x, errA := os.Stat(a)
 	y, errB := os.Stat(b)
 	return errA == nil && errB == nil && os.SameFile(x, y)
+}
+
+// featureMemory is writable memory for a dataset's features
+// (OpenOptions.AllocFeatures): pinned.Alloc's, which refuses a size the
+// machine cannot map with an error where the Go heap would end the process
+// (a feature file grown sparse to terabytes: TestConvertHostileInput). Open
+// may ask for several at once (a heterogeneous dataset's node types).
+type featureMemory struct {
+	mu   sync.Mutex
+	held [][]byte
+}
+
+func (m *featureMemory) alloc(n int64) ([]byte, error) {
+	b, err := pinned.Alloc(n)
+	if err == nil {
+		m.mu.Lock()
+		m.held = append(m.held, b)
+		m.mu.Unlock()
+	}
+	return b, err
+}
+
+// free gives back one allocation (Open, when it fails after alloc).
+func (m *featureMemory) free(b []byte) error {
+	m.mu.Lock()
+	m.held = slices.DeleteFunc(m.held, func(h []byte) bool { return len(h) > 0 && len(b) > 0 && &h[0] == &b[0] })
+	m.mu.Unlock()
+	return pinned.Free(b)
+}
+
+// freeAll gives back every allocation still held (the features are not
+// used afterwards).
+func (m *featureMemory) freeAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range m.held {
+		_ = pinned.Free(b)
+	}
+	m.held = nil
 }
