@@ -126,80 +126,81 @@ func (c *conversion) apply() []byte {
 		return c.rows[: c.n*c.ts : c.n*c.ts]
 	}
 	out := make([]byte, c.n*c.ts)
+	parallelRange(c.n, c.workers, func(_, lo, hi int) { c.convertRange(out, lo, hi) })
+	return out
+}
+
+// convertRange writes elements [lo, hi) of rows, converted, at their
+// places in dst (element i at byte i*ts): float32 to a 16-bit float by
+// internal/half directly, any other pair through the element codecs.
+func (c *conversion) convertRange(dst []byte, lo, hi int) {
 	if narrow, _ := halfOf(c.from, c.to); narrow != nil {
 		le := binary.LittleEndian
-		parallelRange(c.n, c.workers, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				le.PutUint16(out[i*2:], narrow(math.Float32frombits(le.Uint32(c.rows[i*4:]))))
-			}
-		})
-		return out
+		for i := lo; i < hi; i++ {
+			le.PutUint16(dst[i*2:], narrow(math.Float32frombits(le.Uint32(c.rows[i*4:]))))
+		}
+		return
 	}
 	get, _, _ := elemCodec(c.from)
 	_, put, _ := elemCodec(c.to)
-	parallelRange(c.n, c.workers, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			put(out[i*c.ts:], get(c.rows[i*c.fs:], negZero))
-		}
-	})
-	return out
+	for i := lo; i < hi; i++ {
+		put(dst[i*c.ts:], get(c.rows[i*c.fs:], negZero))
+	}
 }
 
 // check finds finite values that the conversion would make infinite (past
 // the new type's range): an error naming how many and the first.
 func (c *conversion) check(dim int) error {
-	get, _, _ := elemCodec(c.from)
-	back, put, _ := elemCodec(c.to)
-	narrow, inf := halfOf(c.from, c.to)
-	w := c.workers
-	chunk := max((c.n+w-1)/w, 1<<16)
-	// Per chunk: how many finite values became infinite, and the first.
+	// Per range: how many finite values became infinite, and the first.
 	type overflow struct{ count, first int }
+	chunk := rangeChunk(c.n, c.workers)
 	over := make([]overflow, (c.n+chunk-1)/chunk)
-	var wg sync.WaitGroup
-	for k := range over {
-		lo, hi := k*chunk, min((k+1)*chunk, c.n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o := &over[k]
-			if narrow != nil { // float32 to a 16-bit float: the same test, without the float64 round trip
-				le := binary.LittleEndian
-				for i := lo; i < hi; i++ {
-					f := le.Uint32(c.rows[i*4:])
-					if f&0x7fffffff < 0x7f800000 && narrow(math.Float32frombits(f))&0x7fff == inf {
-						if o.count++; o.count == 1 {
-							o.first = i
-						}
-					}
-				}
-				return
-			}
-			var tmp [8]byte
-			for i := lo; i < hi; i++ {
-				v := get(c.rows[i*c.fs:], negZero) // -0 + x is x, -0 included
-				put(tmp[:], v)
-				if !math.IsInf(math.Float64frombits(v), 0) && math.IsInf(math.Float64frombits(back(tmp[:], 0)), 0) {
-					if o.count++; o.count == 1 {
-						o.first = i
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	parallelRange(c.n, c.workers, func(k, lo, hi int) { over[k].count, over[k].first = c.overflows(lo, hi) })
 	total, first := 0, -1
 	for _, o := range over {
 		if o.count > 0 && first < 0 {
-			first = o.first // chunks are in row order: the lowest
+			first = o.first // ranges are in row order: the lowest
 		}
 		total += o.count
 	}
 	if total > 0 {
+		get, _, _ := elemCodec(c.from)
 		return fmt.Errorf("converting %s features to %s: %d values are past %s's range (the first at row %d, element %d: %g); they would become infinite: choose a wider type (bfloat16 keeps float32's range)",
 			c.from, c.to, total, c.to, first/max(dim, 1), first%max(dim, 1), math.Float64frombits(get(c.rows[first*c.fs:], negZero)))
 	}
 	return nil
+}
+
+// overflows counts the elements of [lo, hi) that are finite and become
+// infinite in the new type, and returns the first of them: float32 to a
+// 16-bit float by internal/half directly, any other pair through the
+// element codecs (as convertRange converts).
+func (c *conversion) overflows(lo, hi int) (count, first int) {
+	over := func(i int) {
+		if count++; count == 1 {
+			first = i
+		}
+	}
+	if narrow, inf := halfOf(c.from, c.to); narrow != nil {
+		le := binary.LittleEndian
+		for i := lo; i < hi; i++ {
+			if f := le.Uint32(c.rows[i*4:]); f&0x7fffffff < 0x7f800000 && narrow(math.Float32frombits(f))&0x7fff == inf {
+				over(i)
+			}
+		}
+		return count, first
+	}
+	get, _, _ := elemCodec(c.from)
+	back, put, _ := elemCodec(c.to)
+	var tmp [8]byte
+	for i := lo; i < hi; i++ {
+		v := get(c.rows[i*c.fs:], negZero) // -0 + x is x, -0 included
+		put(tmp[:], v)
+		if !math.IsInf(math.Float64frombits(v), 0) && math.IsInf(math.Float64frombits(back(tmp[:], 0)), 0) {
+			over(i)
+		}
+	}
+	return count, first
 }
 
 // narrowInPlace writes element i as the new type at byte i*ts of rows, over
@@ -211,46 +212,30 @@ func (c *conversion) check(dim int) error {
 // Of the same size (float16 and bfloat16) an element overwrites only
 // itself: all at once.
 func (c *conversion) narrowInPlace() {
-	get, _, _ := elemCodec(c.from)
-	_, put, _ := elemCodec(c.to)
-	conv := func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			put(c.rows[i*c.ts:], get(c.rows[i*c.fs:], negZero))
-		}
-	}
-	if narrow, _ := halfOf(c.from, c.to); narrow != nil {
-		le := binary.LittleEndian
-		conv = func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				le.PutUint16(c.rows[i*2:], narrow(math.Float32frombits(le.Uint32(c.rows[i*4:]))))
-			}
-		}
-	}
 	if c.ts == c.fs {
-		parallelRange(c.n, c.workers, conv)
+		parallelRange(c.n, c.workers, func(_, lo, hi int) { c.convertRange(c.rows, lo, hi) })
 		return
 	}
 	lo := min(c.n, 1<<16) // the first elements in order, on one goroutine
-	conv(0, lo)
+	c.convertRange(c.rows, 0, lo)
 	for lo < c.n {
 		hi := min(c.n, lo*(c.fs/c.ts))
-		parallelRange(hi-lo, c.workers, func(a, b int) { conv(lo+a, lo+b) })
+		parallelRange(hi-lo, c.workers, func(_, a, b int) { c.convertRange(c.rows, lo+a, lo+b) })
 		lo = hi
 	}
 }
 
-// parallelRange runs f over [0, n) cut into up to workers ranges of at
-// least 1<<16 elements, each on its own goroutine, and waits for them.
-func parallelRange(n, workers int, f func(lo, hi int)) {
-	chunk := max((n+workers-1)/workers, 1<<16)
+// rangeChunk is the length of parallelRange's ranges over n elements.
+func rangeChunk(n, workers int) int { return max((n+workers-1)/workers, 1<<16) }
+
+// parallelRange runs f(k, lo, hi) over [0, n) cut into up to workers
+// ranges of at least 1<<16 elements (range k from k*rangeChunk), each on
+// its own goroutine, and waits for them.
+func parallelRange(n, workers int, f func(k, lo, hi int)) {
+	chunk := rangeChunk(n, workers)
 	var wg sync.WaitGroup
 	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(lo, hi)
-		}()
+		wg.Go(func() { f(lo/chunk, lo, min(lo+chunk, n)) })
 	}
 	wg.Wait()
 }
