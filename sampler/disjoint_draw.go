@@ -44,7 +44,7 @@ func sampleSubgraph[I int32 | int64](sc *dscratch, ch *dchunk, idx []I, s int) {
 	ip := d.g.Indptr
 	lo, hi := 0, 1
 	// A hop's frontier rows touchAhead at a time: their starts and degrees
-	// read together, then their rows (touchRows), then drawn from.
+	// read together, then their rows (touchBlock), then drawn from.
 	var starts, degs [touchAhead]int64
 	var touched I
 	for h, k := range d.fanouts {
@@ -52,11 +52,7 @@ func sampleSubgraph[I int32 | int64](sc *dscratch, ch *dchunk, idx []I, s int) {
 		for p := lo; p < hi; p++ {
 			at := (p - lo) % touchAhead // p's place in its block
 			if at == 0 {
-				n := min(touchAhead, hi-p)
-				for q, v := range ch.nodes[base+p : base+p+n] {
-					starts[q], degs[q] = ip[v], ip[v+1]-ip[v]
-				}
-				touched += touchRows(idx, starts[:n], degs[:n])
+				touched += touchBlock(idx, ip, ch.nodes[base+p:base+min(p+touchAhead, hi)], &starts, &degs)
 			}
 			st, deg := starts[at], degs[at]
 			r := rng{nodeSeed(key, h+1, p-lo)}

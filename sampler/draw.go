@@ -94,6 +94,17 @@ func sampleChunk[I int32 | int64](sc *scratch, idx []I, c int) {
 // lie at random in a CSR far larger than the caches).
 const touchAhead = 16
 
+// touchBlock reads the row starts and degrees of nodes (at most
+// touchAhead) from indptr ip into starts and degs, then touches their rows
+// (touchRows), whose sum it returns: for samplers that read a node's row
+// start where they draw.
+func touchBlock[I int32 | int64](idx []I, ip, nodes []int64, starts, degs *[touchAhead]int64) I {
+	for q, v := range nodes {
+		starts[q], degs[q] = ip[v], ip[v+1]-ip[v]
+	}
+	return touchRows(idx, starts[:len(nodes)], degs[:len(nodes)])
+}
+
 // touchRows reads the first and last index of each non-empty row (start,
 // degree) and returns their sum, which the caller keeps (so that the loads
 // are not dropped as dead code).

@@ -189,17 +189,13 @@ func drawHetero[I int32 | int64](sc *hscratch, w *hwork, set *posSet, idx []I) {
 	ip := r.g.Indptr
 	e := w.edge
 	// The rows of touchAhead dst nodes at a time: their starts and degrees
-	// read together, then their rows (touchRows), then drawn from.
+	// read together, then their rows (touchBlock), then drawn from.
 	var starts, degs [touchAhead]int64
 	var touched I
 	for p := w.a; p < w.z; p++ {
 		at := (p - w.a) % touchAhead // p's place in its block
 		if at == 0 {
-			n := min(touchAhead, w.z-p)
-			for q, v := range nid[p : p+n] {
-				starts[q], degs[q] = ip[v], ip[v+1]-ip[v]
-			}
-			touched += touchRows(idx, starts[:n], degs[:n])
+			touched += touchBlock(idx, ip, nid[p:min(p+touchAhead, w.z)], &starts, &degs)
 		}
 		st, d := starts[at], degs[at]
 		m := d
