@@ -241,9 +241,10 @@ func parallelRange(n, workers int, f func(k, lo, hi int)) {
 }
 
 // halfOf is, for float32 to float16 or bfloat16, the rounding the element
-// codecs apply (elemCodec: float32 to float64 is exact, and back to
-// float32 before rounding) and the bits of its infinity (sign cleared); nil
-// for any other pair.
+// codecs apply (elemCodec: float32 to float64 is exact, and a float64
+// rounded once to a 16-bit type, half.Float64ToFloat16, is the float32
+// rounded once) and the bits of its infinity (sign cleared); nil for any
+// other pair.
 func halfOf(from, to DType) (func(float32) uint16, uint16) {
 	if from != Float32 {
 		return nil, 0

@@ -106,6 +106,45 @@ func TestConvertFeatures(t *testing.T) {
 	}
 }
 
+// TestConvertFloat64RoundsOnce: float64 features become the nearest
+// float16 / bfloat16, rounded once, in new memory and in place: a value a
+// hair past a tie between two neighbours, which float32 would round onto
+// the tie (and a second rounding then to the even neighbour), goes to the
+// nearer one; an exact tie still goes to the even one.
+func TestConvertFloat64RoundsOnce(t *testing.T) {
+	le := binary.LittleEndian
+	for _, c := range []struct {
+		to        DType
+		tie, ulp  float64 // a tie between 1 and the next value up, and that value's distance from 1
+		odd, even uint16  // the bits of the value above 1 (odd) and of 1 (even)
+	}{
+		{Float16, 1 + 0x1p-11, 0x1p-10, 0x3c01, 0x3c00},
+		{BFloat16, 1 + 0x1p-8, 0x1p-7, 0x3f81, 0x3f80},
+	} {
+		values := []float64{c.tie + 0x1p-40, c.tie, -(c.tie + 0x1p-40), c.tie - 0x1p-40, 1 + c.ulp}
+		want := []uint16{c.odd, c.even, 0x8000 | c.odd, c.even, c.odd}
+		src := make([]byte, 8*len(values))
+		for i, v := range values {
+			le.PutUint64(src[8*i:], math.Float64bits(v))
+		}
+		for _, inPlace := range []bool{false, true} {
+			d := Data{FeatureDim: len(values), FeatureDType: Float64, Features: append([]byte(nil), src...)}
+			convert := d.ConvertFeatures
+			if inPlace {
+				convert = d.ConvertFeaturesInPlace
+			}
+			if err := convert(c.to, 2); err != nil {
+				t.Fatalf("float64 to %s (in place %v): %v", c.to, inPlace, err)
+			}
+			for i, w := range want {
+				if got := le.Uint16(d.Features[2*i:]); got != w {
+					t.Errorf("float64 %v to %s (in place %v): %#04x, want %#04x", values[i], c.to, inPlace, got, w)
+				}
+			}
+		}
+	}
+}
+
 // TestConvertFeaturesHetero: every node type with float features converts;
 // types without features stay as they are.
 func TestConvertFeaturesHetero(t *testing.T) {

@@ -86,10 +86,10 @@ func elemCodec(t DType) (add func(b []byte, acc uint64) uint64, put func(b []byt
 			func(b []byte, v float64) { le.PutUint64(b, math.Float64bits(v)) })
 	case Float16:
 		return f(func(b []byte) float64 { return float64(half.Float16ToFloat32(le.Uint16(b))) },
-			func(b []byte, v float64) { le.PutUint16(b, half.Float32ToFloat16(float32(v))) })
+			func(b []byte, v float64) { le.PutUint16(b, half.Float64ToFloat16(v)) })
 	case BFloat16:
 		return f(func(b []byte) float64 { return float64(half.BFloat16ToFloat32(le.Uint16(b))) },
-			func(b []byte, v float64) { le.PutUint16(b, half.Float32ToBFloat16(float32(v))) })
+			func(b []byte, v float64) { le.PutUint16(b, half.Float64ToBFloat16(v)) })
 	case Int64:
 		return func(b []byte, acc uint64) uint64 { return acc + le.Uint64(b) }, func(b []byte, acc uint64) { le.PutUint64(b, acc) }, true
 	case Int32:

@@ -77,3 +77,33 @@ func Float32ToBFloat16(f float32) uint16 {
 	}
 	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
+
+// Float64ToFloat16 rounds v to the nearest IEEE binary16, ties to even,
+// in one rounding: Float32ToFloat16(float32(v)) would round twice, and a
+// value just past a binary16 tie that float32 rounds onto the tie would
+// then go to the even neighbour, not the nearer one.
+func Float64ToFloat16(v float64) uint16 { return Float32ToFloat16(roundToOdd32(v)) }
+
+// Float64ToBFloat16 rounds v to the nearest bfloat16, ties to even, in one
+// rounding (as Float64ToFloat16).
+func Float64ToBFloat16(v float64) uint16 { return Float32ToBFloat16(roundToOdd32(v)) }
+
+// roundToOdd32 is v rounded to float32 by "round to odd": toward zero,
+// then the lowest significand bit set when that was inexact. A float32
+// has 13 significand bits more than a binary16 and 16 more than a
+// bfloat16, so rounding the result to nearest even gives what rounding v
+// directly would (round to odd keeps any inexactness as a sticky bit below
+// the narrower type's halfway bit). Values past float32's range become its
+// largest finite value (odd), which both 16-bit types round to infinity;
+// NaNs and infinities pass through.
+func roundToOdd32(v float64) float32 {
+	f := float32(v)
+	if v != v || float64(f) == v {
+		return f
+	}
+	b := math.Float32bits(f)
+	if math.Abs(float64(f)) > math.Abs(v) {
+		b-- // one step toward zero (the sign is a bit of its own)
+	}
+	return math.Float32frombits(b | 1)
+}
