@@ -145,6 +145,52 @@ func TestConvertFloat64RoundsOnce(t *testing.T) {
 	}
 }
 
+// TestConvertFloat64Hostile: float64 features a file may hold that no
+// 16-bit float can: a finite value past the range (1e300, the largest
+// float64) is refused naming it, with nothing written, in place or not;
+// NaNs and infinities convert to NaNs and infinities of the new type.
+func TestConvertFloat64Hostile(t *testing.T) {
+	le := binary.LittleEndian
+	for _, to := range []DType{Float16, BFloat16} {
+		for _, v := range []float64{1e300, -math.MaxFloat64} {
+			src := make([]byte, 8*4)
+			le.PutUint64(src[8*3:], math.Float64bits(v))
+			for _, inPlace := range []bool{false, true} {
+				mem := append([]byte(nil), src...)
+				d := Data{FeatureDim: 2, FeatureDType: Float64, Features: mem}
+				convert := d.ConvertFeatures
+				if inPlace {
+					convert = d.ConvertFeaturesInPlace
+				}
+				if err := convert(to, 2); err == nil || !strings.Contains(err.Error(), "1 values are past "+string(to)+"'s range (the first at row 1, element 1") ||
+					d.FeatureDType != Float64 || string(mem) != string(src) {
+					t.Errorf("float64 %g to %s (in place %v): %v; dtype %s, memory unchanged %v", v, to, inPlace, err, d.FeatureDType, string(mem) == string(src))
+				}
+			}
+		}
+		src := make([]byte, 8*3)
+		for i, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+			le.PutUint64(src[8*i:], math.Float64bits(v))
+		}
+		d := Data{FeatureDim: 3, FeatureDType: Float64, Features: src}
+		if err := d.ConvertFeaturesInPlace(to, 1); err != nil {
+			t.Fatalf("NaN and infinities to %s: %v", to, err)
+		}
+		var got [3]float32
+		for i := range got {
+			h := le.Uint16(d.Features[2*i:])
+			if to == Float16 {
+				got[i] = half.Float16ToFloat32(h)
+			} else {
+				got[i] = half.BFloat16ToFloat32(h)
+			}
+		}
+		if got[0] == got[0] || !math.IsInf(float64(got[1]), 1) || !math.IsInf(float64(got[2]), -1) {
+			t.Errorf("NaN, +Inf, -Inf to %s: %v", to, got)
+		}
+	}
+}
+
 // TestConvertFeaturesHetero: every node type with float features converts;
 // types without features stay as they are.
 func TestConvertFeaturesHetero(t *testing.T) {
