@@ -1,6 +1,7 @@
-// Package half converts between float32 and the 16-bit float formats of the
-// feature tables and gradient buckets (IEEE binary16 and bfloat16), rounding
-// to nearest even as CUDA's __float2half_rn and __float2bfloat16_rn do.
+// Package half converts between float32 (or float64, rounded once) and the
+// 16-bit float formats of the feature tables and gradient buckets (IEEE
+// binary16 and bfloat16), rounding to nearest even as CUDA's
+// __float2half_rn and __float2bfloat16_rn do.
 package half
 
 import "math"
